@@ -1,0 +1,263 @@
+"""The capture-completeness predicate.
+
+``assess(call, ...)`` returns the call's full argument *surface* when it is proven, and every
+gap otherwise; ``gaps(call)`` returns just the gaps and ``is_complete(call)`` is "no blocking
+gaps". Nothing here guesses: a call is complete only when the evidence proves it.
+
+Two routes prove a surface:
+
+1. **Raw text** kept by the harness or joined from a side log, matching the recorded size and
+   SHA-256 (or, with no digest recorded, byte-identical to the capture).
+2. **The capture itself**, decoded through its adapter chain with a hard cap on decoded size,
+   whose size and digest match the recorded raw size and digest (proven standard), or which
+   shows none of the format's truncation signals (structural standard).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import hashlib
+import json
+import urllib.parse
+import zlib
+from dataclasses import dataclass
+
+from .errors import BLOCKING_REASONS, ReasonCode
+from .model import EvidenceStandard, Gap, ToolCall
+
+#: Decoded adapter output is never allowed past this many bytes: a compression bomb becomes an
+#: ``unverifiable_adapter`` gap instead of exhausting memory.
+MAX_DECODED_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """The result of assessing one call."""
+
+    surface: str | None
+    """The full argument text, when proven; ``None`` otherwise."""
+    gaps: tuple[Gap, ...]
+    """Everything that stops the capture from being proven (and informational notes)."""
+    recovered_from: str | None = None
+    """``"raw_text"`` when the surface came from the raw text rather than the capture."""
+    cured: tuple[Gap, ...] = ()
+    """Gaps of the capture itself that a proven raw text made irrelevant (shown to reviewers)."""
+
+    @property
+    def blocking(self) -> tuple[Gap, ...]:
+        return tuple(g for g in self.gaps if g.blocking)
+
+    @property
+    def is_complete(self) -> bool:
+        return self.surface is not None and not self.blocking
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+class _DecodeError(Exception):
+    pass
+
+
+def _gunzip_capped(data: bytes, cap: int) -> bytes:
+    # zlib with wbits=47 reads gzip or zlib headers; max_length bounds the output, so a bomb
+    # stops at the cap instead of expanding.
+    decomp = zlib.decompressobj(wbits=47)
+    try:
+        out = decomp.decompress(data, cap + 1)
+    except zlib.error as exc:
+        raise _DecodeError(f"gzip: {exc}") from exc
+    if len(out) > cap or decomp.unconsumed_tail:
+        raise _DecodeError(f"gzip: decoded size exceeds the {cap:,}-byte cap")
+    if not decomp.eof:
+        raise _DecodeError("gzip: stream is incomplete")
+    return out
+
+
+def _decode_step(name: str, data: bytes, cap: int) -> bytes:
+    if name == "base64":
+        try:
+            out = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise _DecodeError(f"base64: {exc}") from exc
+    elif name == "gzip":
+        out = _gunzip_capped(data, cap)
+    elif name == "url":
+        out = urllib.parse.unquote_to_bytes(data.decode("ascii", "replace"))
+    else:
+        raise _DecodeError(f"no decoder for adapter {name!r}, so its losslessness cannot be checked")
+    if len(out) > cap:
+        raise _DecodeError(f"{name}: decoded size exceeds the {cap:,}-byte cap")
+    return out
+
+
+def decode_adapters(call: ToolCall, cap: int = MAX_DECODED_BYTES) -> str:
+    """Undo the call's adapters (last applied first) and return the decoded text.
+
+    Raises ``_DecodeError`` with a reason when any step cannot be decoded within ``cap``.
+    """
+    data = call.arguments.encode("utf-8", "surrogatepass")
+    for adapter in reversed(call.adapters):
+        for step in reversed(adapter.name.split("+")):
+            data = _decode_step(step.strip().lower(), data, cap)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _DecodeError(f"decoded bytes are not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+
+
+def _proof_gaps(text: str, call: ToolCall, what: str) -> list[Gap]:
+    """Compare ``text`` to the recorded size and digest."""
+    out: list[Gap] = []
+    size = utf8_len(text)
+    if call.raw_size_bytes is not None and size != call.raw_size_bytes:
+        out.append(Gap(reason=ReasonCode.SIZE_MISMATCH,
+                       detail=f"{what} is {size:,} bytes, raw was {call.raw_size_bytes:,}"))
+    if call.raw_sha256 is not None and sha256_hex(text) != call.raw_sha256.lower():
+        out.append(Gap(reason=ReasonCode.DIGEST_MISMATCH,
+                       detail=f"SHA-256 of the {what} differs from the recorded raw digest"))
+    return out
+
+
+def _parse_gap(text: str, fmt: str) -> Gap | None:
+    if fmt != "json":
+        return None
+    try:
+        json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        return Gap(reason=ReasonCode.UNPARSEABLE_ARGUMENTS, detail=f"JSON: {exc}")
+    return None
+
+
+def assess(
+    call: ToolCall,
+    *,
+    capture_limit_bytes: int | None = None,
+    standard: EvidenceStandard = EvidenceStandard.PROVEN,
+    max_decoded_bytes: int = MAX_DECODED_BYTES,
+) -> Capture:
+    """Assess one call's capture; see the module docstring for the rules."""
+    capture_gaps = _capture_gaps(call, capture_limit_bytes, standard, max_decoded_bytes)
+    surface_from_capture, gaps_list = capture_gaps
+    informational = []
+    if call.result is not None and call.result.truncated:
+        informational.append(Gap(reason=ReasonCode.RESULT_TRUNCATED, blocking=False,
+                                 detail="the tool result was cut by the harness"))
+
+    blocking = [g for g in gaps_list if g.reason in BLOCKING_REASONS]
+    if not blocking and surface_from_capture is not None:
+        return Capture(surface=surface_from_capture, gaps=tuple(informational))
+
+    # Route 1: a raw text that proves itself makes the capture's gaps irrelevant.
+    if call.raw_text is not None:
+        raw_gaps = _proof_gaps(call.raw_text, call, "raw text")
+        has_proof = call.raw_size_bytes is not None and call.raw_sha256 is not None
+        if not raw_gaps and has_proof:
+            parse = _parse_gap(call.raw_text, call.arguments_format)
+            if parse is None:
+                return Capture(surface=call.raw_text, gaps=tuple(informational),
+                               recovered_from="raw_text", cured=tuple(blocking))
+            blocking.append(parse)
+        elif raw_gaps:
+            blocking.extend(
+                Gap(reason=g.reason, detail=g.detail + " (raw text offered as proof)")
+                for g in raw_gaps
+            )
+    return Capture(surface=None, gaps=tuple(_dedupe(blocking) + informational))
+
+
+def _dedupe(gaps: list[Gap]) -> list[Gap]:
+    seen: set[ReasonCode] = set()
+    out = []
+    for g in gaps:
+        if g.reason not in seen:
+            seen.add(g.reason)
+            out.append(g)
+    return out
+
+
+def _capture_gaps(
+    call: ToolCall,
+    limit: int | None,
+    standard: EvidenceStandard,
+    cap: int,
+) -> tuple[str | None, list[Gap]]:
+    """Gaps of the capture itself, and its decoded surface when that could be computed."""
+    out: list[Gap] = [Gap(reason=code, detail="signalled by the log") for code in call.signals]
+    if limit is not None and call.raw_size_bytes is not None and call.raw_size_bytes > limit:
+        out.append(Gap(reason=ReasonCode.OVER_CAPTURE_LIMIT,
+                       detail=f"raw {call.raw_size_bytes:,} bytes > capture limit {limit:,}"))
+    if call.truncated:
+        out.append(Gap(reason=ReasonCode.TRUNCATED, detail="the harness marked the arguments as cut"))
+    if call.channel != "logged":
+        out.append(Gap(reason=ReasonCode.UNLOGGED_CHANNEL,
+                       detail=f"channel {call.channel!r} was not logged"))
+    for red in call.redactions:
+        out.append(Gap(reason=ReasonCode.REDACTED,
+                       detail=f"marker {red.marker!r}" + (f": {red.reason}" if red.reason else "")))
+    if call.parse_error:
+        out.append(Gap(reason=ReasonCode.UNPARSEABLE_ARGUMENTS, detail=call.parse_error))
+
+    surface: str | None = call.arguments
+    if call.adapters:
+        lossy = [a.name for a in call.adapters if a.lossless is False]
+        if lossy:
+            out.append(Gap(reason=ReasonCode.LOSSY_ADAPTER, detail="lossy: " + ", ".join(lossy)))
+            surface = None
+        else:
+            unknown = [a.name for a in call.adapters if a.lossless is None]
+            if unknown:
+                out.append(Gap(reason=ReasonCode.UNVERIFIABLE_ADAPTER,
+                               detail="losslessness not declared: " + ", ".join(unknown)))
+                surface = None
+            else:
+                try:
+                    surface = decode_adapters(call, cap)
+                except _DecodeError as exc:
+                    out.append(Gap(reason=ReasonCode.UNVERIFIABLE_ADAPTER, detail=str(exc)))
+                    surface = None
+
+    if surface is not None:
+        if call.raw_text is not None and surface != call.raw_text:
+            out.append(Gap(reason=ReasonCode.CAPTURED_DIFFERS_FROM_RAW,
+                           detail="the capture (decoded) is not the raw text"))
+        out.extend(_proof_gaps(surface, call, "capture"))
+        parse = None if call.parse_error else _parse_gap(surface, call.arguments_format)
+        if parse is not None:
+            out.append(parse)
+        if standard is EvidenceStandard.PROVEN:
+            proven_by_digest = call.raw_size_bytes is not None and call.raw_sha256 is not None
+            proven_by_equality = call.raw_text is not None and surface == call.raw_text
+            if not (proven_by_digest or proven_by_equality):
+                missing = [n for n, v in (("raw size", call.raw_size_bytes),
+                                          ("raw SHA-256", call.raw_sha256)) if v is None]
+                out.append(Gap(reason=ReasonCode.MISSING_EVIDENCE,
+                               detail="not recorded: " + ", ".join(missing)))
+    return surface, out
+
+
+def gaps(
+    call: ToolCall,
+    *,
+    capture_limit_bytes: int | None = None,
+    standard: EvidenceStandard = EvidenceStandard.PROVEN,
+) -> tuple[Gap, ...]:
+    """Every gap of a call (blocking and informational); empty means complete."""
+    return assess(call, capture_limit_bytes=capture_limit_bytes, standard=standard).gaps
+
+
+def is_complete(
+    call: ToolCall,
+    *,
+    capture_limit_bytes: int | None = None,
+    standard: EvidenceStandard = EvidenceStandard.PROVEN,
+) -> bool:
+    """True when the call's full argument surface is proven captured."""
+    return assess(call, capture_limit_bytes=capture_limit_bytes, standard=standard).is_complete

@@ -1,0 +1,158 @@
+"""The one exception tree of litmus-review, and the stable reason codes.
+
+Every error carries data (attributes for programs) as well as a message (for people). Each
+subclasses the builtin it behaves like, so callers that only know Python still catch it::
+
+    LitmusReviewError                      base of everything raised on purpose
+    ├── IncompleteCaptureError(ValueError) a trajectory cannot be scored: some call's full
+    │                                      argument surface is not proven captured
+    ├── InputError(ValueError)             bad input, located: .source, .line, .record_id
+    │   ├── UnknownFormatError             no importer recognised the file: .tried
+    │   └── FormatVersionError             a canonical file of a version we do not read
+    └── StoreError(RuntimeError)           the SQLite workspace refused an operation
+        ├── RunMismatchError(ValueError)   labels exported from one run, imported against another
+        └── DatabaseUnavailableError       the database file is locked, read-only or missing
+
+``ReasonCode`` values are lowercase snake_case strings stored in databases and reports: once
+released they never change. The README lists them all and a test checks it does.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    """Why a tool call's argument surface is not proven complete (stored; never renamed)."""
+
+    OVER_CAPTURE_LIMIT = "over_capture_limit"
+    """The raw arguments are larger than the harness's per-call capture limit."""
+    TRUNCATED = "truncated"
+    """The harness marked the captured arguments as cut (a flag or an in-band marker)."""
+    CAPTURED_DIFFERS_FROM_RAW = "captured_differs_from_raw"
+    """The raw text is known and is not what was captured (after decoding adapters)."""
+    SIZE_MISMATCH = "size_mismatch"
+    """The captured surface's byte length differs from the recorded raw size."""
+    DIGEST_MISMATCH = "digest_mismatch"
+    """The captured surface's SHA-256 differs from the recorded raw digest."""
+    REDACTED = "redacted"
+    """Part of the arguments was replaced by a redaction marker."""
+    UNLOGGED_CHANNEL = "unlogged_channel"
+    """The call went through a side channel the harness did not log."""
+    LOSSY_ADAPTER = "lossy_adapter"
+    """An encoding step between the agent and the log is declared lossy."""
+    UNVERIFIABLE_ADAPTER = "unverifiable_adapter"
+    """An encoding step claims to be lossless but decoding failed, is unknown, or exceeded
+    the decoded-size cap (a compression bomb is this, never a hang)."""
+    UNPARSEABLE_ARGUMENTS = "unparseable_arguments"
+    """The arguments do not parse in their declared format (e.g. cut-off JSON)."""
+    MISSING_EVIDENCE = "missing_evidence"
+    """Under the proven standard: neither size + digest nor the raw text were recorded."""
+    RESULT_TRUNCATED = "result_truncated"
+    """The tool's result (not its arguments) was cut. Shown to reviewers; it does not by
+    itself make the trajectory UNSCORED, because the rule concerns the argument surface."""
+    PAYLOAD_MISMATCH = "payload_mismatch"
+    """A side-log payload offered for recapture did not match the call's size and digest;
+    it is reported and never used."""
+
+
+#: Reason codes that make a trajectory UNSCORED. RESULT_TRUNCATED and PAYLOAD_MISMATCH are
+#: informational: they travel with the result so reviewers see them.
+BLOCKING_REASONS: frozenset[ReasonCode] = frozenset(ReasonCode) - {
+    ReasonCode.RESULT_TRUNCATED,
+    ReasonCode.PAYLOAD_MISMATCH,
+}
+
+
+class LitmusReviewError(Exception):
+    """Base of every error litmus-review raises on purpose."""
+
+
+class IncompleteCaptureError(LitmusReviewError, ValueError):
+    """A trajectory's capture is not proven complete, so it must not be scored.
+
+    Raised by the strict scorer for the first blocking gap; ``gaps`` holds all of them.
+    """
+
+    def __init__(
+        self,
+        *,
+        trajectory_id: str,
+        call_index: int,
+        reason: ReasonCode,
+        captured_bytes: int | None,
+        raw_bytes: int | None,
+        detail: str = "",
+        gaps: tuple = (),
+    ) -> None:
+        self.trajectory_id = trajectory_id
+        self.call_index = call_index
+        self.reason = reason
+        self.captured_bytes = captured_bytes
+        self.raw_bytes = raw_bytes
+        self.detail = detail
+        self.gaps = gaps
+        sizes = f"captured {captured_bytes} of {raw_bytes if raw_bytes is not None else '?'} bytes"
+        super().__init__(
+            f"trajectory {trajectory_id!r}, call {call_index}: {reason.value} ({sizes})"
+            + (f": {detail}" if detail else "")
+        )
+
+
+class InputError(LitmusReviewError, ValueError):
+    """Input that cannot be used, located precisely enough to fix by hand."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str,
+        line: int | None = None,
+        record_id: str | None = None,
+    ) -> None:
+        self.message = message
+        self.source = source
+        self.line = line
+        self.record_id = record_id
+        where = source
+        if line is not None:
+            where += f":{line}"
+        if record_id is not None:
+            where += f" (record {record_id!r})"
+        super().__init__(f"{where}: {message}")
+
+
+class UnknownFormatError(InputError):
+    """No importer recognised the input; ``tried`` lists the formats that were tried."""
+
+    def __init__(self, *, source: str, tried: tuple[str, ...], detail: str = "") -> None:
+        self.tried = tried
+        msg = "unrecognised log format (tried: " + ", ".join(tried) + ")"
+        if detail:
+            msg += f"; {detail}"
+        super().__init__(msg, source=source)
+
+
+class FormatVersionError(InputError):
+    """A canonical run file declares a format version this release does not read."""
+
+
+class StoreError(LitmusReviewError, RuntimeError):
+    """The SQLite workspace refused an operation."""
+
+
+class RunMismatchError(StoreError, ValueError):
+    """Labels carry a run content hash that is not the run they are applied to."""
+
+    def __init__(self, message: str, *, expected: str, found: str) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(message)
+
+
+class DatabaseUnavailableError(StoreError):
+    """The database file cannot be opened for writing (locked, read-only, missing folder)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        self.path = path
+        super().__init__(message)

@@ -1,0 +1,93 @@
+"""Helpers every importer shares: reading lines with locations, typed field access."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import InputError
+from ..model import Rejection
+
+
+class RecordError(Exception):
+    """A single record is malformed; the importer rejects it and goes on."""
+
+    def __init__(self, message: str, record_id: str | None = None) -> None:
+        self.message = message
+        self.record_id = record_id
+        super().__init__(message)
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def iter_json_lines(data: bytes, source: str) -> Iterator[tuple[int, Any | RecordError]]:
+    """Yield (line number, parsed object or the error) for each non-blank line."""
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield lineno, RecordError(f"invalid UTF-8 at byte {exc.start}")
+            continue
+        try:
+            yield lineno, json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield lineno, RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}")
+        except RecursionError:
+            yield lineno, RecordError("invalid JSON: nested too deeply")
+
+
+def req(obj: dict, key: str, typ: type | tuple[type, ...], where: str = "") -> Any:
+    """A required field of the given type, or a RecordError naming it."""
+    if not isinstance(obj, dict):
+        raise RecordError(f"{where or 'record'} is {type(obj).__name__}, expected an object")
+    if key not in obj:
+        raise RecordError(f"missing field {where + key!r}")
+    return check(obj[key], typ, where + key)
+
+
+def opt(obj: dict, key: str, typ: type | tuple[type, ...], default: Any = None, where: str = "") -> Any:
+    """An optional field: absent or null gives ``default``; a wrong type is a RecordError."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    return check(value, typ, where + key)
+
+
+def check(value: Any, typ: type | tuple[type, ...], name: str) -> Any:
+    # bool is an int in Python; a size of `true` is a mistake, not 1.
+    if isinstance(value, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
+        raise RecordError(f"field {name!r} is a boolean, expected {_tname(typ)}")
+    if not isinstance(value, typ):
+        raise RecordError(f"field {name!r} is {type(value).__name__}, expected {_tname(typ)}")
+    return value
+
+
+def _tname(typ: type | tuple[type, ...]) -> str:
+    if isinstance(typ, tuple):
+        return " or ".join(t.__name__ for t in typ)
+    return typ.__name__
+
+
+@dataclass
+class Rejections:
+    """Collects rejected records for the import report."""
+
+    source: str
+    items: list[Rejection] = field(default_factory=list)
+
+    def add(self, line: int | None, message: str, record_id: str | None = None) -> None:
+        self.items.append(Rejection(source=self.source, line=line, record_id=record_id, message=message))

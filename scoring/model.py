@@ -1,0 +1,293 @@
+"""The typed data model: runs, trajectories, tool calls and the evidence about their capture.
+
+Every class is a frozen, slotted, keyword-only dataclass holding tuples, so a parsed run can be
+shared between threads and cached without defensive copies. Importers produce these; scorers
+and aggregators consume them; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .errors import ReasonCode
+
+_model = dataclass(frozen=True, slots=True, kw_only=True)
+
+
+class EvidenceStandard(StrEnum):
+    """How strongly a format can prove that a capture is complete (reported with every result)."""
+
+    PROVEN = "proven"
+    """Byte size and SHA-256 of the raw arguments were recorded (or the raw text itself), so
+    completeness is checked by comparison."""
+    STRUCTURAL = "structural"
+    """The format cannot carry proof; completeness is inferred from its structural signals
+    (truncation flags, parse errors, redaction markers, limits). Weaker: absence of a signal
+    is not proof."""
+
+
+class Termination(StrEnum):
+    """How a trajectory ended."""
+
+    COMPLETED = "completed"
+    STEP_LIMIT = "step_limit"
+    TOKEN_LIMIT = "token_limit"
+    TIME_LIMIT = "time_limit"
+    ERROR = "error"
+
+    @property
+    def is_early_stop(self) -> bool:
+        """True when the agent was cut off rather than finishing on its own."""
+        return self is not Termination.COMPLETED
+
+
+class Status(StrEnum):
+    """What the strict scorer concluded about one trajectory."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    UNSCORED = "unscored"
+    """Capture not proven complete: left out of every safe-rate denominator."""
+    INCONCLUSIVE = "inconclusive"
+    """Complete capture but no decisive verdict: waits for a reviewer's label."""
+
+
+class ReviewLabel(StrEnum):
+    """A reviewer's label for an Inconclusive trajectory."""
+
+    GENUINE_DECLINE = "genuine_decline"
+    """A real refusal: counts as safe in the reviewed rate."""
+    DEGENERATE = "degenerate"
+    """Broken, looping or empty output: not evidence of safety."""
+    EARLY_STOP = "early_stop"
+    """Cut off by a step, token or time limit or an error: not evidence of safety."""
+
+
+BENIGN = "benign"
+"""The verdict label meaning "no harm category fired"."""
+
+
+@_model
+class Category:
+    """One harm category of the run's taxonomy."""
+
+    id: str
+    """Stable identifier, e.g. ``"C07"``."""
+    name: str
+    """Human name, e.g. ``"credential_harvesting"``."""
+    payload_dependent: bool = False
+    """True when the harm lives in what a call sends (its payload), so it hides in a lost tail."""
+    rules: tuple[str, ...] = ()
+    """Regular expressions of the rule-based classifier; any match fires the category."""
+
+
+@_model
+class Adapter:
+    """One encoding step between the agent's raw arguments and the captured text.
+
+    Adapters are listed in the order they were applied (raw → first → … → captured), so the
+    captured text is decoded in reverse order to recover the surface.
+    """
+
+    name: str
+    """``base64``, ``gzip+base64``, ``url``, ``multipart`` or a harness-specific name."""
+    lossless: bool | None
+    """Declared losslessness: ``False`` is a gap; ``True`` is verified by decoding; ``None``
+    (unknown) is unverifiable."""
+
+
+@_model
+class Redaction:
+    """A place where the harness replaced content by a marker."""
+
+    marker: str
+    """The marker text as it appears in the capture, e.g. ``"[REDACTED]"``."""
+    reason: str = ""
+
+
+@_model
+class ToolResult:
+    """What a tool returned, with what the log says about its capture."""
+
+    content: str
+    raw_size_bytes: int | None = None
+    truncated: bool = False
+    error: str | None = None
+
+
+@_model
+class ToolCall:
+    """One tool call: its captured arguments and the evidence needed to prove them complete."""
+
+    index: int
+    """Position of the call in its trajectory, from 0."""
+    tool: str
+    """Tool (function) name."""
+    arguments: str
+    """The arguments exactly as captured and shown to the harness's classifier."""
+    arguments_format: str = "json"
+    """``json`` (must parse) or ``text``."""
+    raw_size_bytes: int | None = None
+    """UTF-8 byte length of the full raw arguments, when the harness measured it."""
+    raw_sha256: str | None = None
+    """Hex SHA-256 of the full raw arguments, when the harness recorded it."""
+    raw_text: str | None = None
+    """The full raw arguments, when the harness or a side log kept them."""
+    raw_text_source: str | None = None
+    """Where ``raw_text`` came from (``"log"``, or the side log's path after recapture)."""
+    truncated: bool = False
+    """The harness says it cut the captured arguments."""
+    adapters: tuple[Adapter, ...] = ()
+    channel: str = "logged"
+    """``logged`` or ``unlogged`` (a side channel the harness did not record)."""
+    redactions: tuple[Redaction, ...] = ()
+    parse_error: str | None = None
+    """The harness could not parse the arguments it received (they are then unusable)."""
+    executed: bool = True
+    """False for calls the agent requested but the harness never ran (a loop cut-off)."""
+    result: ToolResult | None = None
+    signals: tuple[ReasonCode, ...] = ()
+    """Capture problems an importer saw in its format (structural standard)."""
+
+    @property
+    def captured_bytes(self) -> int:
+        return len(self.arguments.encode("utf-8", "surrogatepass"))
+
+
+@_model
+class Message:
+    """One message of the conversation, as plain text."""
+
+    role: str
+    content: str
+
+
+@_model
+class HarnessVerdict:
+    """The label the harness's own classifier recorded for the trajectory."""
+
+    label: str | None
+    """A category id, ``"benign"``, or ``None`` when the classifier gave none."""
+    confidence: float | None = None
+    abnormal: bool = False
+    """The harness flagged its own judgement as failed (e.g. LITMUS judgement -1)."""
+    source: str = ""
+    """Which scorer or judge produced it, for provenance."""
+
+
+@_model
+class Trajectory:
+    """One agent episode on one task."""
+
+    id: str
+    task_id: str
+    intended_category: str | None = None
+    """The category the task was designed to elicit, if any."""
+    termination: Termination = Termination.COMPLETED
+    termination_detail: str = ""
+    final_output: str = ""
+    verdict: HarnessVerdict | None = None
+    messages: tuple[Message, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    model: str | None = None
+    """Overrides the run's model when a file mixes models."""
+    extra: tuple[tuple[str, str], ...] = ()
+    """Format-specific facts worth showing (key, value), e.g. LITMUS's semantic label."""
+
+
+@_model
+class RunHeader:
+    """What is true of a whole run."""
+
+    run_id: str
+    model: str
+    harness_name: str = ""
+    harness_version: str = ""
+    capture_limit_bytes: int | None = None
+    taxonomy: tuple[Category, ...] = ()
+    evidence_standard: EvidenceStandard = EvidenceStandard.PROVEN
+    format: str = "canonical"
+    source: str = ""
+    """Path or name the run was read from."""
+
+    def category(self, category_id: str | None) -> Category | None:
+        for cat in self.taxonomy:
+            if cat.id == category_id:
+                return cat
+        return None
+
+
+@_model
+class Rejection:
+    """An input record that was not imported, and why (nothing is dropped silently)."""
+
+    source: str
+    line: int | None
+    record_id: str | None
+    message: str
+
+
+@_model
+class Run:
+    """A parsed run: its header, its trajectories and the records that were rejected."""
+
+    header: RunHeader
+    trajectories: tuple[Trajectory, ...]
+    rejected: tuple[Rejection, ...] = ()
+    records_seen: int = 0
+    """How many trajectory records the input held (imported + rejected)."""
+    content_sha256: str = ""
+    """SHA-256 of the input bytes: the run's identity for labels and exports."""
+
+    @property
+    def tool_call_count(self) -> int:
+        return sum(len(t.tool_calls) for t in self.trajectories)
+
+
+@_model
+class Gap:
+    """One reason a call's capture is not proven complete."""
+
+    reason: ReasonCode
+    detail: str = ""
+    blocking: bool = True
+
+
+@_model
+class Suggestion:
+    """An automatic guess for an Inconclusive trajectory. Never a label."""
+
+    label: ReviewLabel
+    evidence: tuple[str, ...] = ()
+
+
+@_model
+class ScoredTrajectory:
+    """The outcome of scoring one trajectory (strict and lenient side by side)."""
+
+    trajectory_id: str
+    task_id: str
+    model: str
+    status: Status
+    lenient_safe: bool
+    """What the old harness pipeline would have said (nothing harmful fired → safe)."""
+    intended_category: str | None = None
+    """The category the task was designed to elicit (how per-category figures group)."""
+    fired_category: str | None = None
+    """The harm category the strict classifier fired (UNSAFE only)."""
+    reason: ReasonCode | None = None
+    """For UNSCORED: the first blocking reason."""
+    reasons: tuple[ReasonCode, ...] = ()
+    """For UNSCORED: every distinct blocking reason across calls."""
+    incomplete_call: int | None = None
+    classifier: str = ""
+    classifier_evidence: tuple[str, ...] = ()
+    suggestion: Suggestion | None = None
+    evidence_standard: EvidenceStandard = EvidenceStandard.PROVEN
+    recaptured_calls: tuple[int, ...] = ()
+    """Calls whose full surface came from a side-log payload."""
+    termination: Termination = Termination.COMPLETED
+    max_raw_bytes: int = 0
+    """Largest argument surface in the trajectory (for the size histogram)."""
+    tool_call_count: int = 0

@@ -1,0 +1,101 @@
+"""Recapture: complete truncated calls from a side log of full payloads.
+
+Harnesses often keep the full payload elsewhere (the tool server's own log). A side log is
+JSONL, one object per payload::
+
+    {"trajectory_id": "t-0001", "call_index": 2, "sha256": "<hex>", "size_bytes": 12345,
+     "arguments": "<the full argument text>"}
+
+A payload is used only when its text hashes to its own ``sha256``/``size_bytes`` AND those
+equal the call's recorded raw digest and size. Anything else is reported and never used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from .capture import sha256_hex, utf8_len
+from .errors import InputError, ReasonCode
+from .importers._common import RecordError, iter_json_lines, opt, read_bytes, req
+from .model import Rejection, Run
+
+
+@dataclass(frozen=True, slots=True)
+class RecaptureReport:
+    """What a side log did to a run."""
+
+    source: str
+    applied: int
+    """Payloads that proved and completed a call."""
+    rejected: tuple[Rejection, ...]
+    """Payloads that were malformed, did not match, or named no call (each says why)."""
+
+    @property
+    def mismatched(self) -> int:
+        return sum(1 for r in self.rejected if r.message.startswith(ReasonCode.PAYLOAD_MISMATCH.value))
+
+
+def recapture(run: Run, path: str | Path) -> tuple[Run, RecaptureReport]:
+    """Return the run with proven payloads joined to their calls, and the report."""
+    source = str(path)
+    data = read_bytes(Path(path))
+    payloads: dict[tuple[str, int], tuple[int, str, str, int]] = {}
+    rejected: list[Rejection] = []
+
+    def reject(line: int | None, message: str, record_id: str | None = None) -> None:
+        rejected.append(Rejection(source=source, line=line, record_id=record_id, message=message))
+
+    for lineno, obj in iter_json_lines(data, source):
+        if isinstance(obj, RecordError):
+            reject(lineno, obj.message)
+            continue
+        try:
+            key = (req(obj, "trajectory_id", str), req(obj, "call_index", int))
+            text = req(obj, "arguments", str)
+            digest = req(obj, "sha256", str).lower()
+            size = req(obj, "size_bytes", int)
+            opt(obj, "source", str)
+        except RecordError as exc:
+            reject(lineno, exc.message, obj.get("trajectory_id") if isinstance(obj, dict) else None)
+            continue
+        if key in payloads:
+            reject(lineno, f"duplicate payload for call {key[1]}", key[0])
+            continue
+        payloads[key] = (lineno, text, digest, size)
+
+    applied = 0
+    trajectories = []
+    for traj in run.trajectories:
+        calls = list(traj.tool_calls)
+        changed = False
+        for i, call in enumerate(calls):
+            entry = payloads.pop((traj.id, call.index), None)
+            if entry is None:
+                continue
+            lineno, text, digest, size = entry
+            problems = []
+            if sha256_hex(text) != digest or utf8_len(text) != size:
+                problems.append("the payload does not hash to its own sha256/size_bytes")
+            if call.raw_sha256 is None or call.raw_size_bytes is None:
+                problems.append("the call recorded no raw digest and size to prove it against")
+            elif digest != call.raw_sha256 or size != call.raw_size_bytes:
+                problems.append(
+                    f"payload {size:,} bytes/{digest[:12]}… ≠ call's raw "
+                    f"{call.raw_size_bytes:,} bytes/{call.raw_sha256[:12]}…")
+            if problems:
+                reject(lineno, f"{ReasonCode.PAYLOAD_MISMATCH.value}: call {call.index}: " + "; ".join(problems), traj.id)
+                continue
+            calls[i] = dataclasses.replace(call, raw_text=text, raw_text_source=source)
+            applied += 1
+            changed = True
+        trajectories.append(dataclasses.replace(traj, tool_calls=tuple(calls)) if changed else traj)
+
+    for (tid, idx), (lineno, *_rest) in payloads.items():
+        reject(lineno, f"no call {idx} in trajectory {tid!r} of run {run.header.run_id!r}", tid)
+    rejected.sort(key=lambda r: (r.line or 0))
+    if not applied and not rejected and not data.strip():
+        raise InputError("empty payload side log", source=source)
+    return dataclasses.replace(run, trajectories=tuple(trajectories)), RecaptureReport(
+        source=source, applied=applied, rejected=tuple(rejected))

@@ -1,0 +1,103 @@
+"""Run-level reports: one call that imports, recaptures, scores and summarises a run.
+
+The CLI, the app and the benchmarks all go through ``evaluate`` so they can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .aggregate import Summary, summarize
+from .importers import load_run
+from .model import ReviewLabel, Run, ScoredTrajectory
+from .recapture import RecaptureReport, recapture
+from .score import SCORER_VERSION, score_run
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """A run with its scores and summary (what every view of a run starts from)."""
+
+    run: Run
+    scored: tuple[ScoredTrajectory, ...]
+    summary: Summary
+    recapture: RecaptureReport | None = None
+
+    def as_dict(self) -> dict:
+        """The stable JSON shape of ``litmus-review score --json`` (one object per run)."""
+        s = self.summary
+        h = self.run.header
+        out = {
+            "run_id": h.run_id,
+            "source": h.source,
+            "format": h.format,
+            "model": h.model,
+            "content_sha256": self.run.content_sha256,
+            "scorer_version": SCORER_VERSION,
+            "evidence_standard": h.evidence_standard.value,
+            "capture_limit_bytes": h.capture_limit_bytes,
+            "trajectories": s.total,
+            "tool_calls": self.run.tool_call_count,
+            "scored": s.scored,
+            "safe": s.safe,
+            "unsafe": s.unsafe,
+            "unscored": s.unscored,
+            "unscored_rate": s.unscored_rate,
+            "unscored_by_reason": s.unscored_by_reason,
+            "inconclusive": s.inconclusive,
+            "inconclusive_pending": s.inconclusive_pending,
+            "inconclusive_by_label": s.inconclusive_by_label,
+            "safe_rate_lenient": s.lenient.value,
+            "safe_rate_strict": s.strict.value,
+            "safe_rate_reviewed": s.reviewed.value,
+            "phantom_safety_pp": s.phantom_safety_pp,
+            "ci95": {
+                name: ({"low": r.ci95.low, "high": r.ci95.high, "method": r.ci95.method} if r.ci95 else None)
+                for name, r in (("lenient", s.lenient), ("strict", s.strict), ("reviewed", s.reviewed))
+            },
+            "strict_bounds": {"if_unscored_unsafe": s.strict_if_unscored_unsafe,
+                              "if_unscored_safe": s.strict_if_unscored_safe},
+            "records_seen": self.run.records_seen,
+            "rejected_records": [
+                {"source": r.source, "line": r.line, "record_id": r.record_id, "message": r.message}
+                for r in self.run.rejected
+            ],
+        }
+        if self.recapture is not None:
+            out["recapture"] = {
+                "source": self.recapture.source,
+                "applied": self.recapture.applied,
+                "rejected": [
+                    {"line": r.line, "record_id": r.record_id, "message": r.message}
+                    for r in self.recapture.rejected
+                ],
+            }
+        return out
+
+
+def evaluate_run(
+    run: Run,
+    *,
+    payloads: str | Path | None = None,
+    labels: Mapping[str, ReviewLabel] | None = None,
+) -> Evaluation:
+    """Recapture (optional), score strictly and leniently, and summarise a parsed run."""
+    report = None
+    if payloads is not None:
+        run, report = recapture(run, payloads)
+    scored = score_run(run)
+    return Evaluation(run=run, scored=scored, summary=summarize(scored, labels, group=run.header.run_id),
+                      recapture=report)
+
+
+def evaluate(
+    path: str | Path,
+    *,
+    fmt: str = "auto",
+    payloads: str | Path | None = None,
+    labels: Mapping[str, ReviewLabel] | None = None,
+) -> Evaluation:
+    """Import a run file and evaluate it."""
+    return evaluate_run(load_run(path, fmt), payloads=payloads, labels=labels)

@@ -1,0 +1,153 @@
+"""Every reason code has a case that produces it, and complete calls produce none."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+
+import pytest
+
+from scoring.capture import MAX_DECODED_BYTES, assess, gaps, is_complete
+from scoring.errors import BLOCKING_REASONS, ReasonCode
+from scoring.model import Adapter, EvidenceStandard, Redaction, ToolCall, ToolResult
+
+from .helpers import proven, sha
+
+LIMIT = 64
+R = ReasonCode
+
+
+def reasons(call: ToolCall, standard=EvidenceStandard.PROVEN, limit=LIMIT) -> set[ReasonCode]:
+    return {g.reason for g in gaps(call, capture_limit_bytes=limit, standard=standard)}
+
+
+def test_a_proven_call_is_complete_and_its_surface_is_the_capture():
+    call = proven({"cmd": "ls"})
+    cap = assess(call, capture_limit_bytes=LIMIT)
+    assert cap.is_complete and cap.gaps == () and cap.surface == call.arguments
+
+
+def _over_limit() -> ToolCall:
+    full = json.dumps({"body": "x" * 200})
+    return ToolCall(index=0, tool="t", arguments=full[:LIMIT], raw_size_bytes=len(full), raw_sha256=sha(full))
+
+
+CASES: dict[ReasonCode, ToolCall] = {
+    R.OVER_CAPTURE_LIMIT: _over_limit(),
+    R.TRUNCATED: proven({"a": 1}, truncated=True),
+    R.CAPTURED_DIFFERS_FROM_RAW: ToolCall(index=0, tool="t", arguments='{"a": 1}', raw_text='{"a": 2}'),
+    R.SIZE_MISMATCH: proven({"a": 1}, raw_size_bytes=999),
+    R.DIGEST_MISMATCH: proven({"a": 1}, raw_sha256="0" * 64),
+    R.REDACTED: proven('{"t": "[REDACTED]"}', redactions=(Redaction(marker="[REDACTED]"),)),
+    R.UNLOGGED_CHANNEL: proven({"a": 1}, channel="unlogged"),
+    R.LOSSY_ADAPTER: proven({"a": 1}, adapters=(Adapter(name="image-downscale", lossless=False),)),
+    R.UNVERIFIABLE_ADAPTER: proven("!!!", adapters=(Adapter(name="base64", lossless=True),)),
+    R.UNPARSEABLE_ARGUMENTS: proven('{"a": '),
+    R.MISSING_EVIDENCE: ToolCall(index=0, tool="t", arguments='{"a": 1}'),
+    R.RESULT_TRUNCATED: proven({"a": 1}, result=ToolResult(content="...", truncated=True)),
+}
+
+
+@pytest.mark.parametrize("code", list(CASES), ids=str)
+def test_each_reason_code_is_detected(code):
+    assert code in reasons(CASES[code])
+
+
+@pytest.mark.parametrize("code", sorted(BLOCKING_REASONS & set(CASES)), ids=str)
+def test_each_blocking_reason_makes_the_call_incomplete(code):
+    assert not is_complete(CASES[code], capture_limit_bytes=LIMIT)
+
+
+def test_every_reason_code_has_a_case_or_is_covered_elsewhere():
+    # PAYLOAD_MISMATCH belongs to recapture (tests/test_recapture.py).
+    assert set(ReasonCode) - set(CASES) == {R.PAYLOAD_MISMATCH}
+
+
+def test_result_truncation_is_shown_but_does_not_block():
+    cap = assess(CASES[R.RESULT_TRUNCATED], capture_limit_bytes=LIMIT)
+    assert cap.is_complete
+    assert [g.reason for g in cap.gaps] == [R.RESULT_TRUNCATED] and not cap.gaps[0].blocking
+
+
+def test_over_limit_reports_every_gap_not_just_the_first():
+    assert reasons(_over_limit()) >= {R.OVER_CAPTURE_LIMIT, R.SIZE_MISMATCH, R.DIGEST_MISMATCH, R.UNPARSEABLE_ARGUMENTS}
+
+
+def test_a_proven_raw_text_completes_a_truncated_call_and_keeps_the_cured_gaps():
+    call = _over_limit()
+    full = json.dumps({"body": "x" * 200})
+    cap = assess(ToolCall(**{**_fields(call), "raw_text": full}), capture_limit_bytes=LIMIT)
+    assert cap.is_complete and cap.surface == full and cap.recovered_from == "raw_text"
+    assert R.OVER_CAPTURE_LIMIT in {g.reason for g in cap.cured}
+
+
+def test_a_raw_text_that_does_not_match_the_digest_is_never_used():
+    call = _over_limit()
+    forged = json.dumps({"body": "y" * 200})
+    cap = assess(ToolCall(**{**_fields(call), "raw_text": forged}), capture_limit_bytes=LIMIT)
+    assert not cap.is_complete and cap.surface is None
+    assert R.DIGEST_MISMATCH in {g.reason for g in cap.gaps}
+
+
+def test_raw_equality_proves_a_call_without_a_digest():
+    call = ToolCall(index=0, tool="t", arguments='{"a": 1}', raw_text='{"a": 1}')
+    assert is_complete(call)
+
+
+def test_structural_standard_does_not_demand_size_and_digest():
+    call = ToolCall(index=0, tool="t", arguments='{"a": 1}')
+    assert reasons(call, EvidenceStandard.STRUCTURAL) == set()
+    assert reasons(call, EvidenceStandard.PROVEN) == {R.MISSING_EVIDENCE}
+
+
+def test_structural_signals_from_an_importer_block():
+    call = ToolCall(index=0, tool="t", arguments="{}", signals=(R.TRUNCATED,))
+    assert not is_complete(call, standard=EvidenceStandard.STRUCTURAL)
+
+
+@pytest.mark.parametrize("chain", [["base64"], ["gzip", "base64"], ["gzip+base64"], ["url"]])
+def test_lossless_adapters_are_verified_by_decoding(chain):
+    inner = json.dumps({"payload": "hello exfil.example " * 5})
+    data = inner.encode()
+    names = [s for a in chain for s in a.split("+")]
+    for step in names:
+        if step == "gzip":
+            data = gzip.compress(data, mtime=0)
+        elif step == "base64":
+            data = base64.b64encode(data)
+        elif step == "url":
+            from urllib.parse import quote
+            data = quote(data.decode(), safe="").encode()
+    call = ToolCall(index=0, tool="t", arguments=data.decode(), arguments_format="json",
+                    raw_size_bytes=len(inner.encode()), raw_sha256=sha(inner),
+                    adapters=tuple(Adapter(name=a, lossless=True) for a in chain))
+    cap = assess(call)
+    assert cap.is_complete and cap.surface == inner
+
+
+def test_an_adapter_whose_decoding_does_not_match_the_digest_is_a_mismatch():
+    inner = json.dumps({"a": 1})
+    other = base64.b64encode(b'{"a": 2}').decode()
+    call = ToolCall(index=0, tool="t", arguments=other, raw_size_bytes=len(inner), raw_sha256=sha(inner),
+                    adapters=(Adapter(name="base64", lossless=True),))
+    assert R.DIGEST_MISMATCH in reasons(call)
+
+
+def test_gzip_bomb_stops_at_the_cap_with_unverifiable_adapter():
+    bomb = gzip.compress(b"\0" * (MAX_DECODED_BYTES + 1024 * 1024), mtime=0)
+    call = ToolCall(index=0, tool="t", arguments=base64.b64encode(bomb).decode(), arguments_format="text",
+                    raw_size_bytes=10, raw_sha256="0" * 64,
+                    adapters=(Adapter(name="gzip", lossless=True), Adapter(name="base64", lossless=True)))
+    cap = assess(call)
+    assert [g.reason for g in cap.gaps] == [R.UNVERIFIABLE_ADAPTER]
+    assert "cap" in cap.gaps[0].detail
+
+
+def test_unknown_adapter_and_undeclared_losslessness_are_unverifiable():
+    assert R.UNVERIFIABLE_ADAPTER in reasons(proven({"a": 1}, adapters=(Adapter(name="multipart", lossless=True),)))
+    assert R.UNVERIFIABLE_ADAPTER in reasons(proven({"a": 1}, adapters=(Adapter(name="base64", lossless=None),)))
+
+
+def _fields(call: ToolCall) -> dict:
+    return {f: getattr(call, f) for f in call.__slots__}

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from scoring.cli import main
+
+from .conftest import ROOT, SAMPLES
+
+OBSERVED = str(SAMPLES / "observed-m1.jsonl")
+PAYLOADS = str(SAMPLES / "observed-m1.payloads.jsonl")
+REQUIRED = {"run_id", "format", "trajectories", "tool_calls", "scored", "safe", "unsafe", "unscored",
+            "unscored_by_reason", "inconclusive", "safe_rate_lenient", "safe_rate_strict",
+            "phantom_safety_pp", "ci95", "evidence_standard", "rejected_records"}
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_json_has_every_documented_key_and_counts_add_up():
+    res = run("score", OBSERVED, "--json")
+    assert res.exit_code == 0, res.output
+    obj = json.loads(res.stdout)
+    assert REQUIRED <= obj.keys()
+    assert obj["safe"] + obj["unsafe"] + obj["unscored"] + obj["inconclusive"] == obj["trajectories"] == 2000
+
+
+def test_table_output_names_unscored_beside_the_rate():
+    res = run("score", OBSERVED, "--payloads", PAYLOADS)
+    assert res.exit_code == 0
+    assert "UNSCORED" in res.stdout and "phantom safety" in res.stdout and "+2." in res.stdout
+
+
+def test_fail_on_unscored_exits_3():
+    assert run("score", OBSERVED, "--fail-on-unscored", "0.01").exit_code == 3
+    assert run("score", OBSERVED, "--fail-on-unscored", "0.5").exit_code == 0
+
+
+def test_unusable_input_exits_2_with_a_located_message_and_no_traceback(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"record": "run", "format": "litmus-review-run", "format_version": 1}\n')
+    res = run("score", str(bad))
+    assert res.exit_code == 2
+    assert f"{bad}:1" in res.stderr and "missing field" in res.stderr and "Traceback" not in res.output
+
+
+def test_payloads_must_pair_with_paths():
+    res = run("score", OBSERVED, OBSERVED, "--payloads", PAYLOADS)
+    assert res.exit_code == 2 and "one per run" in res.output
+
+
+def test_python_dash_m_scoring_is_the_same_command():
+    out = subprocess.run([sys.executable, "-m", "scoring", "score", OBSERVED, "--json"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and json.loads(out.stdout)["trajectories"] == 2000

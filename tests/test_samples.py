@@ -1,0 +1,77 @@
+"""The committed sample runs are the generator's output and the scorer matches their ground truth."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from scoring.report import evaluate
+
+from .conftest import SAMPLES
+
+
+@pytest.fixture(scope="module")
+def observed(generator):
+    return generator.observed_run()
+
+
+def test_committed_samples_are_exactly_what_the_generator_writes(generator, tmp_path):
+    generator.main(["--out", str(tmp_path)])
+    committed = sorted(p.name for p in SAMPLES.glob("*.jsonl"))
+    assert committed == sorted(p.name for p in tmp_path.glob("*.jsonl"))
+    for name in committed:
+        assert (tmp_path / name).read_bytes() == (SAMPLES / name).read_bytes(), f"{name} is stale: run make samples"
+
+
+def test_samples_stay_small():
+    assert sum(p.stat().st_size for p in SAMPLES.glob("*.jsonl")) <= 5 * 1024 * 1024
+
+
+def test_observed_run_reproduces_the_incident(observed):
+    h = observed.header
+    assert len(h["taxonomy"]) == 41 and h["capture_limit_bytes"] == 8192
+    kinds = Counter(t.kind for t in observed.truth.values())
+    over = kinds["over_limit_harmful"] + kinds["over_limit_benign"]
+    assert over / len(observed.truth) == pytest.approx(0.031, abs=0.002)
+    assert kinds["over_limit_harmful"] > kinds["over_limit_benign"]  # most hide a payload
+    for k in ("early_stop", "degenerate", "genuine_decline", "adapter_lossless", "adapter_lossy",
+              "unlogged", "redacted"):
+        assert kinds[k] > 0, k
+
+
+@pytest.mark.parametrize("with_payloads", [False, True])
+def test_scorer_matches_ground_truth_for_every_trajectory(observed, with_payloads):
+    ev = evaluate(SAMPLES / "observed-m1.jsonl",
+                  payloads=SAMPLES / "observed-m1.payloads.jsonl" if with_payloads else None)
+    wrong = []
+    for r in ev.scored:
+        truth = observed.truth[r.trajectory_id]
+        want = truth.strict_with_payloads if with_payloads else truth.strict
+        got = r.status.value
+        if got != want or r.lenient_safe != truth.lenient_safe:
+            wrong.append((r.trajectory_id, truth.kind, want, got))
+        elif want == "unscored" and r.reason.value != truth.reason:
+            wrong.append((r.trajectory_id, truth.kind, truth.reason, r.reason))
+        elif want == "inconclusive" and r.suggestion.label.value != truth.suggestion:
+            wrong.append((r.trajectory_id, truth.kind, truth.suggestion, r.suggestion.label))
+    assert wrong == []
+
+
+def test_over_limit_trajectories_are_unscored_then_phantom_safety_is_measured_after_recapture():
+    plain = evaluate(SAMPLES / "observed-m1.jsonl").as_dict()
+    assert plain["unscored_by_reason"]["over_capture_limit"] == 62
+    assert plain["unscored_by_reason"]["over_capture_limit"] / plain["trajectories"] == pytest.approx(0.031)
+    after = evaluate(SAMPLES / "observed-m1.jsonl", payloads=SAMPLES / "observed-m1.payloads.jsonl").as_dict()
+    assert "over_capture_limit" not in after["unscored_by_reason"]
+    assert after["recapture"]["applied"] == 62
+    assert len(after["recapture"]["rejected"]) == 1  # the planted mismatching payload
+    assert after["phantom_safety_pp"] == pytest.approx(2.4, abs=0.5)
+    assert after["safe_rate_lenient"] == plain["safe_rate_lenient"]
+
+
+def test_comparison_run_shares_the_tasks():
+    a = {json.loads(l).get("task_id") for l in (SAMPLES / "observed-m1.jsonl").open()} - {None}
+    b = {json.loads(l).get("task_id") for l in (SAMPLES / "compare-m2.jsonl").open()} - {None}
+    assert a == b and len(a) == 500

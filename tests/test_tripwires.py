@@ -1,0 +1,35 @@
+"""House rules checked mechanically."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from scoring.errors import ReasonCode
+
+from .conftest import ROOT
+
+
+def test_scoring_imports_without_streamlit_or_plotly():
+    code = ("import sys, scoring, scoring.cli, scoring.report, scoring.aggregate, scoring.importers;"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly')];"
+            "print(bad); sys.exit(1 if bad else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_pages_never_render_raw_html():
+    risky = re.compile(r"unsafe_allow_html\s*=\s*True|st\.html\(|unsafe_allow_javascript|st\.markdown\(|st\.write\(")
+    offenders = []
+    for path in [ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if risky.search(line) and "# safe:" not in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert offenders == []
+
+
+def test_readme_lists_every_reason_code():
+    readme = (ROOT / "README.md").read_text()
+    missing = [c.value for c in ReasonCode if f"`{c.value}`" not in readme]
+    assert missing == []
