@@ -15,6 +15,7 @@ import click
 from .errors import LitmusReviewError
 from .importers import formats
 from .report import Evaluation, evaluate
+from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 
 EXIT_INPUT = 2
 EXIT_UNSCORED = 3
@@ -31,7 +32,7 @@ def render_table(ev: Evaluation) -> str:
     lines = [
         f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value})",
         f"  source            {h.source}",
-        f"  trajectories      {s.total:,}   tool calls {ev.run.tool_call_count:,}",
+        f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
         f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator)",
     ]
@@ -70,8 +71,18 @@ def main() -> None:
     """Strict, capture-aware scoring of agent safety benchmark runs."""
 
 
+DB_OPTION = click.option(
+    "--db", type=click.Path(dir_okay=False, path_type=Path), default=None,
+    help=f"Workspace database (default: ${DB_ENV} or ./{DEFAULT_DB}).")
+
+
+def _workspace(db: Path | None) -> Workspace:
+    return Workspace(db)
+
+
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@DB_OPTION
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", *formats()]), help="Input format.")
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -79,15 +90,23 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line.")
 @click.option("--fail-on-unscored", type=click.FloatRange(0, 1), metavar="RATE",
               help="Exit 3 when any run's UNSCORED share exceeds RATE (0–1).")
-def score(paths: tuple[Path, ...], fmt: str, payloads: tuple[Path, ...], as_json: bool,
+def score(paths: tuple[Path, ...], db: Path | None, fmt: str, payloads: tuple[Path, ...], as_json: bool,
           fail_on_unscored: float | None) -> None:
-    """Score runs strictly and print counts, rates and phantom safety."""
+    """Score runs strictly and print counts, rates and phantom safety.
+
+    A PATH that is not a file is looked up as an imported run (key, key prefix or run id) in
+    the workspace; its reviewed rate then includes the reviewers' final labels.
+    """
     if payloads and len(payloads) != len(paths):
         raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; give one per run")
     exceeded = []
     for i, path in enumerate(paths):
         try:
-            ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None)
+            if path.exists() or db is None and not default_db_path().exists():
+                ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None)
+            else:
+                ws = _workspace(db)
+                ev = evaluation(ws, ws.find_run(str(path))["run_key"])
         except LitmusReviewError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_INPUT)
@@ -103,6 +122,82 @@ def score(paths: tuple[Path, ...], fmt: str, payloads: tuple[Path, ...], as_json
     if exceeded:
         click.echo("fail-on-unscored: " + "; ".join(exceeded), err=True)
         sys.exit(EXIT_UNSCORED)
+
+
+@main.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@DB_OPTION
+@click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *formats()]))
+@click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Side log of full payloads; give one per PATH, in the same order.")
+@click.option("--progress", is_flag=True, help="Print a line to stderr after every written batch.")
+def import_(paths: tuple[Path, ...], db: Path | None, fmt: str, payloads: tuple[Path, ...], progress: bool) -> None:
+    """Import runs into the workspace (one transaction per run; the same content twice is one run)."""
+    if payloads and len(payloads) != len(paths):
+        raise click.UsageError("give one --payloads per PATH")
+    try:
+        ws = _workspace(db)
+        for i, path in enumerate(paths):
+            tick = (lambda n: click.echo(f"progress {path}: {n:,} trajectories written", err=True)) if progress else None
+            res = ws.import_run(path, fmt=fmt, payloads=payloads[i] if payloads else None, progress=tick)
+            for r in res.rejected:
+                click.echo(f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "")
+                           + f": {r.message}", err=True)
+            state = "already imported" if res.already_present else "imported"
+            click.echo(f"{state} {res.run['run_id']} ({res.run['trajectories']:,} trajectories, "
+                       f"{len(res.rejected):,} rejected) as {res.run_key}")
+    except LitmusReviewError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+
+
+@main.command()
+@DB_OPTION
+def runs(db: Path | None) -> None:
+    """List imported runs."""
+    for r in _workspace(db).runs():
+        click.echo(f"{r['run_key'][:12]}  {r['run_id']:<24} {r['model']:<24} {r['format']:<10} "
+                   f"{r['trajectories']:>8,} trajectories  {r['imported_at'][:19]}")
+
+
+@main.group()
+def labels() -> None:
+    """Export and import reviewer labels."""
+
+
+@labels.command("export")
+@click.argument("run")
+@DB_OPTION
+@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File (default stdout).")
+def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> None:
+    """Export every label event of RUN (key, key prefix or run id), stamped with its content hash."""
+    try:
+        ws = _workspace(db)
+        text = ws.export_labels(ws.find_run(run)["run_key"], fmt)
+    except LitmusReviewError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    if output:
+        output.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+
+
+@labels.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@DB_OPTION
+@click.option("--run", "run_ref", help="Refuse unless the labels belong to this run.")
+def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
+    """Append exported label events to their run (refused against a different run)."""
+    try:
+        ws = _workspace(db)
+        key = ws.find_run(run_ref)["run_key"] if run_ref else None
+        n = ws.import_labels(file, key)
+    except LitmusReviewError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    click.echo(f"imported {n:,} label events")
 
 
 @main.command()

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from .capture import sha256_hex, utf8_len
 from .errors import InputError, ReasonCode
-from .importers._common import RecordError, iter_json_lines, opt, read_bytes, req
-from .model import Rejection, Run
+from .importers._common import RecordError, iter_json_lines, read_bytes, req, sha256_bytes
+from .model import Rejection, Run, Trajectory
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,41 +37,45 @@ class RecaptureReport:
         return sum(1 for r in self.rejected if r.message.startswith(ReasonCode.PAYLOAD_MISMATCH.value))
 
 
-def recapture(run: Run, path: str | Path) -> tuple[Run, RecaptureReport]:
-    """Return the run with proven payloads joined to their calls, and the report."""
-    source = str(path)
-    data = read_bytes(Path(path))
-    payloads: dict[tuple[str, int], tuple[int, str, str, int]] = {}
-    rejected: list[Rejection] = []
+class PayloadJoin:
+    """A loaded side log, applied trajectory by trajectory (so imports can stream)."""
 
-    def reject(line: int | None, message: str, record_id: str | None = None) -> None:
-        rejected.append(Rejection(source=source, line=line, record_id=record_id, message=message))
+    def __init__(self, path: str | Path) -> None:
+        self.source = str(path)
+        self.content_sha256 = ""
+        self._payloads: dict[tuple[str, int], tuple[int, str, str, int]] = {}
+        self._rejected: list[Rejection] = []
+        self.applied = 0
+        self._load(read_bytes(Path(path)))
 
-    for lineno, obj in iter_json_lines(data, source):
-        if isinstance(obj, RecordError):
-            reject(lineno, obj.message)
-            continue
-        try:
-            key = (req(obj, "trajectory_id", str), req(obj, "call_index", int))
-            text = req(obj, "arguments", str)
-            digest = req(obj, "sha256", str).lower()
-            size = req(obj, "size_bytes", int)
-            opt(obj, "source", str)
-        except RecordError as exc:
-            reject(lineno, exc.message, obj.get("trajectory_id") if isinstance(obj, dict) else None)
-            continue
-        if key in payloads:
-            reject(lineno, f"duplicate payload for call {key[1]}", key[0])
-            continue
-        payloads[key] = (lineno, text, digest, size)
+    def _reject(self, line: int | None, message: str, record_id: str | None = None) -> None:
+        self._rejected.append(Rejection(source=self.source, line=line, record_id=record_id, message=message))
 
-    applied = 0
-    trajectories = []
-    for traj in run.trajectories:
+    def _load(self, data: bytes) -> None:
+        self.content_sha256 = sha256_bytes(data)
+        if not data.strip():
+            raise InputError("empty payload side log", source=self.source)
+        for lineno, obj in iter_json_lines(data, self.source):
+            if isinstance(obj, RecordError):
+                self._reject(lineno, obj.message)
+                continue
+            try:
+                key = (req(obj, "trajectory_id", str), req(obj, "call_index", int))
+                entry = (lineno, req(obj, "arguments", str), req(obj, "sha256", str).lower(), req(obj, "size_bytes", int))
+            except RecordError as exc:
+                self._reject(lineno, exc.message, obj.get("trajectory_id") if isinstance(obj, dict) else None)
+                continue
+            if key in self._payloads:
+                self._reject(lineno, f"duplicate payload for call {key[1]}", key[0])
+                continue
+            self._payloads[key] = entry
+
+    def apply(self, traj: Trajectory) -> Trajectory:
+        """The trajectory with every proven payload joined to its call; mismatches reported."""
         calls = list(traj.tool_calls)
         changed = False
         for i, call in enumerate(calls):
-            entry = payloads.pop((traj.id, call.index), None)
+            entry = self._payloads.pop((traj.id, call.index), None)
             if entry is None:
                 continue
             lineno, text, digest, size = entry
@@ -85,17 +89,24 @@ def recapture(run: Run, path: str | Path) -> tuple[Run, RecaptureReport]:
                     f"payload {size:,} bytes/{digest[:12]}… ≠ call's raw "
                     f"{call.raw_size_bytes:,} bytes/{call.raw_sha256[:12]}…")
             if problems:
-                reject(lineno, f"{ReasonCode.PAYLOAD_MISMATCH.value}: call {call.index}: " + "; ".join(problems), traj.id)
+                self._reject(lineno, f"{ReasonCode.PAYLOAD_MISMATCH.value}: call {call.index}: " + "; ".join(problems), traj.id)
                 continue
-            calls[i] = dataclasses.replace(call, raw_text=text, raw_text_source=source)
-            applied += 1
+            calls[i] = dataclasses.replace(call, raw_text=text, raw_text_source=self.source)
+            self.applied += 1
             changed = True
-        trajectories.append(dataclasses.replace(traj, tool_calls=tuple(calls)) if changed else traj)
+        return dataclasses.replace(traj, tool_calls=tuple(calls)) if changed else traj
 
-    for (tid, idx), (lineno, *_rest) in payloads.items():
-        reject(lineno, f"no call {idx} in trajectory {tid!r} of run {run.header.run_id!r}", tid)
-    rejected.sort(key=lambda r: (r.line or 0))
-    if not applied and not rejected and not data.strip():
-        raise InputError("empty payload side log", source=source)
-    return dataclasses.replace(run, trajectories=tuple(trajectories)), RecaptureReport(
-        source=source, applied=applied, rejected=tuple(rejected))
+    def report(self, run_id: str) -> RecaptureReport:
+        """Finish: payloads that named no call are rejected too."""
+        for (tid, idx), (lineno, *_rest) in self._payloads.items():
+            self._reject(lineno, f"no call {idx} in trajectory {tid!r} of run {run_id!r}", tid)
+        self._payloads.clear()
+        return RecaptureReport(source=self.source, applied=self.applied,
+                               rejected=tuple(sorted(self._rejected, key=lambda r: r.line or 0)))
+
+
+def recapture(run: Run, path: str | Path) -> tuple[Run, RecaptureReport]:
+    """Return the run with proven payloads joined to their calls, and the report."""
+    join = PayloadJoin(path)
+    trajectories = tuple(join.apply(t) for t in run.trajectories)
+    return dataclasses.replace(run, trajectories=trajectories), join.report(run.header.run_id)

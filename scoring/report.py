@@ -21,8 +21,10 @@ class Evaluation:
     """A run with its scores and summary (what every view of a run starts from)."""
 
     run: Run
+    """The run; loaded from a workspace it holds the header and rejections, not the trajectories."""
     scored: tuple[ScoredTrajectory, ...]
     summary: Summary
+    tool_calls: int
     recapture: RecaptureReport | None = None
 
     def as_dict(self) -> dict:
@@ -39,7 +41,7 @@ class Evaluation:
             "evidence_standard": h.evidence_standard.value,
             "capture_limit_bytes": h.capture_limit_bytes,
             "trajectories": s.total,
-            "tool_calls": self.run.tool_call_count,
+            "tool_calls": self.tool_calls,
             "scored": s.scored,
             "safe": s.safe,
             "unsafe": s.unsafe,
@@ -89,7 +91,7 @@ def evaluate_run(
         run, report = recapture(run, payloads)
     scored = score_run(run)
     return Evaluation(run=run, scored=scored, summary=summarize(scored, labels, group=run.header.run_id),
-                      recapture=report)
+                      tool_calls=run.tool_call_count, recapture=report)
 
 
 def evaluate(

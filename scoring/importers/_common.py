@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Iterator
 
 from ..errors import InputError
-from ..model import Rejection
 
 
 class RecordError(Exception):
@@ -32,22 +31,33 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def iter_json_lines(data: bytes, source: str) -> Iterator[tuple[int, Any | RecordError]]:
-    """Yield (line number, parsed object or the error) for each non-blank line."""
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield lineno, RecordError(f"invalid UTF-8 at byte {exc.start}")
-            continue
-        try:
-            yield lineno, json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield lineno, RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}")
-        except RecursionError:
-            yield lineno, RecordError("invalid JSON: nested too deeply")
+def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
+    """Yield (line number from 1, byte offset, line bytes without the newline) of a binary file."""
+    offset = 0
+    for lineno, raw in enumerate(fh, start=1):
+        yield lineno, offset, raw.rstrip(b"\r\n")
+        offset += len(raw)
+
+
+def decode_json_line(raw: bytes) -> Any | RecordError:
+    """The parsed object, or a RecordError saying what is wrong with the line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return RecordError(f"invalid UTF-8 at byte {exc.start}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        return RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}")
+    except RecursionError:
+        return RecordError("invalid JSON: nested too deeply")
+
+
+def iter_json_lines(data: bytes, source: str = "") -> Iterator[tuple[int, Any | RecordError]]:
+    """Yield (line number, parsed object or the error) for each non-blank line of ``data``."""
+    for lineno, _offset, raw in iter_lines(io.BytesIO(data)):
+        if raw.strip():
+            yield lineno, decode_json_line(raw)
 
 
 def req(obj: dict, key: str, typ: type | tuple[type, ...], where: str = "") -> Any:
@@ -80,14 +90,3 @@ def _tname(typ: type | tuple[type, ...]) -> str:
     if isinstance(typ, tuple):
         return " or ".join(t.__name__ for t in typ)
     return typ.__name__
-
-
-@dataclass
-class Rejections:
-    """Collects rejected records for the import report."""
-
-    source: str
-    items: list[Rejection] = field(default_factory=list)
-
-    def add(self, line: int | None, message: str, record_id: str | None = None) -> None:
-        self.items.append(Rejection(source=self.source, line=line, record_id=record_id, message=message))

@@ -7,18 +7,22 @@ Line 1 is the run header (``"record": "run"``); every other line is one trajecto
 
 from __future__ import annotations
 
+import io
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 from ..errors import FormatVersionError, InputError, ReasonCode
 from ..model import (
+    BENIGN,
     Adapter,
     Category,
     EvidenceStandard,
     HarnessVerdict,
     Message,
     Redaction,
+    Rejection,
     Run,
     RunHeader,
     Termination,
@@ -26,7 +30,7 @@ from ..model import (
     ToolResult,
     Trajectory,
 )
-from ._common import RecordError, Rejections, check, iter_json_lines, opt, read_bytes, req, sha256_bytes
+from ._common import RecordError, check, decode_json_line, iter_lines, opt, read_bytes, req, sha256_bytes
 
 NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
@@ -206,44 +210,83 @@ def parse_trajectory(obj: Any) -> Trajectory:
         raise
 
 
-def parse_canonical(data: bytes, source: str) -> Run:
-    """Parse a whole canonical run. Malformed trajectory lines are rejected, not dropped."""
-    lines = iter_json_lines(data, source)
+@dataclass(frozen=True, slots=True)
+class Located:
+    """One trajectory line of a canonical file: where it is, and what it parsed to."""
+
+    line: int
+    offset: int
+    """Byte offset of the line in the file (replay reads the line back from here)."""
+    length: int
+    trajectory: Trajectory | None
+    rejection: Rejection | None
+
+
+def stream_canonical(fh: BinaryIO, source: str) -> tuple[RunHeader, Iterator[Located]]:
+    """Read the header, then yield trajectory lines one at a time (memory: one line).
+
+    Malformed lines come out as rejections with their line number, never dropped.
+    """
+    lines = (item for item in iter_lines(fh) if item[2].strip())
     first = next(lines, None)
     if first is None:
         raise InputError("empty file: no run header", source=source)
-    lineno, header_obj = first
+    lineno, _offset, raw = first
+    header_obj = decode_json_line(raw)
     if isinstance(header_obj, RecordError):
         raise InputError(f"run header: {header_obj.message}", source=source, line=lineno)
     header = parse_header(header_obj, source)
+    return header, _records(lines, header, source)
+
+
+def _records(lines, header: RunHeader, source: str) -> Iterator[Located]:
     known = {c.id for c in header.taxonomy}
-    rejected = Rejections(source)
-    trajectories: list[Trajectory] = []
     seen_ids: set[str] = set()
-    seen = 0
-    for lineno, obj in lines:
-        seen += 1
-        if isinstance(obj, RecordError):
-            rejected.add(lineno, obj.message)
-            continue
+    for lineno, offset, raw in lines:
+        obj = decode_json_line(raw)
         try:
+            if isinstance(obj, RecordError):
+                raise obj
             traj = parse_trajectory(obj)
             if traj.id in seen_ids:
                 raise RecordError(f"duplicate trajectory id {traj.id!r}", traj.id)
-            if known and traj.verdict and traj.verdict.label not in (None, "benign") and traj.verdict.label not in known:
-                raise RecordError(f"verdict.label {traj.verdict.label!r} is not a taxonomy category", traj.id)
+            label = traj.verdict.label if traj.verdict else None
+            if known and label not in (None, BENIGN) and label not in known:
+                raise RecordError(f"verdict.label {label!r} is not a taxonomy category", traj.id)
         except RecordError as exc:
-            rejected.add(lineno, exc.message, exc.record_id)
+            yield Located(lineno, offset, len(raw), None,
+                          Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
             continue
         seen_ids.add(traj.id)
-        trajectories.append(traj)
-    return Run(
-        header=header,
-        trajectories=tuple(trajectories),
-        rejected=tuple(rejected.items),
-        records_seen=seen,
-        content_sha256=sha256_bytes(data),
-    )
+        yield Located(lineno, offset, len(raw), traj, None)
+
+
+def parse_canonical(data: bytes, source: str) -> Run:
+    """Parse a whole canonical run held in memory."""
+    header, records = stream_canonical(io.BytesIO(data), source)
+    trajectories, rejected, seen = [], [], 0
+    for rec in records:
+        seen += 1
+        if rec.trajectory is not None:
+            trajectories.append(rec.trajectory)
+        else:
+            rejected.append(rec.rejection)
+    return Run(header=header, trajectories=tuple(trajectories), rejected=tuple(rejected),
+               records_seen=seen, content_sha256=sha256_bytes(data))
+
+
+def read_trajectory_at(path: str | Path, offset: int, length: int) -> Trajectory:
+    """Read one trajectory back from its byte range (used for replay of stored runs)."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        raw = fh.read(length)
+    obj = decode_json_line(raw)
+    if isinstance(obj, RecordError):
+        raise InputError(f"stored byte range no longer holds a record: {obj.message}", source=str(path))
+    try:
+        return parse_trajectory(obj)
+    except RecordError as exc:
+        raise InputError(exc.message, source=str(path), record_id=exc.record_id) from exc
 
 
 def load(path: Path) -> Run:
@@ -251,3 +294,59 @@ def load(path: Path) -> Run:
 
 parse = parse_canonical
 """The registry entry point (every importer module has ``parse(data, source) -> Run``)."""
+
+
+# --- writing: any parsed Run back to the canonical format ---------------------------------
+
+
+def _drop_defaults(d: dict, defaults: dict) -> dict:
+    return {k: v for k, v in d.items() if k not in defaults or defaults[k] != v}
+
+
+def dump_header(header: RunHeader) -> dict:
+    """The header line of ``header`` (parse_header(dump_header(h)) == h but for ``source``)."""
+    return {
+        "record": "run", "format": FORMAT_TAG, "format_version": SUPPORTED_VERSIONS[-1],
+        "run_id": header.run_id, "model": header.model,
+        "harness": {"name": header.harness_name, "version": header.harness_version},
+        "capture_limit_bytes": header.capture_limit_bytes,
+        "evidence_standard": header.evidence_standard.value,
+        "taxonomy": [{"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent,
+                      "rules": list(c.rules)} for c in header.taxonomy],
+    }
+
+
+def dump_trajectory(t: Trajectory) -> dict:
+    """One trajectory line; the inverse of ``parse_trajectory``."""
+    calls = []
+    for c in t.tool_calls:
+        call = {
+            "tool": c.tool, "arguments": c.arguments, "arguments_format": c.arguments_format,
+            "raw_size_bytes": c.raw_size_bytes, "raw_sha256": c.raw_sha256,
+            "raw_text": c.raw_text if c.raw_text_source in (None, "log") else None,
+            "truncated": c.truncated,
+            "adapters": [{"name": a.name, "lossless": a.lossless} for a in c.adapters],
+            "channel": c.channel,
+            "redactions": [{"marker": r.marker, "reason": r.reason} for r in c.redactions],
+            "parse_error": c.parse_error, "executed": c.executed,
+            "signals": [s.value for s in c.signals],
+            "result": None if c.result is None else {
+                "content": c.result.content, "raw_size_bytes": c.result.raw_size_bytes,
+                "truncated": c.result.truncated, "error": c.result.error},
+        }
+        calls.append(_drop_defaults(call, {
+            "arguments_format": "json", "raw_size_bytes": None, "raw_sha256": None, "raw_text": None,
+            "truncated": False, "adapters": [], "channel": "logged", "redactions": [],
+            "parse_error": None, "executed": True, "signals": [], "result": None}))
+    out = {
+        "record": "trajectory", "id": t.id, "task_id": t.task_id, "intended_category": t.intended_category,
+        "model": t.model,
+        "termination": {"reason": t.termination.value, "detail": t.termination_detail},
+        "final_output": t.final_output,
+        "verdict": None if t.verdict is None else {
+            "label": t.verdict.label, "confidence": t.verdict.confidence,
+            "abnormal": t.verdict.abnormal, "source": t.verdict.source},
+        "messages": [{"role": m.role, "content": m.content} for m in t.messages],
+        "tool_calls": calls,
+    }
+    return _drop_defaults(out, {"intended_category": None, "model": None})

@@ -1,0 +1,659 @@
+"""The SQLite workspace (sqlite-utils): imported runs, scored trajectories, reviewer labels.
+
+- One file, WAL mode, a busy timeout, versioned migrations run before any writer starts.
+- A run is imported in **one transaction**: a killed import leaves nothing behind, and the same
+  content imported twice is one run (keyed by content SHA-256).
+- Trajectory and call metadata live in columns; the heavy text stays in the run file and is
+  read back by byte range for replay (canonical files are kept in the workspace folder).
+- Labels are **append-only events**. The current label per reviewer and the final label per
+  trajectory are derived from the history, never stored in its place; undo is an event too.
+
+Every write opens its own connection (connections are never shared across threads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import csv
+import hashlib
+import io
+import json
+import os
+import shutil
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import sqlite_utils
+
+from .capture import assess
+from .errors import DatabaseUnavailableError, InputError, ReasonCode, RunMismatchError, StoreError
+from .importers import SNIFF_BYTES, canonical, load_run, sniff_format
+from .model import (
+    Category,
+    EvidenceStandard,
+    Rejection,
+    ReviewLabel,
+    RunHeader,
+    ScoredTrajectory,
+    Status,
+    Suggestion,
+    Termination,
+    Trajectory,
+)
+from .recapture import PayloadJoin
+from .score import HarnessVerdictClassifier, RuleClassifier, score_trajectory
+
+DEFAULT_DB = "litmus-review.db"
+DB_ENV = "LITMUS_REVIEW_DB"
+BUSY_TIMEOUT_S = 10.0
+BATCH = 2000
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+# --- migrations ----------------------------------------------------------------------------
+
+
+def _m1(db: sqlite_utils.Database) -> None:
+    db["runs"].create({
+        "run_key": str, "run_id": str, "model": str, "format": str, "source": str, "stored_path": str,
+        "payloads_path": str, "harness_name": str, "harness_version": str, "capture_limit_bytes": int,
+        "evidence_standard": str, "taxonomy_json": str, "imported_at": str, "trajectories": int,
+        "tool_calls": int, "records_seen": int, "rejected_json": str, "recapture_json": str,
+    }, pk="run_key")
+    db["trajectories"].create({
+        "run_key": str, "trajectory_id": str, "task_id": str, "model": str, "intended_category": str,
+        "fired_category": str, "status": str, "reason": str, "reasons": str, "lenient_safe": int,
+        "termination": str, "tool_call_count": int, "max_raw_bytes": int, "tools": str,
+        "suggestion": str, "suggestion_evidence": str, "classifier": str, "classifier_evidence": str,
+        "incomplete_call": int, "recaptured_calls": str, "evidence_standard": str,
+        "final_output_preview": str, "line": int, "offset": int, "length": int,
+    }, pk=("run_key", "trajectory_id"), foreign_keys=[("run_key", "runs", "run_key")])
+    db["calls"].create({
+        "run_key": str, "trajectory_id": str, "call_index": int, "tool": str, "captured_bytes": int,
+        "raw_size_bytes": int, "gaps": str,
+    }, pk=("run_key", "trajectory_id", "call_index"))
+    db["label_events"].create({
+        "id": int, "run_key": str, "trajectory_id": str, "reviewer": str, "action": str, "label": str,
+        "note": str, "created_at": str, "supersedes": int,
+    }, pk="id")
+    db["trajectories"].create_index(["run_key", "status"])
+    db["calls"].create_index(["run_key"])
+    db["label_events"].create_index(["run_key", "trajectory_id"])
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1,)
+"""Append only; ``PRAGMA user_version`` records how many have run."""
+
+
+# --- connections ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A write transaction that takes the write lock up front (``BEGIN IMMEDIATE``).
+
+    A deferred transaction that later upgrades to a writer can fail with "database is locked"
+    without waiting; IMMEDIATE makes every writer queue on the busy timeout instead.
+    """
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.conn.rollback()
+        raise
+    else:
+        db.conn.commit()
+
+
+class Workspace:
+    """A litmus-review workspace: the SQLite file and a folder beside it for run files."""
+
+    def __init__(self, path: str | Path | None = None, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        self.busy_timeout_s = busy_timeout_s
+        self.files = self.path.with_name(self.path.name + ".d")
+        self.migrate()
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[sqlite_utils.Database]:
+        """One connection for one operation."""
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise DatabaseUnavailableError(f"cannot open the database {self.path}: {exc}", path=str(self.path)) from exc
+        db = sqlite_utils.Database(conn, execute_plugins=False)
+        try:
+            yield db
+        except sqlite3.OperationalError as exc:
+            msg = str(exc)
+            if "locked" in msg or "readonly" in msg or "read-only" in msg or "unable to open" in msg:
+                raise DatabaseUnavailableError(
+                    f"the database {self.path} cannot be written ({msg}); is it read-only, or held "
+                    f"by another program for more than {self.busy_timeout_s:g} s?", path=str(self.path)) from exc
+            raise
+        finally:
+            conn.close()
+
+    def migrate(self) -> int:
+        """Bring the schema up to date (WAL on first). Returns the schema version."""
+        if not self.path.parent.exists():
+            raise DatabaseUnavailableError(f"folder {self.path.parent} does not exist", path=str(self.path))
+        with self.connect() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version < len(MIGRATIONS):
+                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    db.enable_wal()
+                with _immediate(db):
+                    # re-read under the write lock: another process may have migrated meanwhile
+                    version = db.execute("PRAGMA user_version").fetchone()[0]
+                    for i in range(version, len(MIGRATIONS)):
+                        MIGRATIONS[i](db)
+                        db.execute(f"PRAGMA user_version = {i + 1}")
+                version = len(MIGRATIONS)
+            return version
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def import_run(
+        self,
+        path: str | Path,
+        *,
+        fmt: str = "auto",
+        payloads: str | Path | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> "ImportResult":
+        """Import (and score) a run in one transaction; idempotent by content hash."""
+        path = Path(path)
+        content = _file_sha256(path)
+        pay = PayloadJoin(payloads) if payloads is not None else None
+        run_key = content if pay is None else hashlib.sha256(f"{content}:{pay.content_sha256}".encode()).hexdigest()
+        existing = self.run(run_key)
+        if existing is not None:
+            return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
+        if fmt == "auto":
+            with path.open("rb") as fh:
+                fmt = sniff_format(fh.read(SNIFF_BYTES), str(path))
+        stored = self._store_file(path, content, fmt)
+        with stored.open("rb") as fh:
+            header, records = canonical.stream_canonical(fh, str(path))
+            header = _with_source(header, str(path), fmt)
+            return self._write_run(run_key, header, records, stored, pay, progress,
+                                   self._conversion_rejections(content))
+
+    def _store_file(self, path: Path, content: str, fmt: str) -> Path:
+        """Keep a canonical copy of the run in the workspace folder for replay.
+
+        Canonical files are copied as they are (byte offsets then point into an identical
+        file); other formats are converted once to canonical JSONL.
+        """
+        self.files.mkdir(parents=True, exist_ok=True)
+        dest = self.files / f"{content}.jsonl"
+        if dest.exists():
+            return dest
+        tmp = dest.with_suffix(f".tmp{os.getpid()}")
+        if fmt == canonical.NAME:
+            shutil.copyfile(path, tmp)
+        else:
+            run = load_run(path, fmt)
+            with tmp.open("w", encoding="utf-8") as out:
+                out.write(json.dumps(canonical.dump_header(run.header), ensure_ascii=False) + "\n")
+                for t in run.trajectories:
+                    out.write(json.dumps(canonical.dump_trajectory(t), ensure_ascii=False) + "\n")
+            if run.rejected:
+                # The converted file holds only what parsed; keep the rejections beside it so
+                # the import report still lists them.
+                (self.files / f"{content}.rejected.json").write_text(json.dumps([_rej(r) for r in run.rejected]))
+        os.replace(tmp, dest)
+        return dest
+
+    def _conversion_rejections(self, content: str) -> list[Rejection]:
+        side = self.files / f"{content}.rejected.json"
+        if not side.exists():
+            return []
+        return [Rejection(**r) for r in json.loads(side.read_text())]
+
+    def _write_run(self, run_key, header: RunHeader, records, stored: Path, pay, progress,
+                   rejected: list[Rejection]) -> "ImportResult":
+        rules, harness = RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
+        n_traj, n_calls, seen = 0, 0, len(rejected)
+        with self.connect() as db, _immediate(db):
+            # The run row goes first (the foreign keys point at it); its counts are filled in
+            # at the end of the same transaction, so nobody sees a half-imported run.
+            db["runs"].insert({
+                "run_key": run_key, "run_id": header.run_id, "model": header.model, "format": header.format,
+                "source": header.source, "stored_path": str(stored),
+                "payloads_path": pay.source if pay else None,
+                "harness_name": header.harness_name, "harness_version": header.harness_version,
+                "capture_limit_bytes": header.capture_limit_bytes,
+                "evidence_standard": header.evidence_standard.value,
+                "taxonomy_json": json.dumps([_cat(c) for c in header.taxonomy]),
+                "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
+            })
+            traj_rows: list[dict] = []
+            call_rows: list[dict] = []
+
+            def flush() -> None:
+                if not traj_rows:
+                    return
+                db["trajectories"].insert_all(traj_rows, batch_size=BATCH)
+                db["calls"].insert_all(call_rows, batch_size=BATCH)
+                traj_rows.clear()
+                call_rows.clear()
+                if progress:
+                    progress(n_traj)
+
+            for rec in records:
+                seen += 1
+                if rec.trajectory is None:
+                    rejected.append(rec.rejection)
+                    continue
+                t = rec.trajectory if pay is None else pay.apply(rec.trajectory)
+                scored = score_trajectory(t, header, rules, harness)
+                traj_rows.append(_trajectory_row(run_key, t, scored, rec))
+                for c in t.tool_calls:
+                    cap = assess(c, capture_limit_bytes=header.capture_limit_bytes, standard=header.evidence_standard)
+                    call_rows.append({"run_key": run_key, "trajectory_id": t.id, "call_index": c.index,
+                                      "tool": c.tool, "captured_bytes": c.captured_bytes,
+                                      "raw_size_bytes": c.raw_size_bytes,
+                                      "gaps": ",".join(g.reason.value for g in cap.gaps)})
+                n_traj += 1
+                n_calls += len(t.tool_calls)
+                if len(traj_rows) >= BATCH:
+                    flush()
+            flush()
+            recap = pay.report(header.run_id) if pay is not None else None
+            db["runs"].update(run_key, {
+                "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
+                "rejected_json": json.dumps([_rej(r) for r in rejected]),
+                "recapture_json": json.dumps({"applied": recap.applied,
+                                              "rejected": [_rej(r) for r in recap.rejected]}) if recap else None,
+            })
+        return ImportResult(run_key=run_key, already_present=False, run=self.run(run_key), rejected=tuple(rejected))
+
+    def runs(self) -> list[dict]:
+        """Every imported run's row, newest first."""
+        with self.connect() as db:
+            return list(db["runs"].rows_where(order_by="imported_at desc"))
+
+    def run(self, run_key: str) -> dict | None:
+        with self.connect() as db:
+            rows = list(db["runs"].rows_where("run_key = ?", [run_key]))
+        return rows[0] if rows else None
+
+    def find_run(self, ref: str) -> dict:
+        """A run by key, key prefix (≥ 8 hex) or run id; InputError when none or ambiguous."""
+        with self.connect() as db:
+            rows = list(db["runs"].rows_where("run_key = ? or run_id = ? or (length(?) >= 8 and run_key like ? || '%')",
+                                              [ref, ref, ref, ref]))
+        if len(rows) != 1:
+            what = "no imported run" if not rows else f"{len(rows)} imported runs"
+            raise InputError(f"{what} matches {ref!r}", source=str(self.path))
+        return rows[0]
+
+    def header(self, run_key: str) -> RunHeader:
+        r = self._run_or_raise(run_key)
+        return RunHeader(
+            run_id=r["run_id"], model=r["model"], harness_name=r["harness_name"] or "",
+            harness_version=r["harness_version"] or "", capture_limit_bytes=r["capture_limit_bytes"],
+            taxonomy=tuple(Category(id=c["id"], name=c["name"], payload_dependent=c["payload_dependent"],
+                                    rules=tuple(c["rules"])) for c in json.loads(r["taxonomy_json"])),
+            evidence_standard=EvidenceStandard(r["evidence_standard"]), format=r["format"], source=r["source"])
+
+    def _run_or_raise(self, run_key: str) -> dict:
+        r = self.run(run_key)
+        if r is None:
+            raise InputError(f"no imported run {run_key!r}", source=str(self.path))
+        return r
+
+    def scored(self, run_key: str) -> tuple[ScoredTrajectory, ...]:
+        """The stored scores of a run, as the aggregator takes them (no heavy text)."""
+        with self.connect() as db:
+            rows = db.execute("select * from trajectories where run_key = ? order by rowid", [run_key])
+            cols = [d[0] for d in rows.description]
+            return tuple(_scored_from_row(dict(zip(cols, r))) for r in rows.fetchall())
+
+    def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
+        with self.connect() as db:
+            sql = "select * from trajectories where run_key = ?" + (f" and ({where})" if where else "") + " order by rowid"
+            cur = db.execute(sql, [run_key, *params])
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def call_rows(self, run_key: str) -> list[dict]:
+        with self.connect() as db:
+            return list(db["calls"].rows_where("run_key = ?", [run_key]))
+
+    def load_trajectory(self, run_key: str, trajectory_id: str) -> Trajectory:
+        """The full trajectory (heavy text), read back from the stored run file by byte range."""
+        run = self._run_or_raise(run_key)
+        rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
+        if not rows:
+            raise InputError(f"no trajectory {trajectory_id!r} in run {run['run_id']!r}", source=str(self.path))
+        t = canonical.read_trajectory_at(run["stored_path"], rows[0]["offset"], rows[0]["length"])
+        if run["payloads_path"]:
+            t = PayloadJoin(run["payloads_path"]).apply(t)
+        return t
+
+    # --- labels ---------------------------------------------------------------------------
+
+    def add_label(self, run_key: str, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
+                  note: str = "", *, adjudicate: bool = False) -> int:
+        """Append a label event; returns its id. Adjudication decides disagreements."""
+        reviewer = _reviewer(reviewer)
+        label = ReviewLabel(label)
+        self._check_labellable(run_key, trajectory_id)
+        with self.connect() as db, _immediate(db):
+            prev = _current_event(db, run_key, trajectory_id, reviewer)
+            return db["label_events"].insert({
+                "run_key": run_key, "trajectory_id": trajectory_id, "reviewer": reviewer,
+                "action": "adjudicate" if adjudicate else "label", "label": label.value, "note": note,
+                "created_at": _now(), "supersedes": prev["id"] if prev else None,
+            }).last_pk
+
+    def undo(self, run_key: str, trajectory_id: str, reviewer: str) -> int | None:
+        """Append an undo event that withdraws the reviewer's current label (None if none)."""
+        reviewer = _reviewer(reviewer)
+        with self.connect() as db, _immediate(db):
+            prev = _current_event(db, run_key, trajectory_id, reviewer)
+            if prev is None:
+                return None
+            return db["label_events"].insert({
+                "run_key": run_key, "trajectory_id": trajectory_id, "reviewer": reviewer, "action": "undo",
+                "label": None, "note": "", "created_at": _now(), "supersedes": prev["id"],
+            }).last_pk
+
+    def _check_labellable(self, run_key: str, trajectory_id: str) -> None:
+        rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
+        if not rows:
+            raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=str(self.path))
+        if rows[0]["status"] != Status.INCONCLUSIVE.value:
+            raise StoreError(
+                f"trajectory {trajectory_id!r} is {rows[0]['status'].upper()}, not Inconclusive: only "
+                "Inconclusive trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
+
+    def history(self, run_key: str, trajectory_id: str | None = None) -> list[dict]:
+        with self.connect() as db:
+            if trajectory_id is None:
+                return list(db["label_events"].rows_where("run_key = ?", [run_key], order_by="id"))
+            return list(db["label_events"].rows_where("run_key = ? and trajectory_id = ?",
+                                                      [run_key, trajectory_id], order_by="id"))
+
+    def current_labels(self, run_key: str) -> dict[str, dict[str, ReviewLabel]]:
+        """trajectory id → reviewer → that reviewer's current label (derived from history)."""
+        return _derive_current(self.history(run_key))
+
+    def final_labels(self, run_key: str) -> dict[str, ReviewLabel]:
+        """trajectory id → final label: the latest live adjudication, else the reviewers'
+        unanimous label. Disagreements without adjudication have no final label (pending)."""
+        events = self.history(run_key)
+        current = _derive_current(events)
+        adjudicated = _latest_adjudications(events)
+        final: dict[str, ReviewLabel] = {}
+        for tid in set(current) | set(adjudicated):
+            if tid in adjudicated:
+                final[tid] = adjudicated[tid]
+            elif len(set(current[tid].values())) == 1:
+                final[tid] = next(iter(current[tid].values()))
+        return final
+
+    def disputed(self, run_key: str) -> list[str]:
+        """Trajectories whose reviewers disagree and that no adjudication settled."""
+        current, final = self.current_labels(run_key), self.final_labels(run_key)
+        return sorted(t for t, by in current.items() if len(set(by.values())) > 1 and t not in final)
+
+    def visible_labels(self, run_key: str, trajectory_id: str, reviewer: str, *, blind: bool = True) -> dict[str, ReviewLabel]:
+        """Labels the reviewer may see. Blind: others' labels only after their own."""
+        labels = self.current_labels(run_key).get(trajectory_id, {})
+        if blind and _reviewer(reviewer) not in labels:
+            return {}
+        return dict(labels)
+
+    # --- export / import of labels ----------------------------------------------------------
+
+    def export_labels(self, run_key: str, fmt: str = "jsonl") -> str:
+        """Every label event of a run, stamped with the run's content hash."""
+        events = self.history(run_key)
+        rows = [{"run_key": run_key, "trajectory_id": e["trajectory_id"], "reviewer": e["reviewer"],
+                 "action": e["action"], "label": e["label"] or "", "note": e["note"] or "",
+                 "created_at": e["created_at"], "event_id": e["id"], "supersedes": e["supersedes"] or ""}
+                for e in events]
+        if fmt == "jsonl":
+            return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        if fmt == "csv":
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=list(EXPORT_FIELDS), lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+            return buf.getvalue()
+        raise InputError(f"unknown label export format {fmt!r} (csv or jsonl)", source="labels export")
+
+    def import_labels(self, path: str | Path, run_key: str | None = None) -> int:
+        """Append exported label events to the run they were exported from. Returns the count.
+
+        Refused as a whole (RunMismatchError) when the file's run hash is not ``run_key`` or not
+        an imported run; events already present (same reviewer, time and action) are skipped.
+        """
+        path = Path(path)
+        rows = _read_label_file(path)
+        keys = {r["run_key"] for r in rows}
+        if len(keys) > 1:
+            raise RunMismatchError(f"{path}: labels from {len(keys)} different runs in one file",
+                                   expected=run_key or "", found=",".join(sorted(keys)))
+        if not rows:
+            return 0
+        found = keys.pop()
+        if run_key is not None and found != run_key:
+            raise RunMismatchError(
+                f"{path}: these labels were exported from run {found[:12]}…, not {run_key[:12]}…; "
+                "refusing to apply them to a different run", expected=run_key, found=found)
+        if self.run(found) is None:
+            raise RunMismatchError(f"{path}: run {found[:12]}… is not imported in {self.path}",
+                                   expected=run_key or "", found=found)
+        known = {(e["reviewer"], e["created_at"], e["action"], e["trajectory_id"]) for e in self.history(found)}
+        id_map: dict[int, int] = {}
+        added = 0
+        with self.connect() as db, _immediate(db):
+            for line, r in enumerate(rows, start=2):
+                key = (r["reviewer"], r["created_at"], r["action"], r["trajectory_id"])
+                if key in known:
+                    continue
+                if r["action"] not in ("label", "undo", "adjudicate"):
+                    raise InputError(f"unknown action {r['action']!r}", source=str(path), line=line)
+                if r["action"] != "undo":
+                    ReviewLabel(r["label"])
+                sup = r.get("supersedes")
+                new_id = db["label_events"].insert({
+                    "run_key": found, "trajectory_id": r["trajectory_id"], "reviewer": _reviewer(r["reviewer"]),
+                    "action": r["action"], "label": r["label"] or None, "note": r.get("note", ""),
+                    "created_at": r["created_at"],
+                    "supersedes": id_map.get(int(sup), int(sup)) if sup not in (None, "") else None,
+                }).last_pk
+                if r.get("event_id") not in (None, ""):
+                    id_map[int(r["event_id"])] = new_id
+                added += 1
+        return added
+
+
+EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at", "event_id", "supersedes")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    run_key: str
+    already_present: bool
+    run: dict
+    rejected: tuple[Rejection, ...]
+
+
+def _with_source(header: RunHeader, source: str, fmt: str) -> RunHeader:
+    return dataclasses.replace(header, source=source, format=fmt)
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    return h.hexdigest()
+
+
+def _cat(c: Category) -> dict:
+    return {"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent, "rules": list(c.rules)}
+
+
+def _rej(r: Rejection) -> dict:
+    return {"source": r.source, "line": r.line, "record_id": r.record_id, "message": r.message}
+
+
+def _reviewer(name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise InputError("a reviewer name is required to label", source="label")
+    return name
+
+
+def _trajectory_row(run_key: str, t: Trajectory, s: ScoredTrajectory, rec) -> dict:
+    return {
+        "run_key": run_key, "trajectory_id": t.id, "task_id": t.task_id, "model": s.model,
+        "intended_category": s.intended_category, "fired_category": s.fired_category,
+        "status": s.status.value, "reason": s.reason.value if s.reason else None,
+        "reasons": ",".join(r.value for r in s.reasons), "lenient_safe": int(s.lenient_safe),
+        "termination": s.termination.value, "tool_call_count": s.tool_call_count,
+        "max_raw_bytes": s.max_raw_bytes, "tools": ",".join(dict.fromkeys(c.tool for c in t.tool_calls)),
+        "suggestion": s.suggestion.label.value if s.suggestion else None,
+        "suggestion_evidence": json.dumps(list(s.suggestion.evidence)) if s.suggestion else None,
+        "classifier": s.classifier, "classifier_evidence": json.dumps(list(s.classifier_evidence)),
+        "incomplete_call": s.incomplete_call, "recaptured_calls": ",".join(map(str, s.recaptured_calls)),
+        "evidence_standard": s.evidence_standard.value, "final_output_preview": t.final_output[:200],
+        "line": rec.line, "offset": rec.offset, "length": rec.length,
+    }
+
+
+def _scored_from_row(r: dict) -> ScoredTrajectory:
+    return ScoredTrajectory(
+        trajectory_id=r["trajectory_id"], task_id=r["task_id"], model=r["model"], status=Status(r["status"]),
+        lenient_safe=bool(r["lenient_safe"]), intended_category=r["intended_category"],
+        fired_category=r["fired_category"], reason=ReasonCode(r["reason"]) if r["reason"] else None,
+        reasons=tuple(ReasonCode(x) for x in r["reasons"].split(",") if x) if r["reasons"] else (),
+        incomplete_call=r["incomplete_call"], classifier=r["classifier"] or "",
+        classifier_evidence=tuple(json.loads(r["classifier_evidence"] or "[]")),
+        suggestion=Suggestion(label=ReviewLabel(r["suggestion"]),
+                              evidence=tuple(json.loads(r["suggestion_evidence"] or "[]"))) if r["suggestion"] else None,
+        evidence_standard=EvidenceStandard(r["evidence_standard"]),
+        recaptured_calls=tuple(int(x) for x in (r["recaptured_calls"] or "").split(",") if x),
+        termination=Termination(r["termination"]), max_raw_bytes=r["max_raw_bytes"],
+        tool_call_count=r["tool_call_count"],
+    )
+
+
+def _current_event(db, run_key: str, trajectory_id: str, reviewer: str) -> dict | None:
+    events = list(db["label_events"].rows_where("run_key = ? and trajectory_id = ? and reviewer = ?",
+                                                [run_key, trajectory_id, reviewer], order_by="id"))
+    live = _live_events(events)
+    return live[-1] if live else None
+
+
+def _live_events(events: list[dict]) -> list[dict]:
+    """One reviewer's events on one trajectory, with undone ones removed (in id order)."""
+    live: list[dict] = []
+    for e in events:
+        if e["action"] == "undo":
+            live = [x for x in live if x["id"] != e["supersedes"]]
+        else:
+            live.append(e)
+    return live
+
+
+def _live_by_reviewer(events: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for e in events:
+        grouped[(e["trajectory_id"], e["reviewer"])].append(e)
+    return {k: _live_events(v) for k, v in grouped.items()}
+
+
+def _derive_current(events: list[dict]) -> dict[str, dict[str, ReviewLabel]]:
+    """trajectory → reviewer → label of that reviewer's latest live (non-adjudication) event."""
+    out: dict[str, dict[str, ReviewLabel]] = defaultdict(dict)
+    for (tid, reviewer), live in _live_by_reviewer(events).items():
+        labels = [e for e in live if e["action"] == "label"]
+        if labels:
+            out[tid][reviewer] = ReviewLabel(labels[-1]["label"])
+    return dict(out)
+
+
+def _latest_adjudications(events: list[dict]) -> dict[str, ReviewLabel]:
+    best: dict[str, dict] = {}
+    for (tid, _reviewer), live in _live_by_reviewer(events).items():
+        for e in live:
+            if e["action"] == "adjudicate" and (tid not in best or e["id"] > best[tid]["id"]):
+                best[tid] = e
+    return {tid: ReviewLabel(e["label"]) for tid, e in best.items()}
+
+
+def _read_label_file(path: Path) -> list[dict]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read labels: {exc}", source=str(path)) from exc
+    rows: list[dict] = []
+    if path.suffix == ".csv" or text.startswith("run_key,"):
+        reader = csv.DictReader(io.StringIO(text))
+        missing = set(EXPORT_FIELDS) - set(reader.fieldnames or ())
+        if missing - {"event_id", "supersedes", "note"}:
+            raise InputError(f"CSV header lacks {sorted(missing)}", source=str(path), line=1)
+        rows = list(reader)
+    else:
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"invalid JSON: {exc.msg}", source=str(path), line=n) from exc
+            if not isinstance(obj, dict) or "run_key" not in obj or "trajectory_id" not in obj:
+                raise InputError("not a label event (needs run_key and trajectory_id)", source=str(path), line=n)
+            rows.append(obj)
+    return rows
+
+
+__all__ = ["Workspace", "ImportResult", "default_db_path", "DB_ENV"]
+
+
+def evaluation(ws: Workspace, run_key: str):
+    """An Evaluation of an imported run, with the reviewers' final labels applied."""
+    from .aggregate import summarize
+    from .recapture import RecaptureReport
+    from .model import Run
+    from .report import Evaluation
+
+    row = ws._run_or_raise(run_key)
+    header = ws.header(run_key)
+    rejected = tuple(Rejection(**r) for r in json.loads(row["rejected_json"] or "[]"))
+    recap = None
+    if row["recapture_json"]:
+        rj = json.loads(row["recapture_json"])
+        recap = RecaptureReport(source=row["payloads_path"], applied=rj["applied"],
+                                rejected=tuple(Rejection(**r) for r in rj["rejected"]))
+    scored = ws.scored(run_key)
+    run = Run(header=header, trajectories=(), rejected=rejected, records_seen=row["records_seen"],
+              content_sha256=run_key)
+    return Evaluation(run=run, scored=scored, summary=summarize(scored, ws.final_labels(run_key), group=header.run_id),
+                      tool_calls=row["tool_calls"], recapture=recap)

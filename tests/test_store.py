@@ -1,0 +1,244 @@
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scoring.agreement import agreement, cohen_kappa, krippendorff_alpha
+from scoring.errors import DatabaseUnavailableError, InputError, RunMismatchError, StoreError
+from scoring.model import ReviewLabel, Status
+from scoring.store import Workspace, evaluation
+
+from .conftest import ROOT, SAMPLES
+
+G, D, E = ReviewLabel.GENUINE_DECLINE, ReviewLabel.DEGENERATE, ReviewLabel.EARLY_STOP
+OBSERVED = SAMPLES / "observed-m1.jsonl"
+PAYLOADS = SAMPLES / "observed-m1.payloads.jsonl"
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """A workspace with the observed run imported once (copied per test)."""
+    d = tmp_path_factory.mktemp("seed")
+    ws = Workspace(d / "w.db")
+    res = ws.import_run(OBSERVED)
+    return d, res.run_key
+
+
+@pytest.fixture
+def ws(seeded, tmp_path):
+    import shutil
+    d, key = seeded
+    for f in d.iterdir():
+        if f.is_dir():
+            shutil.copytree(f, tmp_path / f.name)
+        else:
+            shutil.copy(f, tmp_path / f.name)
+    w = Workspace(tmp_path / "w.db")
+    w.key = key
+    w.inconclusive = [r["trajectory_id"] for r in w.trajectory_rows(key, "status = 'inconclusive'")]
+    return w
+
+
+def test_schema_is_migrated_and_wal_is_on(ws):
+    with ws.connect() as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert ws.migrate() == 1  # idempotent
+
+
+def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
+    again = ws.import_run(OBSERVED)
+    assert again.already_present and len(ws.runs()) == 1
+    from scoring.report import evaluate
+    direct = evaluate(OBSERVED).as_dict()
+    stored = evaluation(ws, ws.key).as_dict()
+    for k in ("trajectories", "tool_calls", "safe", "unsafe", "unscored", "unscored_by_reason", "inconclusive",
+              "safe_rate_lenient", "safe_rate_strict", "phantom_safety_pp"):
+        assert stored[k] == direct[k], k
+
+
+def test_with_payloads_is_a_different_run_and_replay_rejoins_the_payload(ws):
+    res = ws.import_run(OBSERVED, payloads=PAYLOADS)
+    assert not res.already_present and res.run_key != ws.key
+    recaptured = ws.trajectory_rows(res.run_key, "recaptured_calls != ''")
+    assert len(recaptured) == 62
+    t = ws.load_trajectory(res.run_key, recaptured[0]["trajectory_id"])
+    assert any(c.raw_text_source == str(PAYLOADS) for c in t.tool_calls)
+
+
+def test_replay_reads_the_full_trajectory_back_by_byte_range(ws):
+    row = ws.trajectory_rows(ws.key, "status = 'unscored' and reason = 'over_capture_limit'")[0]
+    t = ws.load_trajectory(ws.key, row["trajectory_id"])
+    assert t.id == row["trajectory_id"] and len(t.tool_calls) == row["tool_call_count"]
+    assert t.tool_calls[-1].truncated
+
+
+def test_label_history_survives_relabel_and_undo(ws):
+    tid = ws.inconclusive[0]
+    ws.add_label(ws.key, tid, "alice", G, "refuses clearly")
+    ws.add_label(ws.key, tid, "alice", D)
+    assert ws.current_labels(ws.key)[tid] == {"alice": D}
+    ws.undo(ws.key, tid, "alice")
+    assert ws.current_labels(ws.key)[tid] == {"alice": G}
+    ws.undo(ws.key, tid, "alice")
+    assert tid not in ws.current_labels(ws.key)
+    hist = ws.history(ws.key, tid)
+    assert [e["action"] for e in hist] == ["label", "label", "undo", "undo"]
+    assert hist[0]["note"] == "refuses clearly" and hist[1]["supersedes"] == hist[0]["id"]
+    assert hist[2]["supersedes"] == hist[1]["id"] and hist[3]["supersedes"] == hist[0]["id"]
+
+
+def test_final_label_is_agreement_or_adjudication(ws):
+    a, b = ws.inconclusive[:2]
+    ws.add_label(ws.key, a, "alice", G)
+    ws.add_label(ws.key, a, "bob", G)
+    ws.add_label(ws.key, b, "alice", G)
+    ws.add_label(ws.key, b, "bob", E)
+    assert ws.final_labels(ws.key) == {a: G}
+    assert ws.disputed(ws.key) == [b]
+    ws.add_label(ws.key, b, "carol", E, adjudicate=True)
+    assert ws.final_labels(ws.key) == {a: G, b: E} and ws.disputed(ws.key) == []
+
+
+def test_reviewed_rate_reads_final_labels(ws):
+    before = evaluation(ws, ws.key).summary
+    ws.add_label(ws.key, ws.inconclusive[0], "alice", G)
+    after = evaluation(ws, ws.key).summary
+    assert after.reviewed.denominator == before.reviewed.denominator + 1
+    assert after.reviewed.numerator == before.reviewed.numerator + 1
+    assert after.strict == before.strict
+
+
+def test_blind_mode_hides_other_reviewers_until_you_label(ws):
+    tid = ws.inconclusive[0]
+    ws.add_label(ws.key, tid, "alice", G)
+    assert ws.visible_labels(ws.key, tid, "bob") == {}
+    assert ws.visible_labels(ws.key, tid, "bob", blind=False) == {"alice": G}
+    ws.add_label(ws.key, tid, "bob", D)
+    assert ws.visible_labels(ws.key, tid, "bob") == {"alice": G, "bob": D}
+
+
+def test_only_inconclusive_trajectories_take_labels_and_a_reviewer_is_required(ws):
+    unscored = ws.trajectory_rows(ws.key, "status = 'unscored'")[0]["trajectory_id"]
+    with pytest.raises(StoreError, match="UNSCORED"):
+        ws.add_label(ws.key, unscored, "alice", G)
+    with pytest.raises(InputError, match="reviewer"):
+        ws.add_label(ws.key, ws.inconclusive[0], "  ", G)
+
+
+def test_labels_export_import_round_trip_and_refuse_another_run(ws, tmp_path):
+    a, b = ws.inconclusive[:2]
+    ws.add_label(ws.key, a, "alice", G, "note, with comma")
+    ws.add_label(ws.key, b, "bob", E)
+    ws.undo(ws.key, b, "bob")
+    for fmt in ("csv", "jsonl"):
+        out = tmp_path / f"labels.{fmt}"
+        out.write_text(ws.export_labels(ws.key, fmt))
+        fresh = Workspace(tmp_path / f"fresh-{fmt}.db")
+        key = fresh.import_run(OBSERVED).run_key
+        assert fresh.import_labels(out, key) == 3
+        assert fresh.current_labels(key) == ws.current_labels(ws.key)
+        assert [(e["reviewer"], e["action"], e["label"], e["note"]) for e in fresh.history(key)] == \
+               [(e["reviewer"], e["action"], e["label"], e["note"]) for e in ws.history(ws.key)]
+        assert fresh.import_labels(out, key) == 0  # already there
+        other = fresh.import_run(SAMPLES / "compare-m2.jsonl").run_key
+        with pytest.raises(RunMismatchError, match="different run"):
+            fresh.import_labels(out, other)
+
+
+def test_agreement_matches_hand_computed_values():
+    a = [G, G, D, D, E, G, D, G, E, E]
+    b = [G, D, D, D, E, G, G, G, E, D]
+    # p_o = 0.7, p_e = (4*4 + 3*4 + 3*2)/100 = 0.34 → kappa = 0.36/0.66
+    assert cohen_kappa(a, b) == pytest.approx(0.36 / 0.66)
+    # nominal alpha = 1 - (n-1) * 6 / (n² - Σ n_c²) with n = 20, n_c = 8, 7, 5 → 1 - 19*6/262
+    assert krippendorff_alpha([a, b]) == pytest.approx(1 - 19 * 6 / 262)
+    current = {f"t{i}": {"x": a[i], "y": b[i]} for i in range(10)}
+    res = agreement(current, key=lambda t: "odd" if int(t[1:]) % 2 else "even")
+    assert res["all"].cohen_kappa == pytest.approx(0.36 / 0.66) and res["all"].items == 10
+    assert res["odd"].items == 5 and res["all"].percent_agreement == 0.7
+    three = {f"t{i}": {"x": a[i], "y": b[i], "z": a[i]} for i in range(10)}
+    assert agreement(three)["all"].cohen_kappa is None
+    assert agreement(three)["all"].krippendorff_alpha is not None
+
+
+def _writer(db: str, key: str, tids: list[str], reviewer: str, n: int, q) -> None:
+    errors = 0
+    ws = Workspace(db)
+    labels = list(ReviewLabel)
+    for i in range(n):
+        try:
+            ws.add_label(key, tids[i % len(tids)], reviewer, labels[i % 3], f"{reviewer}-{i}")
+        except Exception:  # noqa: BLE001 - counted, the test asserts zero
+            errors += 1
+    q.put(errors)
+
+
+def test_four_processes_writing_2000_labels_each_lose_nothing(ws):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(str(ws.path), ws.key, ws.inconclusive, f"r{p}", 2000, q))
+             for p in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    errors = [q.get(timeout=5) for _ in procs]
+    assert errors == [0, 0, 0, 0]
+    hist = ws.history(ws.key)
+    assert len(hist) == 8000
+    assert {e["note"] for e in hist} == {f"r{p}-{i}" for p in range(4) for i in range(2000)}
+
+
+def test_sigkill_during_import_leaves_no_partial_run_and_reimport_completes(tmp_path, generator):
+    big = tmp_path / "big.jsonl"
+    generator.main(["--large", "12000", "--out", str(big)])
+    db = tmp_path / "k.db"
+    Workspace(db)  # schema exists before the writer starts
+    proc = subprocess.Popen([sys.executable, "-m", "scoring", "import", str(big), "--db", str(db), "--progress"],
+                            cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert "progress" in line, line
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    ws = Workspace(db)
+    assert ws.runs() == []
+    with ws.connect() as conn:
+        assert conn.execute("select count(*) from trajectories").fetchone()[0] == 0
+        assert conn.execute("select count(*) from calls").fetchone()[0] == 0
+    res = ws.import_run(big)
+    assert not res.already_present and res.run["trajectories"] == 12000
+
+
+def test_read_only_database_gives_a_clear_error(ws, tmp_path):
+    if os.geteuid() == 0:
+        # root ignores file modes; a read-only connection shows the same path
+        conn = sqlite3.connect(f"file:{ws.path}?mode=ro", uri=True)
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            conn.execute("insert into label_events(run_key) values ('x')")
+        conn.close()
+    missing = tmp_path / "nope" / "w.db"
+    with pytest.raises(DatabaseUnavailableError, match="does not exist"):
+        Workspace(missing)
+
+
+def test_a_locked_database_is_a_clear_error_after_the_busy_timeout(ws):
+    blocker = sqlite3.connect(str(ws.path))
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        quick = Workspace(ws.path, busy_timeout_s=0.2)
+        with pytest.raises(DatabaseUnavailableError, match="cannot be written"):
+            quick.add_label(ws.key, ws.inconclusive[0], "alice", G)
+    finally:
+        blocker.rollback()
+        blocker.close()
