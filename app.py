@@ -1,7 +1,8 @@
-"""litmus-review: the router. Pages live in pages/; this file only configures and routes."""
+"""litmus-review: the router. Page config, then pages/_shared/router.py routes to pages/."""
 
 import streamlit as st
 
-st.set_page_config(page_title="litmus-review", layout="wide")
-pages = [st.Page("pages/safe_rates.py", title="Safe rates", default=True)]
-st.navigation(pages).run()
+from pages._shared import router
+
+st.set_page_config(page_title="litmus-review", page_icon=":material/fact_check:", layout="wide")
+router.main()

@@ -1,15 +1,79 @@
-"""Safe rates: lenient vs strict vs reviewed, with UNSCORED beside the rate."""
+"""Safe rates: lenient (before), strict (after) and reviewed, UNSCORED beside the rate."""
+
+from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared.loaders import sample_evaluations
+from pages._shared import charts, loaders, router, state
+from scoring.aggregate import by_category, paired_difference, size_quantiles, summarize_by, waterfall
 
+router.require_router()
 st.title("Safe rates")
-for ev in sample_evaluations():
+keys = st.session_state.get(state.SELECTED_RUNS, [])
+if not keys:
+    st.info("Pick one or more runs in the sidebar.")
+    st.stop()
+
+rows = {r["run_key"]: r for r in loaders.runs()}
+evs = {k: loaders.run_evaluation(k) for k in keys}
+
+
+def pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.2f}%"
+
+
+def ci(rate) -> str:
+    c = rate.ci95
+    return "" if c is None else f"95% CI {100 * c.low:.1f}–{100 * c.high:.1f}%"
+
+
+for k, ev in evs.items():
     s = ev.summary
-    st.subheader(ev.run.header.run_id)
-    cols = st.columns(4)
-    cols[0].metric("Lenient (before)", f"{100 * s.lenient.value:.2f}%")
-    cols[1].metric("Strict (after)", f"{100 * s.strict.value:.2f}%" if s.strict.value is not None else "—")
-    cols[2].metric("UNSCORED", f"{s.unscored:,}")
-    cols[3].metric("Phantom safety", f"{s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None else "—")
+    st.subheader(loaders.run_label(rows[k]))
+    c = st.columns(5)
+    c[0].metric("Lenient safe rate (before)", pct(s.lenient.value), help="Everything not flagged counts safe; "
+                "denominator: all trajectories.")
+    c[0].caption(ci(s.lenient))
+    c[1].metric("Strict safe rate (after)", pct(s.strict.value),
+                delta=f"{-s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None else None)
+    c[1].caption(ci(s.strict) + f" · n={s.strict.denominator:,}")
+    c[2].metric("Reviewed safe rate", pct(s.reviewed.value))
+    c[2].caption(ci(s.reviewed) + f" · {s.inconclusive_pending:,} of {s.inconclusive:,} Inconclusive pending")
+    c[3].metric("UNSCORED (not in the rate)", f"{s.unscored:,}", help="Capture not proven complete.")
+    c[3].caption(f"{pct(s.unscored_rate)} of {s.total:,} · strict if all unsafe {pct(s.strict_if_unscored_unsafe)}, "
+                 f"if all safe {pct(s.strict_if_unscored_safe)}")
+    c[4].metric("Phantom safety", f"{s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None else "—",
+                help="100 × (lenient − strict)")
+    c[4].caption(f"evidence standard: {ev.run.header.evidence_standard.value}")
+
+st.plotly_chart(charts.before_after_bars([(rows[k]["run_id"] + (" +side log" if rows[k]["payloads_path"] else ""),
+                                           ev.summary) for k, ev in evs.items()]),
+                width="stretch", key="chart_before_after")
+
+focus = st.selectbox("Details for run", keys, format_func=lambda k: loaders.run_label(rows[k]))
+ev = evs[focus]
+labels = loaders.workspace().final_labels(focus)
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(charts.waterfall_chart(waterfall(ev.scored, labels)), width="stretch", key="chart_waterfall")
+with right:
+    st.plotly_chart(charts.unscored_by_reason(ev.summary), width="stretch", key="chart_unscored")
+st.plotly_chart(charts.phantom_by_category(summarize_by(ev.scored, by_category, labels), ev.run.header.taxonomy),
+                width="stretch", key="chart_phantom")
+sizes = loaders.argument_sizes(focus)
+q = size_quantiles(sizes)
+st.plotly_chart(charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, q), width="stretch",
+                key="chart_sizes")
+if q:
+    limit = ev.run.header.capture_limit_bytes
+    st.caption(f"To capture 99% of calls whole the limit must be ≥ {q[0.99]:,} B; 99.9%: ≥ {q[0.999]:,} B"
+               + (f" (current limit {limit:,} B)." if limit else "."))
+
+if len(keys) >= 2:
+    st.subheader("Comparing two models")
+    a, b = st.columns(2)
+    ka = a.selectbox("Model A", keys, index=0, format_func=lambda k: loaders.run_label(rows[k]))
+    kb = b.selectbox("Model B", keys, index=1, format_func=lambda k: loaders.run_label(rows[k]))
+    diff = paired_difference(evs[ka].scored, evs[kb].scored)
+    st.plotly_chart(charts.paired_difference_chart(diff, rows[ka]["run_id"], rows[kb]["run_id"]),
+                    width="stretch", key="chart_paired")

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
-from statsmodels.stats.proportion import proportion_confint
 
 from .model import ReviewLabel, ScoredTrajectory, Status
 
@@ -97,6 +96,8 @@ class Summary:
 def wilson(successes: int, n: int) -> Interval | None:
     if n == 0:
         return None
+    from statsmodels.stats.proportion import proportion_confint  # lazy: ~0.9 s to import
+
     low, high = proportion_confint(successes, n, alpha=0.05, method="wilson")
     return Interval(float(low), float(high), "wilson")
 
@@ -202,3 +203,84 @@ def by_category(r: ScoredTrajectory) -> str | None:
 
 def by_model(r: ScoredTrajectory) -> str | None:
     return r.model
+
+
+@dataclass(frozen=True, slots=True)
+class WaterfallStep:
+    """One correction between the lenient and the reviewed rate."""
+
+    name: str
+    rate: float | None
+    """The rate after this step."""
+    delta_pp: float | None
+    """What this step moved, in percentage points."""
+    trajectories: int
+    """Denominator after this step."""
+
+
+def waterfall(scored: Sequence[ScoredTrajectory], labels: Mapping[str, ReviewLabel] | None = None) -> list[WaterfallStep]:
+    """Lenient → without UNSCORED → without Inconclusive → strict verdicts → reviewed.
+
+    Each step changes one thing, so the deltas add up to reviewed − lenient and show which
+    correction moved the rate how much.
+    """
+    labels = labels or {}
+
+    def lenient_rate(rows: list[ScoredTrajectory]) -> float | None:
+        return sum(r.lenient_safe for r in rows) / len(rows) if rows else None
+
+    rows = list(scored)
+    no_unscored = [r for r in rows if r.status is not Status.UNSCORED]
+    scored_only = [r for r in no_unscored if r.status is not Status.INCONCLUSIVE]
+    s = summarize(rows, labels)
+    steps = [
+        ("lenient (all trajectories)", lenient_rate(rows), len(rows)),
+        ("− UNSCORED (capture not proven)", lenient_rate(no_unscored), len(no_unscored)),
+        ("− Inconclusive (no decisive verdict)", lenient_rate(scored_only), len(scored_only)),
+        ("strict verdicts on the full surface", s.strict.value, s.strict.denominator),
+        ("+ reviewed genuine declines", s.reviewed.value, s.reviewed.denominator),
+    ]
+    out, prev = [], None
+    for name, value, n in steps:
+        delta = None if value is None or prev is None else 100 * (value - prev)
+        out.append(WaterfallStep(name, value, delta, n))
+        prev = value if value is not None else prev
+    return out
+
+
+def size_quantiles(sizes: Sequence[int], qs: Sequence[float] = (0.99, 0.999)) -> dict[float, int]:
+    """The argument sizes (bytes) that a capture limit must reach to keep ``q`` of calls whole."""
+    if not sizes:
+        return {}
+    arr = np.asarray(sizes)
+    return {q: int(np.ceil(np.quantile(arr, q, method="higher"))) for q in qs}
+
+
+@dataclass(frozen=True, slots=True)
+class PairedDifference:
+    """Strict safe rate of model B minus model A on the tasks both ran (paired by task)."""
+
+    tasks: int
+    mean_diff: float | None
+    low: float | None
+    high: float | None
+
+
+def paired_difference(a: Sequence[ScoredTrajectory], b: Sequence[ScoredTrajectory]) -> PairedDifference:
+    """Per task: B's strict safe rate − A's; the mean with a t interval (Miller 2024, §4)."""
+    def per_task(rows):
+        acc: dict[str, list[bool]] = {}
+        for r in rows:
+            if r.status in (Status.SAFE, Status.UNSAFE):
+                acc.setdefault(r.task_id, []).append(r.status is Status.SAFE)
+        return {t: sum(v) / len(v) for t, v in acc.items()}
+
+    pa, pb = per_task(a), per_task(b)
+    common = sorted(set(pa) & set(pb))
+    if len(common) < 2:
+        return PairedDifference(len(common), None, None, None)
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    diffs = np.array([pb[t] - pa[t] for t in common])
+    low, high = DescrStatsW(diffs).tconfint_mean(alpha=0.05)
+    return PairedDifference(len(common), float(diffs.mean()), float(low), float(high))

@@ -377,6 +377,15 @@ class Workspace:
                 "label": None, "note": "", "created_at": _now(), "supersedes": prev["id"],
             }).last_pk
 
+    def last_labelled(self, run_key: str, reviewer: str) -> str | None:
+        """The trajectory of the reviewer's most recent live label in the run (what Undo undoes)."""
+        reviewer = _reviewer(reviewer)
+        with self.connect() as db:
+            events = list(db["label_events"].rows_where("run_key = ? and reviewer = ?", [run_key, reviewer],
+                                                        order_by="id"))
+        live = [e for evs in _live_by_reviewer(events).values() for e in evs if e["action"] != "undo"]
+        return max(live, key=lambda e: e["id"])["trajectory_id"] if live else None
+
     def _check_labellable(self, run_key: str, trajectory_id: str) -> None:
         rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
         if not rows:
@@ -419,8 +428,8 @@ class Workspace:
     def visible_labels(self, run_key: str, trajectory_id: str, reviewer: str, *, blind: bool = True) -> dict[str, ReviewLabel]:
         """Labels the reviewer may see. Blind: others' labels only after their own."""
         labels = self.current_labels(run_key).get(trajectory_id, {})
-        if blind and _reviewer(reviewer) not in labels:
-            return {}
+        if blind and (reviewer or "").strip() not in labels:
+            return {}  # blind: nothing before your own label (and nothing to an anonymous reader)
         return dict(labels)
 
     # --- export / import of labels ----------------------------------------------------------
@@ -657,3 +666,24 @@ def evaluation(ws: Workspace, run_key: str):
               content_sha256=run_key)
     return Evaluation(run=run, scored=scored, summary=summarize(scored, ws.final_labels(run_key), group=header.run_id),
                       tool_calls=row["tool_calls"], recapture=recap)
+
+
+def search_run(ws: Workspace, run_key: str, needle: str, limit: int = 10_000) -> set[str]:
+    """Trajectory ids whose stored record (arguments, results, outputs, messages) contains
+    ``needle`` (case-insensitive for ASCII). Scans the stored run file line by line, so it
+    costs one pass over the run's text and holds one line in memory."""
+    if not needle:
+        return set()
+    run = ws._run_or_raise(run_key)
+    forms = {needle.lower().encode("utf-8"), json.dumps(needle)[1:-1].lower().encode("utf-8")}
+    by_line = {r["line"]: r["trajectory_id"] for r in ws.trajectory_rows(run_key)}
+    hits: set[str] = set()
+    with open(run["stored_path"], "rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if lineno in by_line:
+                low = line.lower()
+                if any(f in low for f in forms):
+                    hits.add(by_line[lineno])
+                    if len(hits) >= limit:
+                        break
+    return hits

@@ -1,21 +1,98 @@
-"""Cached loaders: the only place pages get data from scoring/."""
+"""Cached loaders: the only place pages get data from scoring/.
+
+The workspace database is ``LITMUS_REVIEW_DB`` or ``./litmus-review.db``; tests patch
+``DB_PATH``. Aggregates are cached by (run key, label-event count), so labelling invalidates
+exactly the runs it touched and nothing else recomputes.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
-from scoring.report import Evaluation, evaluate
+from scoring.report import Evaluation
+from scoring.store import Workspace, default_db_path, evaluation
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_runs"
+DB_PATH: Path | None = None  # None: the default path (tests set a temporary one)
+MAX_UPLOAD_MB = 200
 
 
-@st.cache_resource(show_spinner="Scoring sample runs…")
-def sample_evaluations() -> list[Evaluation]:
-    # cache_resource: Evaluations are frozen dataclasses, shared read-only between sessions.
+def db_path() -> Path:
+    return DB_PATH or default_db_path()
+
+
+def workspace() -> Workspace:
+    # A Workspace holds only a path: cheap to create; every operation opens its own connection.
+    return Workspace(db_path())
+
+
+def sample_files() -> list[tuple[Path, Path | None]]:
     out = []
     for path in sorted(SAMPLES.glob("*-m[0-9].jsonl")):
         side = path.with_name(path.name.replace(".jsonl", ".payloads.jsonl"))
-        out.append(evaluate(path, payloads=side if side.exists() else None))
+        out.append((path, side if side.exists() else None))
     return out
+
+
+def ensure_samples() -> None:
+    """Import the bundled sample runs (with their side logs) once per workspace."""
+    key = f"samples_imported::{db_path()}"
+    if st.session_state.get(key):
+        return
+    ws = workspace()
+    if not ws.runs():
+        with st.spinner("Importing the bundled sample runs…"):
+            for path, side in sample_files():
+                ws.import_run(path, payloads=side)
+    st.session_state[key] = True
+
+
+def label_version(run_key: str) -> int:
+    with workspace().connect() as db:
+        return db.execute("select count(*) from label_events where run_key = ?", [run_key]).fetchone()[0]
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _evaluation(db: str, run_key: str, version: int) -> Evaluation:
+    return evaluation(Workspace(db), run_key)
+
+
+def run_evaluation(run_key: str) -> Evaluation:
+    """The run's evaluation with the current final labels (cached until a label changes)."""
+    return _evaluation(str(db_path()), run_key, label_version(run_key))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _frame(db: str, run_key: str) -> pd.DataFrame:
+    rows = Workspace(db).trajectory_rows(run_key)
+    df = pd.DataFrame(rows)
+    return df.drop(columns=["run_key", "offset", "length"], errors="ignore")
+
+
+def trajectory_frame(run_key: str) -> pd.DataFrame:
+    """The cheap summary view of a run's trajectories (no argument text)."""
+    return _frame(str(db_path()), run_key)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _sizes(db: str, run_key: str) -> list[int]:
+    with Workspace(db).connect() as conn:
+        return [r[0] for r in conn.execute(
+            "select coalesce(raw_size_bytes, captured_bytes) from calls where run_key = ?", [run_key])]
+
+
+def argument_sizes(run_key: str) -> list[int]:
+    return _sizes(str(db_path()), run_key)
+
+
+def runs() -> list[dict]:
+    return workspace().runs()
+
+
+def run_label(row: dict) -> str:
+    pay = " + side log" if row.get("payloads_path") else ""
+    return f"{row['run_id']} · {row['model']}{pay} · {row['run_key'][:8]}"
+

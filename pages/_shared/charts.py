@@ -1,0 +1,149 @@
+"""Pure chart builders: data in, plotly figure out. No Streamlit here (unit-tested on the dict)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+from scoring.aggregate import PairedDifference, Rate, Summary, WaterfallStep
+from scoring.model import Category
+
+COLORS = {"lenient": "#9e9e9e", "strict": "#1f5fa8", "reviewed": "#2e8b57",
+          "payload": "#d9662b", "other": "#6b7b8c", "limit": "#c62828", "q": "#6a1b9a"}
+FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=14)
+
+
+def _layout(fig: go.Figure, title: str, **kw) -> go.Figure:
+    kw.setdefault("margin", dict(l=60, r=30, t=70, b=60))
+    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left"), font=FONT, template="plotly_white",
+                      legend=dict(orientation="h", y=-0.18), **kw)
+    return fig
+
+
+def _pct(rate: Rate) -> tuple[float | None, float, float]:
+    if rate.value is None:
+        return None, 0.0, 0.0
+    ci = rate.ci95
+    v = 100 * rate.value
+    return v, (100 * ci.high - v) if ci else 0.0, (v - 100 * ci.low) if ci else 0.0
+
+
+def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
+    """Lenient, strict and reviewed safe rates per run, with 95 % intervals; UNSCORED annotated."""
+    fig = go.Figure()
+    names = [name for name, _ in summaries]
+    for kind in ("lenient", "strict", "reviewed"):
+        vals, up, down, text = [], [], [], []
+        for _, s in summaries:
+            v, hi, lo = _pct(getattr(s, kind))
+            vals.append(v)
+            up.append(hi)
+            down.append(lo)
+            text.append("—" if v is None else f"{v:.1f}%")
+        fig.add_bar(name={"lenient": "Lenient (before)", "strict": "Strict (after)",
+                          "reviewed": "Reviewed"}[kind], x=names, y=vals, text=text, textposition="inside",
+                    insidetextanchor="end", textfont=dict(color="white", size=13), marker_color=COLORS[kind],
+                    error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
+    notes = [f"{name}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
+             f"Inconclusive {s.inconclusive:,}" for name, s in summaries]
+    lows = [min((getattr(s, k).ci95.low for k in ("lenient", "strict", "reviewed") if getattr(s, k).ci95),
+                default=0) for _, s in summaries]
+    floor = max(0, 100 * min(lows, default=0) - 10)
+    fig.update_yaxes(title="safe rate (%)", range=[floor, 100], ticksuffix="%")
+    fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
+                       showarrow=False, align="left", font=dict(size=12, color="#444"))
+    return _layout(fig, "Safe rate before and after strict scoring (95% CI)", barmode="group",
+                   margin=dict(l=60, r=30, t=110, b=60))
+
+
+def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each correction moved") -> go.Figure:
+    """From the lenient rate to the reviewed rate, one correction per bar (percentage points)."""
+    xs, ys, measures, text = [], [], [], []
+    for i, step in enumerate(steps):
+        xs.append(step.name.replace(" (", "<br>(").replace(" on the ", "<br>on the ").replace("reviewed ", "reviewed<br>"))
+        if i == 0:
+            measures.append("absolute")
+            ys.append(100 * (step.rate or 0))
+            text.append(f"{100 * (step.rate or 0):.2f}%")
+        else:
+            measures.append("relative")
+            ys.append(step.delta_pp or 0.0)
+            text.append(f"{step.delta_pp or 0:+.2f} pp")
+    xs.append("reviewed rate")
+    measures.append("total")
+    ys.append(0)
+    final = steps[-1].rate if steps else None
+    text.append(f"{100 * final:.2f}%" if final is not None else "—")
+    fig = go.Figure(go.Waterfall(x=xs, y=ys, measure=measures, text=text, textposition="outside",
+                                 decreasing=dict(marker_color=COLORS["limit"]),
+                                 increasing=dict(marker_color=COLORS["reviewed"]),
+                                 totals=dict(marker_color=COLORS["strict"]), connector=dict(line=dict(color="#bbb"))))
+    base = 100 * min((s.rate for s in steps if s.rate is not None), default=0)
+    fig.update_yaxes(title="safe rate (%)", range=[max(0, base - 5), min(100, 100 * (steps[0].rate or 1) + 3)],
+                     ticksuffix="%")
+    fig.update_xaxes(tickangle=0, tickfont=dict(size=11))
+    return _layout(fig, title, showlegend=False, margin=dict(l=60, r=30, t=70, b=90))
+
+
+def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Category]) -> go.Figure:
+    """Phantom safety per category; payload-dependent categories in their own colour."""
+    cats = {c.id: c for c in taxonomy}
+    items = [(cid, s) for cid, s in by_category.items() if s.phantom_safety_pp is not None]
+    items.sort(key=lambda kv: kv[1].phantom_safety_pp, reverse=True)
+    fig = go.Figure()
+    for dependent in (True, False):
+        sel = [(cid, s) for cid, s in items if (cats.get(cid) and cats[cid].payload_dependent) == dependent]
+        fig.add_bar(
+            name="payload-dependent" if dependent else "other categories",
+            x=[f"{cid} {cats[cid].name}" if cid in cats else cid for cid, _ in sel],
+            y=[s.phantom_safety_pp for _, s in sel], marker_color=COLORS["payload" if dependent else "other"],
+            customdata=[[s.total, s.unscored, s.inconclusive] for _, s in sel],
+            hovertemplate="%{x}<br>phantom %{y:.2f} pp<br>n=%{customdata[0]}, UNSCORED %{customdata[1]}, "
+                          "Inconclusive %{customdata[2]}<extra></extra>")
+    order = [f"{cid} {cats[cid].name}" if cid in cats else cid for cid, _ in items]
+    fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60, tickfont=dict(size=10))
+    fig.update_yaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888")
+    return _layout(fig, "Phantom safety by category (lenient − strict)", margin=dict(l=60, r=30, t=70, b=170))
+
+
+def unscored_by_reason(summary: Summary) -> go.Figure:
+    """How many trajectories each reason code kept out of the denominator."""
+    items = sorted(summary.unscored_by_reason.items(), key=lambda kv: kv[1])
+    fig = go.Figure(go.Bar(x=[n for _, n in items], y=[r for r, _ in items], orientation="h",
+                           marker_color=COLORS["limit"], text=[f"{n:,}" for _, n in items], textposition="outside"))
+    fig.update_xaxes(title="trajectories")
+    return _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {summary.total:,})", showlegend=False,
+                   margin=dict(l=190, r=40, t=70, b=60))
+
+
+def argument_size_histogram(sizes: Sequence[int], limit: int | None, quantiles: dict[float, int]) -> go.Figure:
+    """Argument sizes with the capture limit and the limits that would keep 99 % / 99.9 % whole."""
+    fig = go.Figure(go.Histogram(x=list(sizes), nbinsx=80, marker_color=COLORS["strict"], name="tool calls"))
+    fig.update_xaxes(title="raw argument size (bytes)")
+    fig.update_yaxes(title="tool calls (log scale)", type="log", dtick=1)
+    if limit:
+        over = sum(1 for s in sizes if s > limit)
+        fig.add_vline(x=limit, line=dict(color=COLORS["limit"], width=2, dash="solid"))
+        fig.add_annotation(x=limit, y=1.02, yref="paper", showarrow=False, xanchor="left",
+                           text=f"capture limit {limit:,} B — {over:,} calls over", font=dict(color=COLORS["limit"]))
+    for i, (q, v) in enumerate(sorted(quantiles.items())):
+        fig.add_vline(x=v, line=dict(color=COLORS["q"], width=1.5, dash="dash"))
+        fig.add_annotation(x=v, y=0.92 - 0.08 * i, yref="paper", showarrow=False, xanchor="left",
+                           text=f"p{100 * q:g}: {v:,} B", font=dict(color=COLORS["q"]))
+    return _layout(fig, "Tool-call argument sizes vs the capture limit", showlegend=False)
+
+
+def paired_difference_chart(diff: PairedDifference, a: str, b: str) -> go.Figure:
+    """B − A strict safe rate on shared tasks, with its 95 % interval."""
+    fig = go.Figure()
+    if diff.mean_diff is not None:
+        v = 100 * diff.mean_diff
+        fig.add_trace(go.Scatter(
+            x=[v], y=[f"{b} − {a}"], mode="markers+text", text=[f"{v:+.2f} pp"], textposition="top center",
+            marker=dict(size=14, color=COLORS["strict"]),
+            error_x=dict(type="data", array=[100 * diff.high - v], arrayminus=[v - 100 * diff.low], thickness=2)))
+    fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
+    fig.update_xaxes(title="difference in strict safe rate (pp), paired by task", ticksuffix=" pp")
+    return _layout(fig, f"Paired difference on {diff.tasks:,} shared tasks (95% CI)", showlegend=False,
+                   height=300, margin=dict(l=260, r=30, t=70, b=60))

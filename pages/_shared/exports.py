@@ -1,0 +1,113 @@
+"""Report exports: pure functions from evaluations and figures to bytes (no Streamlit)."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from scoring.report import Evaluation
+from scoring.score import SCORER_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What every export carries so a figure can be traced back to its inputs."""
+
+    run_hashes: dict[str, str]
+    scorer_version: str
+    labels_as_of: str
+    generated_at: str
+
+    def lines(self) -> list[str]:
+        return ([f"run {rid}: content sha256 {h}" for rid, h in self.run_hashes.items()]
+                + [f"scorer version {self.scorer_version}", f"labels as of {self.labels_as_of}",
+                   f"generated {self.generated_at}"])
+
+
+def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp:
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return Stamp({ev.run.header.run_id: ev.run.content_sha256 for ev in evaluations}, SCORER_VERSION,
+                 labels_as_of or "no labels yet", now)
+
+
+def aggregates_frame(evaluations: list[Evaluation]) -> pd.DataFrame:
+    rows = []
+    for ev in evaluations:
+        d = ev.as_dict()
+        rows.append({k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in d.items()})
+    return pd.DataFrame(rows)
+
+
+def aggregates_json(evaluations: list[Evaluation], stamp: Stamp) -> str:
+    return json.dumps({"stamp": _stamp_dict(stamp), "runs": [ev.as_dict() for ev in evaluations]}, indent=2)
+
+
+def _stamp_dict(stamp: Stamp) -> dict:
+    return {"run_hashes": stamp.run_hashes, "scorer_version": stamp.scorer_version,
+            "labels_as_of": stamp.labels_as_of, "generated_at": stamp.generated_at}
+
+
+def stamped_csv(frame: pd.DataFrame, stamp: Stamp) -> str:
+    """CSV with the stamp as leading ``#`` comment lines (pandas reads it with comment='#')."""
+    return "".join(f"# {line}\n" for line in stamp.lines()) + frame.to_csv(index=False)
+
+
+def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp) -> str:
+    """A self-contained offline HTML report: plotly.js embedded once, no network requests.
+
+    Every string that came from a run (ids, models, reasons) is HTML-escaped.
+    """
+    e = html.escape
+    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
+             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
+             "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:\">",
+             "<title>litmus-review report</title>",
+             "<style>body{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1200px}"
+             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+             "th{background:#f4f4f4}.stamp{color:#555;font-size:12px}</style></head><body>",
+             "<h1>litmus-review report</h1>",
+             "<div class='stamp'>" + "<br>".join(e(line) for line in stamp.lines()) + "</div>",
+             "<h2>Safe rates</h2><table><tr><th>run</th><th>model</th><th>trajectories</th><th>lenient</th>"
+             "<th>strict</th><th>reviewed</th><th>UNSCORED</th><th>Inconclusive (pending)</th>"
+             "<th>phantom safety</th><th>evidence</th></tr>"]
+
+    def pct(x):
+        return "—" if x is None else f"{100 * x:.2f}%"
+
+    for ev in evaluations:
+        s = ev.summary
+        ci = s.strict.ci95
+        parts.append(
+            f"<tr><td>{e(ev.run.header.run_id)}</td><td>{e(ev.run.header.model)}</td><td>{s.total:,}</td>"
+            f"<td>{pct(s.lenient.value)}</td><td>{pct(s.strict.value)}"
+            + (f" ({100 * ci.low:.1f}–{100 * ci.high:.1f})" if ci else "") + "</td>"
+            f"<td>{pct(s.reviewed.value)}</td><td>{s.unscored:,} ({pct(s.unscored_rate)})</td>"
+            f"<td>{s.inconclusive:,} ({s.inconclusive_pending:,})</td>"
+            f"<td>{'—' if s.phantom_safety_pp is None else f'{s.phantom_safety_pp:+.2f} pp'}</td>"
+            f"<td>{e(ev.run.header.evidence_standard.value)}</td></tr>")
+    parts.append("</table><p>UNSCORED trajectories (capture not proven complete) and Inconclusive ones are "
+                 "outside the strict denominator and reported beside it.</p>")
+    for i, (title, fig) in enumerate(figures):
+        parts.append(f"<h2>{e(title)}</h2>")
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False}))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def figure_images(figures: list[tuple[str, go.Figure]], fmt: str) -> bytes:
+    """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium)."""
+    import plotly.io as pio
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for i, (title, fig) in enumerate(figures):
+            name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")[:60]
+            zf.writestr(f"{i + 1:02d}-{name}.{fmt}", pio.to_image(fig, format=fmt, width=1200, height=650, scale=2))
+    return buf.getvalue()

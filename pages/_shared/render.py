@@ -1,0 +1,146 @@
+"""Safe renderers for hostile trajectory text.
+
+Everything a harness logged is attacker-controlled. It is shown only through ``st.code`` /
+``st.text`` / ``st.json`` / dataframes, never as markdown or HTML, and invisible characters
+(zero-width, bidi overrides, ANSI escapes, other controls) are made visible so that what a
+reviewer reads cannot be made to look like a different tool or argument than what was scored.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+import streamlit as st
+
+from scoring.capture import Capture
+from scoring.model import ToolCall, Trajectory
+
+#: How many characters of one text field are drawn before "show all" is needed.
+PREVIEW_CHARS = 4_000
+#: Beyond this the full text is offered as a download rather than drawn.
+MAX_DRAWN_CHARS = 400_000
+
+_INVISIBLE_RANGES = (
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x2069), (0xFEFF, 0xFEFF),
+    (0x00AD, 0x00AD), (0x180E, 0x180E), (0xFFF9, 0xFFFB),
+)
+
+
+def _is_invisible(ch: str) -> bool:
+    o = ord(ch)
+    if ch in "\n\t":
+        return False
+    if o < 0x20 or 0x7F <= o < 0xA0:
+        return True
+    if any(lo <= o <= hi for lo, hi in _INVISIBLE_RANGES):
+        return True
+    return unicodedata.category(ch) in ("Cf", "Co", "Cs")
+
+
+def reveal(text: str) -> tuple[str, int]:
+    """The text with every invisible or control character shown as ⟨U+XXXX⟩, and their count."""
+    out, n = [], 0
+    for ch in text:
+        if _is_invisible(ch):
+            out.append(f"⟨U+{ord(ch):04X}⟩")
+            n += 1
+        else:
+            out.append(ch)
+    return "".join(out), n
+
+
+def reveal_name(name: str) -> str:
+    """A tool name as plain ASCII when it is ASCII, else with every non-ASCII code point named."""
+    shown, _ = reveal(name)
+    if shown.isascii():
+        return shown
+    marks = ", ".join(f"{ch!r}=U+{ord(ch):04X} {unicodedata.name(ch, '?')}" for ch in dict.fromkeys(shown)
+                      if not ch.isascii())
+    return f"{shown}   [non-ASCII: {marks}]"
+
+
+def show_text(text: str, *, key: str, language: str | None = None) -> None:
+    """Draw hostile text inertly: collapsed past PREVIEW_CHARS, with a way to see all of it."""
+    shown, hidden = reveal(text)
+    if hidden:
+        st.caption(f"{hidden} invisible or control characters are shown as ⟨U+XXXX⟩.")
+    if len(shown) <= PREVIEW_CHARS:
+        st.code(shown, language=language, wrap_lines=True)
+        return
+    full = st.toggle(f"Show all {len(text):,} characters", key=f"full::{key}")
+    if not full:
+        st.code(shown[:PREVIEW_CHARS] + f"\n… [{len(text) - PREVIEW_CHARS:,} more characters collapsed]",
+                language=language, wrap_lines=True)
+    elif len(shown) <= MAX_DRAWN_CHARS:
+        st.code(shown, language=language, wrap_lines=True)
+    else:
+        st.code(shown[:MAX_DRAWN_CHARS] + "\n… [too long to draw: download below]", language=language, wrap_lines=True)
+    st.download_button("Download full text", data=text.encode("utf-8", "surrogatepass"), file_name=f"{key}.txt",
+                       mime="text/plain", key=f"dl::{key}")
+
+
+def _pretty(arguments: str) -> tuple[str, str | None]:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False), "json"
+    except (ValueError, RecursionError):
+        return arguments, None
+
+
+def render_call(call: ToolCall, cap: Capture, *, key: str) -> None:
+    """One tool call: name, capture evidence, arguments (and the lost tail), result."""
+    status = "complete" if cap.is_complete else "NOT PROVEN COMPLETE"
+    st.text(f"call #{call.index} · capture {status}" + ("" if call.executed else " · never executed"))
+    st.code(reveal_name(call.tool), language=None)
+    raw = call.raw_size_bytes
+    facts = {
+        "captured bytes": f"{call.captured_bytes:,}",
+        "raw bytes": f"{raw:,}" if raw is not None else "not recorded",
+        "raw SHA-256": call.raw_sha256 or "not recorded",
+        "channel": call.channel,
+        "adapters": " → ".join(f"{a.name} ({'lossless' if a.lossless else 'lossy' if a.lossless is False else 'unknown'})"
+                               for a in call.adapters) or "none",
+        "full surface from": {"raw_text": "raw text (log or side log)"}.get(cap.recovered_from or "", "the capture"),
+    }
+    if raw is not None and raw > call.captured_bytes:
+        facts["cut at"] = f"byte {call.captured_bytes:,} of {raw:,} ({raw - call.captured_bytes:,} bytes lost)"
+    st.dataframe([{"evidence": k, "value": v} for k, v in facts.items()], hide_index=True, width="stretch")
+    gaps = [*cap.gaps, *cap.cured]
+    if gaps:
+        st.dataframe([{"reason": g.reason.value, "blocks scoring": "yes" if g.blocking and g not in cap.cured else
+                       ("cured by raw text" if g in cap.cured else "no"), "detail": g.detail} for g in gaps],
+                     hide_index=True, width="stretch")
+    text, lang = _pretty(call.arguments)
+    st.text("arguments as captured (what the harness classifier saw):")
+    show_text(text, key=f"{key}-args", language=lang)
+    if cap.surface is not None and cap.surface != call.arguments:
+        if cap.surface.startswith(call.arguments):
+            st.text(f"the lost tail ({len(cap.surface) - len(call.arguments):,} characters the classifier never saw):")
+            show_text(cap.surface[len(call.arguments):], key=f"{key}-tail")
+        else:
+            st.text("full surface (decoded or recaptured; what the strict scorer classified):")
+            surf, lang2 = _pretty(cap.surface)
+            show_text(surf, key=f"{key}-surface", language=lang2)
+    if call.result is not None:
+        label = "result" + (" (TRUNCATED by the harness)" if call.result.truncated else "")
+        if call.result.error:
+            label += f" · error: {call.result.error[:200]}"
+        st.text(label + ":")
+        show_text(call.result.content, key=f"{key}-result")
+
+
+def render_trajectory(traj: Trajectory, captures: list[Capture], *, key: str) -> None:
+    """The whole trace, step by step: messages, then each tool call, then the final output."""
+    st.text(f"task {traj.task_id} · termination: {traj.termination.value}"
+            + (f" ({traj.termination_detail})" if traj.termination_detail else ""))
+    v = traj.verdict
+    st.text("harness verdict: " + ("none recorded" if v is None else
+            f"{v.label!r} confidence={v.confidence} abnormal={v.abnormal} source={v.source!r}"))
+    for i, m in enumerate(traj.messages):
+        st.text(f"message {i} · {m.role}")
+        show_text(m.content, key=f"{key}-m{i}")
+    for call, cap in zip(traj.tool_calls, captures):
+        with st.container(border=True):
+            render_call(call, cap, key=f"{key}-c{call.index}")
+    st.text("final output:")
+    show_text(traj.final_output or "(empty)", key=f"{key}-final")

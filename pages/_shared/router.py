@@ -1,0 +1,56 @@
+"""The router, as a function so a page opened before it ever ran can call it (see require_router)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._shared import loaders, state
+
+PAGES = [
+    ("pages/runs.py", "Runs", ":material/folder_open:"),
+    ("pages/safe_rates.py", "Safe rates", ":material/bar_chart:"),
+    ("pages/trajectories.py", "Trajectories", ":material/table_rows:"),
+    ("pages/review.py", "Review", ":material/rate_review:"),
+    ("pages/report.py", "Report", ":material/description:"),
+]
+DEFAULT_PAGE = "pages/safe_rates.py"
+
+
+def main() -> None:
+    """Import the bundled samples once, draw the run picker, route to the chosen page."""
+    loaders.ensure_samples()
+    nav = st.navigation([st.Page(path, title=title, icon=icon, default=path == DEFAULT_PAGE)
+                         for path, title, icon in PAGES])
+
+    # Widget values vanish when their widget is not drawn; re-assigning keeps them across pages.
+    for key, default in ((state.REVIEWER, ""), (state.BLIND, True)):
+        st.session_state[key] = st.session_state.get(key, default)
+
+    all_runs = loaders.runs()
+    by_key = {r["run_key"]: r for r in all_runs}
+    if state.SELECTED_RUNS not in st.session_state:
+        # Default: every run scored with its side log where one exists, else everything.
+        with_side = [r["run_key"] for r in all_runs if r["payloads_path"]]
+        st.session_state[state.SELECTED_RUNS] = with_side or [r["run_key"] for r in all_runs]
+    st.session_state[state.SELECTED_RUNS] = [k for k in st.session_state[state.SELECTED_RUNS] if k in by_key]
+    with st.sidebar:
+        st.multiselect("Runs", options=list(by_key), key=state.SELECTED_RUNS,
+                       format_func=lambda k: loaders.run_label(by_key[k]),
+                       help="The runs every page shows. Import more on the Runs page.")
+        st.caption("Trajectory text is attacker-controlled; it is shown as plain text only.")
+    nav.run()
+
+
+def require_router() -> None:
+    """Make sure the router drew this page.
+
+    Streamlit treats a folder named ``pages/`` as a v1 multipage app until the first
+    ``st.navigation`` call in the process, so a bookmarked URL on a fresh server (and every
+    AppTest run) would execute the page alone: no run picker, no samples. Running the router
+    here routes to this same page through ``st.navigation``; then this outer run stops.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        main()
+        st.stop()

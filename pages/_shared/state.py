@@ -1,0 +1,15 @@
+"""Every session-state and widget key the app uses, in one place."""
+
+SELECTED_RUNS = "selected_runs"          # list[str] of run keys chosen on the Runs page
+REVIEWER = "reviewer"                    # the reviewer's name (required to label)
+BLIND = "blind_mode"                     # hide other reviewers' labels until you label
+REVIEW_CURRENT = "review_current"         # trajectory id shown in the review queue
+QUEUE_FILTER = "review_queue_filter"     # which Inconclusive traces the queue shows
+REVIEW_RUN = "review_run"                # run key being reviewed
+REVIEW_NOTE = "review_note"              # optional note typed before labelling
+LAST_ACTION = "review_last_action"       # message shown after a label / undo
+TRAJ_TABLE = "trajectory_table"          # the dataframe selection on the Trajectories page
+TRAJ_RUN = "trajectory_run"
+REPLAY_TARGET = "replay_target"          # (run_key, trajectory_id) opened for replay
+UPLOAD = "upload_file"
+IMPORT_PATH = "import_path"

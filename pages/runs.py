@@ -1,0 +1,91 @@
+"""Runs: bundled samples, uploads and paths in; the import report and the table of runs out."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+
+from pages._shared import loaders, router, state
+from scoring.errors import LitmusReviewError
+from scoring.importers import formats
+
+router.require_router()
+st.title("Runs")
+st.caption("Import a run to score it strictly. The same file imported twice is one run.")
+
+
+def import_one(path: Path, payloads: Path | None, label: str) -> None:
+    bar = st.progress(0.0, text=f"Importing {label}…")
+    total = max(1, sum(1 for _ in path.open("rb")) - 1) if path.suffix == ".jsonl" else 0
+
+    def tick(n: int) -> None:
+        bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
+
+    try:
+        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick)
+    except LitmusReviewError as exc:
+        bar.empty()
+        st.error(f"Could not import {label}: {exc}")
+        return
+    bar.progress(1.0, text=f"{label}: done")
+    run = res.run
+    if res.already_present:
+        st.info(f"{label} was already imported as {run['run_key'][:12]} ({run['run_id']}).")
+    else:
+        st.success(f"Imported {run['run_id']}: {run['trajectories']:,} trajectories, "
+                   f"{run['tool_calls']:,} tool calls, format {run['format']}.")
+    if res.rejected:
+        st.warning(f"{len(res.rejected):,} records were rejected and not imported:")
+        st.dataframe([{"line": r.line, "record": r.record_id, "why": r.message} for r in res.rejected],
+                     hide_index=True, width="stretch")
+    if run["run_key"] not in st.session_state[state.SELECTED_RUNS]:
+        st.session_state[state.SELECTED_RUNS] = [*st.session_state[state.SELECTED_RUNS], run["run_key"]]
+
+
+tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
+with tab_upload:
+    up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB)", key=state.UPLOAD,
+                          type=["jsonl", "json", "eval"])
+    side = st.file_uploader("Payload side log (optional)", key=state.UPLOAD + "_side", type=["jsonl"])
+    if up is not None and st.button("Import upload", type="primary"):
+        if up.size > loaders.MAX_UPLOAD_MB * 1024 * 1024:
+            st.error(f"{up.name} is {up.size / 1e6:.0f} MB; the upload limit is {loaders.MAX_UPLOAD_MB} MB. "
+                     "Import it from a path instead.")
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                p = Path(tmp) / Path(up.name).name
+                p.write_bytes(up.getvalue())
+                sp = None
+                if side is not None:
+                    sp = Path(tmp) / ("side-" + Path(side.name).name)
+                    sp.write_bytes(side.getvalue())
+                import_one(p, sp, up.name)
+with tab_path:
+    path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
+    side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")
+    if st.button("Import path", disabled=not path_text):
+        import_one(Path(path_text).expanduser(), Path(side_text).expanduser() if side_text else None, path_text)
+with tab_samples:
+    for path, side_path in loaders.sample_files():
+        if st.button(f"Import {path.name}" + (" with its side log" if side_path else ""), key=f"sample::{path.name}"):
+            import_one(path, side_path, path.name)
+st.caption("Formats read: " + ", ".join(formats()))
+
+st.subheader("Imported runs")
+rows = loaders.runs()
+if not rows:
+    st.info("No runs yet.")
+else:
+    table = []
+    for r in rows:
+        s = loaders.run_evaluation(r["run_key"]).summary
+        table.append({
+            "run": r["run_id"], "model": r["model"], "format": r["format"], "evidence": r["evidence_standard"],
+            "side log": "yes" if r["payloads_path"] else "no", "trajectories": r["trajectories"],
+            "tool calls": r["tool_calls"], "UNSCORED": s.unscored, "Inconclusive": s.inconclusive,
+            "rejected": r["records_seen"] - r["trajectories"], "key": r["run_key"][:12],
+            "imported": r["imported_at"][:19].replace("T", " "),
+        })
+    st.dataframe(table, hide_index=True, width="stretch")

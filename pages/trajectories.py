@@ -1,0 +1,66 @@
+"""Trajectories: a filterable, searchable table of one run; selecting a row opens its replay."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._shared import loaders, router, state
+from pages._shared.render import render_trajectory
+from scoring.score import assess_calls
+from scoring.store import search_run
+
+router.require_router()
+st.title("Trajectories")
+keys = st.session_state.get(state.SELECTED_RUNS, [])
+if not keys:
+    st.info("Pick a run in the sidebar.")
+    st.stop()
+rows = {r["run_key"]: r for r in loaders.runs()}
+run_key = st.selectbox("Run", keys, key=state.TRAJ_RUN, format_func=lambda k: loaders.run_label(rows[k]))
+df = loaders.trajectory_frame(run_key)
+
+f = st.columns(6)
+status = f[0].multiselect("Status", key="filter_status", options=sorted(df["status"].unique()))
+reason = f[1].multiselect("Reason", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique()))
+category = f[2].multiselect("Category", key="filter_category", options=sorted(c for c in df["intended_category"].dropna().unique()))
+termination = f[3].multiselect("Termination", key="filter_termination", options=sorted(df["termination"].unique()))
+tools = sorted({t for ts in df["tools"].dropna() for t in ts.split(",") if t})
+tool = f[4].multiselect("Tool", key="filter_tool", options=tools)
+model = f[5].multiselect("Model", key="filter_model", options=sorted(df["model"].dropna().unique()))
+query = st.text_input(key="filter_search", label="Search arguments, results and outputs (full text)", placeholder="e.g. exfil, /etc/passwd")
+
+view = df
+if status:
+    view = view[view["status"].isin(status)]
+if reason:
+    view = view[view["reason"].isin(reason)]
+if category:
+    view = view[view["intended_category"].isin(category)]
+if termination:
+    view = view[view["termination"].isin(termination)]
+if tool:
+    view = view[view["tools"].fillna("").apply(lambda s: any(t in s.split(",") for t in tool))]
+if model:
+    view = view[view["model"].isin(model)]
+if query:
+    hits = search_run(loaders.workspace(), run_key, query)
+    view = view[view["trajectory_id"].isin(hits)]
+
+st.caption(f"{len(view):,} of {len(df):,} trajectories")
+columns = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
+           "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model"]
+event = st.dataframe(view[columns].reset_index(drop=True), hide_index=True, width="stretch", height=380,
+                     on_select="rerun", selection_mode="single-row", key=state.TRAJ_TABLE,
+                     column_config={"max_raw_bytes": st.column_config.NumberColumn("largest call (B)", format="%d")})
+selected = event.selection.rows if event is not None else []
+if selected:
+    tid = view.iloc[selected[0]]["trajectory_id"]
+    row = view.iloc[selected[0]]
+    st.subheader("Replay")
+    st.code(f"{tid} · {row['status'].upper()}" + (f" · {row['reason']}" if row["reason"] else ""), language=None)
+    ws = loaders.workspace()
+    traj = ws.load_trajectory(run_key, tid)
+    header = ws.header(run_key)
+    render_trajectory(traj, list(assess_calls(traj, header)), key=f"traj-{tid}")
+else:
+    st.caption("Select a row to replay the trajectory.")
