@@ -1,8 +1,5 @@
-"""litmus-review: the router. Page config, then pages/_shared/router.py routes to pages/."""
-
-import streamlit as st
+"""litmus-review: the router. pages/_shared/router.py configures the page and routes to pages/."""
 
 from pages._shared import router
 
-st.set_page_config(page_title="litmus-review", page_icon=":material/fact_check:", layout="wide")
 router.main()

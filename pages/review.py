@@ -129,7 +129,8 @@ def review_panel(run_key: str) -> None:
     nav[1].button("Next ▶", on_click=go, args=(queue[min(len(queue) - 1, pos + 1)],), shortcut="J", key="next",
                   disabled=pos >= len(queue) - 1)
     nav[2].text(f"trace {pos + 1} of {len(queue)} in this queue")
-    nav[3].button("Undo my last label", on_click=do_undo, args=(run_key,), shortcut="U", key="undo")
+    nav[3].button("Undo", on_click=do_undo, args=(run_key,), shortcut="U", key="undo",
+                  help="Withdraw your most recent label in this run (history keeps both events).")
 
     kind, msg = st.session_state.pop(state.LAST_ACTION, (None, None))
     if kind == "error":
@@ -137,7 +138,8 @@ def review_panel(run_key: str) -> None:
     elif kind == "ok":
         st.toast(msg)
 
-    st.code(f"{tid} · {row['status'].upper()}" + (f" · {row['reason']}" if row["reason"] else ""), language=None)
+    reason = row["reason"] if isinstance(row["reason"], str) else ""
+    st.code(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else ""), language=None)
     if viewing_only:
         st.warning("UNSCORED: the capture is not proven complete, so this trace cannot be labelled (and never "
                    "counts as safe). Its evidence is below.")
@@ -153,7 +155,7 @@ def review_panel(run_key: str) -> None:
         st.text_input("Note (optional)", key=state.REVIEW_NOTE)
         cols = st.columns(3)
         for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS):
-            col.button(f"{text}  [{key}]", on_click=do_label, args=(run_key, tid, label, queue),
+            col.button(text, on_click=do_label, args=(run_key, tid, label, queue),
                        shortcut=key, key=f"label-{label.value}", help=help_text, width="stretch",
                        type="primary" if label is ReviewLabel.GENUINE_DECLINE else "secondary",
                        disabled=not reviewer)

@@ -57,7 +57,8 @@ if selected:
     tid = view.iloc[selected[0]]["trajectory_id"]
     row = view.iloc[selected[0]]
     st.subheader("Replay")
-    st.code(f"{tid} · {row['status'].upper()}" + (f" · {row['reason']}" if row["reason"] else ""), language=None)
+    reason = row["reason"] if isinstance(row["reason"], str) else ""
+    st.code(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else ""), language=None)
     ws = loaders.workspace()
     traj = ws.load_trajectory(run_key, tid)
     header = ws.header(run_key)

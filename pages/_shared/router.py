@@ -6,21 +6,23 @@ import streamlit as st
 
 from pages._shared import loaders, state
 
+# No icons: ":material/…:" icons are fetched from a font CDN (the app must make no request off
+# this machine; the hostile-run browser test checks it) and emoji need fonts servers often lack.
 PAGES = [
-    ("pages/runs.py", "Runs", ":material/folder_open:"),
-    ("pages/safe_rates.py", "Safe rates", ":material/bar_chart:"),
-    ("pages/trajectories.py", "Trajectories", ":material/table_rows:"),
-    ("pages/review.py", "Review", ":material/rate_review:"),
-    ("pages/report.py", "Report", ":material/description:"),
+    ("pages/runs.py", "Runs"),
+    ("pages/safe_rates.py", "Safe rates"),
+    ("pages/trajectories.py", "Trajectories"),
+    ("pages/review.py", "Review"),
+    ("pages/report.py", "Report"),
 ]
 DEFAULT_PAGE = "pages/safe_rates.py"
 
 
 def main() -> None:
     """Import the bundled samples once, draw the run picker, route to the chosen page."""
+    st.set_page_config(page_title="litmus-review", layout="wide")
     loaders.ensure_samples()
-    nav = st.navigation([st.Page(path, title=title, icon=icon, default=path == DEFAULT_PAGE)
-                         for path, title, icon in PAGES])
+    nav = st.navigation([st.Page(path, title=title, default=path == DEFAULT_PAGE) for path, title in PAGES])
 
     # Widget values vanish when their widget is not drawn; re-assigning keeps them across pages.
     for key, default in ((state.REVIEWER, ""), (state.BLIND, True)):

@@ -1,0 +1,74 @@
+"""The flows a person clicks, in real chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+from .conftest import wait_app
+
+pytestmark = pytest.mark.browser
+
+
+def metric_value(page, label: str) -> str:
+    m = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return m.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+def label_events(db) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("select reviewer, action, label from label_events order by id").fetchall()
+
+
+def test_safe_rates_review_by_click_and_keyboard_then_report(server, page, artifacts):
+    page.goto(server.url)
+    wait_app(page, "Phantom safety")
+    page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=60_000)
+    page.screenshot(path=str(artifacts / "safe_rates.png"), full_page=True)
+    before = metric_value(page, "Reviewed safe rate")
+
+    page.get_by_role("link", name="Review").click()
+    wait_app(page, "Keyboard:")
+    page.get_by_label("Reviewer (required to label)").fill("alice")
+    page.get_by_label("Reviewer (required to label)").press("Enter")
+    wait_app(page)
+    page.get_by_role("button", name=re.compile("Genuine decline")).click()
+    page.get_by_text("labelled genuine_decline by alice").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(artifacts / "review.png"), full_page=True)
+    assert label_events(server.db) == [("alice", "label", "genuine_decline")]
+
+    # keyboard: 2 = degenerate on the next trace (focus must not be in a text field)
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.keyboard.press("2")
+    page.get_by_text("labelled degenerate by alice").first.wait_for(timeout=30_000)
+    page.keyboard.press("u")
+    page.get_by_text("undid your last label").first.wait_for(timeout=30_000)
+    assert label_events(server.db) == [("alice", "label", "genuine_decline"), ("alice", "label", "degenerate"),
+                                       ("alice", "undo", None)]
+
+    page.get_by_role("link", name="Safe rates").click()
+    wait_app(page, "Phantom safety")
+    after = metric_value(page, "Reviewed safe rate")
+    assert after != before
+
+    page.get_by_role("link", name="Report").click()
+    wait_app(page, "Download HTML report")
+    page.screenshot(path=str(artifacts / "report.png"), full_page=True)
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download HTML report").click()
+    html = open(dl.value.path(), encoding="utf-8").read()
+    assert "plotly" in html.lower() and "content sha256" in html
+    assert not re.search(r"<script[^>]+src=['\"]https?:", html)  # plotly.js embedded, no CDN
+
+
+def test_runs_and_trajectories_pages_render(server, page, artifacts):
+    page.goto(server.url + "/runs")
+    wait_app(page, "Imported runs")
+    page.screenshot(path=str(artifacts / "runs.png"), full_page=True)
+    page.get_by_role("link", name="Trajectories").click()
+    wait_app(page, "trajectories")
+    page.screenshot(path=str(artifacts / "trajectories.png"), full_page=True)
+    assert page.get_by_text(re.compile(r"of 2,000 trajectories")).count() >= 1
