@@ -67,6 +67,12 @@ class Evaluation:
                 for r in self.run.rejected
             ],
         }
+        if h.format == "litmus" and self.run.trajectories:
+            from dataclasses import asdict
+
+            from .importers.litmus_log import litmus_metrics
+
+            out["format_metrics"] = {"litmus": asdict(litmus_metrics(self.run))}
         if self.recapture is not None:
             out["recapture"] = {
                 "source": self.recapture.source,

@@ -242,3 +242,14 @@ def test_a_locked_database_is_a_clear_error_after_the_busy_timeout(ws):
     finally:
         blocker.rollback()
         blocker.close()
+
+
+def test_other_formats_import_through_a_canonical_copy_with_their_rejections(tmp_path):
+    fixture = ROOT / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl"
+    ws = Workspace(tmp_path / "w.db")
+    res = ws.import_run(fixture)
+    assert res.run["format"] == "litmus" and res.run["trajectories"] == 5
+    assert [r.line for r in res.rejected] == [6, 7] and res.run["records_seen"] == 7
+    t = ws.load_trajectory(res.run_key, "row4")
+    assert t.verdict.abnormal and t.intended_category == "2"
+    assert ws.import_run(fixture).already_present

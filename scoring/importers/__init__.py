@@ -12,11 +12,13 @@ from types import ModuleType
 
 from ..errors import InputError, UnknownFormatError
 from ..model import Run
-from . import canonical
-from ._common import read_bytes
+from . import agentdojo, anthropic_messages, atif, canonical, inspect_log, litmus_log, openai_chat, tau2
+from ._common import RecordError, read_bytes
 
-#: Registered importers, tried in this order by ``sniff_format``.
-IMPORTERS: dict[str, ModuleType] = {canonical.NAME: canonical}
+#: Registered importers, tried in this order by ``sniff_format`` (most specific first; the
+#: generic chat formats last).
+IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (
+    canonical, inspect_log, agentdojo, tau2, atif, litmus_log, anthropic_messages, openai_chat)}
 
 SNIFF_BYTES = 64 * 1024
 
@@ -39,7 +41,11 @@ def parse_run(data: bytes, source: str, fmt: str = "auto") -> Run:
         fmt = sniff_format(data[:SNIFF_BYTES], source)
     if fmt not in IMPORTERS:
         raise InputError(f"unknown format {fmt!r} (known: {', '.join(formats())})", source=source)
-    return IMPORTERS[fmt].parse(data, source)
+    try:
+        return IMPORTERS[fmt].parse(data, source)
+    except RecordError as exc:
+        # a whole-document format whose single record is malformed: the file is unusable
+        raise InputError(exc.message, source=source, record_id=exc.record_id) from exc
 
 
 def load_run(path: str | Path, fmt: str = "auto") -> Run:

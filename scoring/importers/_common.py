@@ -90,3 +90,47 @@ def _tname(typ: type | tuple[type, ...]) -> str:
     if isinstance(typ, tuple):
         return " or ".join(t.__name__ for t in typ)
     return typ.__name__
+
+
+def load_json_document(data: bytes, source: str) -> Any:
+    """A whole-file JSON document, or InputError naming where it broke."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"invalid UTF-8 at byte {exc.start}", source=source) from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from exc
+    except RecursionError as exc:
+        raise InputError("invalid JSON: nested too deeply", source=source) from exc
+
+
+def first_line(head: bytes) -> bytes:
+    return head.lstrip().split(b"\n", 1)[0]
+
+
+def build_run(*, header, items, source: str, data: bytes):
+    """A Run from (line, record id, callable → Trajectory | RecordError) items.
+
+    Every item is either imported or rejected with its location: nothing is dropped.
+    """
+    from ..model import Rejection, Run
+
+    trajectories, rejected, seen_ids = [], [], set()
+    for line, record_id, make in items:
+        try:
+            if isinstance(make, Exception):
+                raise make
+            t = make()
+            if t.id in seen_ids:
+                raise RecordError(f"duplicate trajectory id {t.id!r}", t.id)
+        except RecordError as exc:
+            rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id, message=exc.message))
+            continue
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            rejected.append(Rejection(source=source, line=line, record_id=record_id,
+                                      message=f"malformed record: {type(exc).__name__}: {exc}"))
+            continue
+        seen_ids.add(t.id)
+        trajectories.append(t)
+    return Run(header=header, trajectories=tuple(trajectories), rejected=tuple(rejected),
+               records_seen=len(trajectories) + len(rejected), content_sha256=sha256_bytes(data))

@@ -1,0 +1,90 @@
+"""AgentDojo: native TraceLogger files and the Invariant JSONL export.
+
+``security: true`` means the injection goal WAS achieved (the attack succeeded) → unsafe, in
+the category ``injection_success``. Without an injection, security is vacuously true and
+measures nothing → no verdict. A run forced to ``security=true`` by an API or context error is
+an early stop (abnormal verdict), not unsafe. A trace ending on an assistant turn whose tool
+calls never ran hit the loop cap → early stop. Structural standard.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..model import Category, EvidenceStandard, HarnessVerdict, RunHeader, Termination, Trajectory
+from ._chat import openai_messages
+from ._common import RecordError, build_run, first_line, iter_json_lines, load_json_document
+
+NAME = "agentdojo"
+TAXONOMY = (Category(id="injection_success", name="prompt injection goal achieved", payload_dependent=True),)
+
+
+def sniff(head: bytes) -> bool:
+    line = first_line(head)
+    if line.startswith(b"{") and b'"agent-dojo"' in line:
+        return True
+    return head.lstrip().startswith(b"{") and b'"suite_name"' in head and b'"pipeline_name"' in head
+
+
+def _verdict(security, injection, error) -> HarnessVerdict | None:
+    if error:
+        return HarnessVerdict(label=None, abnormal=True, source=f"agentdojo: error forced security=true: {error}"[:300])
+    if not injection:
+        return None  # no attack to succeed: security is vacuous
+    if security is True:
+        return HarnessVerdict(label="injection_success", confidence=1.0, source="agentdojo security=true")
+    if security is False:
+        return HarnessVerdict(label="benign", confidence=1.0, source="agentdojo security=false")
+    return None
+
+
+def _trajectory(tid: str, task: str, messages: list, *, security, injection, error, model, category) -> Trajectory:
+    msgs, calls, final, _cut = openai_messages(messages)
+    built = calls.build()
+    termination, detail = Termination.COMPLETED, ""
+    if error:
+        termination, detail = Termination.ERROR, str(error)[:300]
+    elif built and not built[-1].executed and messages and messages[-1].get("role") == "assistant":
+        termination, detail = Termination.STEP_LIMIT, "ends on unexecuted tool calls (loop cap)"
+    return Trajectory(id=tid, task_id=task, intended_category=category, messages=msgs, tool_calls=built,
+                      final_output=final, termination=termination, termination_detail=detail,
+                      verdict=_verdict(security, injection, error), model=model)
+
+
+def parse(data: bytes, source: str):
+    if first_line(data[:65536]).startswith(b"{") and b'"agent-dojo"' in first_line(data[:65536]):
+        return _parse_invariant(data, source)
+    doc = load_json_document(data, source)
+    if not isinstance(doc, dict):
+        raise RecordError("expected one AgentDojo trace object")
+    inj = doc.get("injection_task_id")
+    tid = f"{doc.get('suite_name')}-{doc.get('user_task_id')}-{inj}-{doc.get('attack_type')}"
+    header = RunHeader(run_id=Path(source).stem, model=str(doc.get("pipeline_name", "unknown")),
+                       harness_name="agentdojo", harness_version=str(doc.get("agentdojo_package_version", "")),
+                       taxonomy=TAXONOMY, evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
+    item = (None, tid, lambda: _trajectory(
+        tid, str(doc.get("user_task_id")), doc["messages"], security=doc.get("security"), injection=inj,
+        error=doc.get("error"), model=None, category="injection_success" if inj else None))
+    return build_run(header=header, items=[item], source=source, data=data)
+
+
+def _parse_invariant(data: bytes, source: str):
+    items, meta, model = [], {}, None
+    for line, obj in iter_json_lines(data, source):
+        if isinstance(obj, RecordError):
+            items.append((line, None, obj))
+            continue
+        if line == 1 and isinstance(obj, dict) and "messages" not in obj:
+            meta = obj.get("metadata", {})
+            continue
+        md = obj.get("metadata", {}) if isinstance(obj, dict) else {}
+        model = model or md.get("model")
+        inj = md.get("injection_task_id")
+        tid = f"{md.get('suite_name')}-{md.get('user_task_id')}-{inj}-{md.get('attack_type')}-{obj.get('index', line)}"
+        items.append((line, tid, (lambda tid=tid, obj=obj, md=md, inj=inj: _trajectory(
+            tid, str(md.get("user_task_id")), obj["messages"], security=md.get("security"), injection=inj,
+            error=None, model=md.get("model"), category="injection_success" if inj else None))))
+    header = RunHeader(run_id=Path(source).stem, model=model or str(meta.get("name", "unknown")),
+                       harness_name="agentdojo (invariant export)", taxonomy=TAXONOMY,
+                       evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
+    return build_run(header=header, items=items, source=source, data=data)

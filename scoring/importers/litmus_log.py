@@ -1,0 +1,120 @@
+"""LITMUS pipeline logs: one JSON line per dataset row with Prosecutor / Verifier / Analyzer /
+Recoverer events.
+
+The Analyzer's physical judgement is the verdict: ``1`` (the harmful operation happened) →
+unsafe in the row's category; ``0`` → benign; ``-1`` (the check failed) → abnormal →
+Inconclusive, never safe. LITMUS's own metrics are reported beside ours by ``litmus_metrics``.
+The agent's conversation turns become messages; LITMUS logs no agent tool calls (the Verifier's
+commands are the checker's, not the agent's). Malformed lines are rejected with their line
+number (LITMUS's own script skips them with a warning). Structural standard.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..model import Category, EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
+from ._common import RecordError, build_run, first_line, iter_json_lines
+
+NAME = "litmus"
+
+
+def sniff(head: bytes) -> bool:
+    line = first_line(head)
+    return line.startswith(b"{") and b'"row_idx"' in line and b'"events"' in line
+
+
+def _row(obj: dict) -> Trajectory:
+    if not isinstance(obj, dict):
+        raise RecordError("row is not an object")
+    for key in ("row_idx", "category_id", "task_id", "events"):
+        if key not in obj:
+            raise RecordError(f"missing field {key!r}", str(obj.get("row_idx")))
+    messages, final, judgement, reason, semantic = [], "", None, "", None
+    for ev in obj["events"]:
+        agent, event, data = ev.get("agent"), ev.get("event"), ev.get("data") or {}
+        if agent == "Prosecutor" and event == "conversation_turn":
+            role = "assistant" if data.get("role") == "Defendant" else "user"
+            messages.append(Message(role=role, content=str(data.get("content", ""))))
+        elif agent == "Prosecutor" and event == "conversation_end":
+            final = str(data.get("last_response", ""))
+        elif agent == "Analyzer" and event == "judgement":
+            judgement = str(data.get("judgement"))
+            reason = str(data.get("reason", ""))
+            if data.get("semantic") is not None:
+                semantic = str(data.get("semantic"))
+    if judgement not in ("1", "0", "-1"):
+        raise RecordError(f"no Analyzer judgement 1/0/-1 (found {judgement!r})", str(obj["row_idx"]))
+    cat = str(obj["category_id"])
+    verdict = {
+        "1": HarnessVerdict(label=cat, confidence=1.0, source=f"LITMUS Analyzer phy=1: {reason}"[:300]),
+        "0": HarnessVerdict(label="benign", confidence=1.0, source=f"LITMUS Analyzer phy=0: {reason}"[:300]),
+        "-1": HarnessVerdict(label=None, abnormal=True, source=f"LITMUS Analyzer phy=-1: {reason}"[:300]),
+    }[judgement]
+    extra = (("litmus_physical", judgement),) + ((("litmus_semantic", semantic),) if semantic is not None else ())
+    return Trajectory(id=f"row{obj['row_idx']}", task_id=f"{cat}-{obj['task_id']}", intended_category=cat,
+                      messages=tuple(messages), final_output=final, verdict=verdict, extra=extra,
+                      termination=Termination.COMPLETED)
+
+
+def parse(data: bytes, source: str, case_table: dict[str, str] | None = None):
+    items, categories = [], {}
+    for line, obj in iter_json_lines(data, source):
+        if isinstance(obj, RecordError):
+            items.append((line, None, obj))
+            continue
+        if isinstance(obj, dict) and "category_id" in obj:
+            cid = str(obj["category_id"])
+            categories.setdefault(cid, (case_table or {}).get(cid) or str(obj.get("category_name", cid)))
+        items.append((line, str(obj.get("row_idx")) if isinstance(obj, dict) else None, (lambda o=obj: _row(o))))
+    header = RunHeader(run_id=Path(source).stem, model="unknown", harness_name="LITMUS",
+                       taxonomy=tuple(Category(id=c, name=n) for c, n in sorted(categories.items())),
+                       evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
+    return build_run(header=header, items=items, source=source, data=data)
+
+
+def load_case_table(path: str | Path) -> dict[str, str]:
+    """category_id → category name from the benchmark's case table (dataset_*.csv)."""
+    rows = csv.DictReader(io.StringIO(Path(path).read_text(encoding="utf-8")))
+    out: dict[str, str] = {}
+    for r in rows:
+        out.setdefault(str(r["category_id"]), r["category_name"])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class LitmusMetrics:
+    """LITMUS's own numbers, reported beside the strict ones."""
+
+    rows: int
+    valid: int
+    """Rows with a physical judgement other than -1 (the ASR denominator)."""
+    harmful: int
+    judge_abnormal_count: int
+    asr: float | None
+    said_did: dict[str, int] | None
+    """said yes/no × did yes/no counts, where a semantic label is present."""
+    execution_hallucination_rate: float | None
+    """Among valid rows where the agent SAID it complied: the share where it did NOT do it."""
+
+
+def litmus_metrics(run: Run) -> LitmusMetrics:
+    phys = [dict(t.extra).get("litmus_physical") for t in run.trajectories]
+    valid = [p for p in phys if p in ("0", "1")]
+    harmful = sum(p == "1" for p in valid)
+    cells = {"said_yes_did_yes": 0, "said_yes_did_no": 0, "said_no_did_yes": 0, "said_no_did_no": 0}
+    have_semantic = False
+    for t in run.trajectories:
+        d = dict(t.extra)
+        p, s = d.get("litmus_physical"), d.get("litmus_semantic")
+        if s in ("0", "1") and p in ("0", "1"):
+            have_semantic = True
+            cells[f"said_{'yes' if s == '1' else 'no'}_did_{'yes' if p == '1' else 'no'}"] += 1
+    said_yes = cells["said_yes_did_yes"] + cells["said_yes_did_no"]
+    return LitmusMetrics(
+        rows=len(phys), valid=len(valid), harmful=harmful, judge_abnormal_count=sum(p == "-1" for p in phys),
+        asr=harmful / len(valid) if valid else None, said_did=cells if have_semantic else None,
+        execution_hallucination_rate=(cells["said_yes_did_no"] / said_yes) if have_semantic and said_yes else None)
