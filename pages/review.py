@@ -35,7 +35,10 @@ rows = {r["run_key"]: r for r in loaders.runs()}
 
 top = st.columns([2, 2, 1, 2])
 run_key = top[0].selectbox("Run", keys, key=state.REVIEW_RUN, format_func=lambda k: loaders.run_label(rows[k]))
-top[1].text_input("Reviewer (required to label)", key=state.REVIEWER, placeholder="your name")
+if st.session_state.get(state.IDENTITY):
+    top[1].text_input("Reviewer (your signed-in account)", value=st.session_state[state.IDENTITY], disabled=True)
+else:
+    top[1].text_input("Reviewer (required to label)", key=state.REVIEWER, placeholder="your name")
 top[2].toggle("Blind", key=state.BLIND, help="Hide other reviewers' labels until you have labelled the trace.")
 top[3].selectbox("Queue", FILTERS, key=state.QUEUE_FILTER)
 

@@ -102,3 +102,41 @@ def test_report_page_offers_every_export(app):
     assert not app.exception
     text = "\n".join(t.value for t in app.text)
     assert "content sha256" in text and "scorer version" in text
+
+
+def test_a_locked_database_gives_a_clear_error_in_the_review_page(app, tmp_path, monkeypatch):
+    import sqlite3
+
+    monkeypatch.setattr(loaders, "BUSY_TIMEOUT_S", 0.2)
+    app.switch_page("pages/review.py").run()
+    app.text_input(key=state.REVIEWER).input("alice").run()
+    blocker = sqlite3.connect(str(tmp_path / "app.db"))
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        app.button(key="label-genuine_decline").click().run()
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert not app.exception
+    assert any("cannot be written" in e.value for e in app.error)
+    assert ws_for(tmp_path).history(app.session_state[state.SELECTED_RUNS][0]) == []
+
+
+def test_a_read_only_workspace_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch):
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "missing-folder" / "app.db")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception
+    assert any("cannot be used" in e.value and "does not exist" in e.value for e in at.error)
+
+
+def test_under_oidc_labels_carry_the_signed_in_identity(app, tmp_path, monkeypatch):
+    from pages._shared import router
+
+    monkeypatch.setattr(router, "logged_in_identity", lambda: "carol@example.org")
+    app.session_state[state.REVIEWER] = "mallory"  # whatever was typed before cannot be used
+    app.switch_page("pages/review.py").run()
+    assert not app.exception
+    assert app.text_input[0].disabled and app.text_input[0].value == "carol@example.org"
+    app.button(key="label-early_stop").click().run()
+    key = app.session_state[state.SELECTED_RUNS][0]
+    assert [e["reviewer"] for e in ws_for(tmp_path).history(key)] == ["carol@example.org"]

@@ -24,9 +24,12 @@ def db_path() -> Path:
     return DB_PATH or default_db_path()
 
 
+BUSY_TIMEOUT_S = 10.0  # how long a write waits for another writer before a clear error
+
+
 def workspace() -> Workspace:
     # A Workspace holds only a path: cheap to create; every operation opens its own connection.
-    return Workspace(db_path())
+    return Workspace(db_path(), busy_timeout_s=BUSY_TIMEOUT_S)
 
 
 def sample_files() -> list[tuple[Path, Path | None]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import loaders, state
+from scoring.errors import LitmusReviewError
 
 # No icons: ":material/…:" icons are fetched from a font CDN (the app must make no request off
 # this machine; the hostile-run browser test checks it) and emoji need fonts servers often lack.
@@ -18,10 +19,41 @@ PAGES = [
 DEFAULT_PAGE = "pages/safe_rates.py"
 
 
+def auth_configured() -> bool:
+    """True when secrets.toml has an [auth] section (Streamlit's built-in OIDC login)."""
+    from streamlit.auth_util import get_secrets_auth_section
+
+    return bool(get_secrets_auth_section())
+
+
+def logged_in_identity() -> str | None:
+    """The signed-in user's email (or name) under OIDC; None when auth is not configured.
+
+    Under OIDC this is the only reviewer name labels can carry, so nobody can label as, or
+    undo the labels of, somebody else.
+    """
+    if not auth_configured():
+        return None
+    if not st.user.is_logged_in:
+        st.title("litmus-review")
+        st.text("Sign in to review: labels are attributed to your account.")
+        st.button("Sign in", on_click=st.login, type="primary")
+        st.stop()
+    return str(st.user.get("email") or st.user.get("name") or st.user.get("sub"))
+
+
 def main() -> None:
     """Import the bundled samples once, draw the run picker, route to the chosen page."""
     st.set_page_config(page_title="litmus-review", layout="wide")
-    loaders.ensure_samples()
+    identity = logged_in_identity()
+    st.session_state[state.IDENTITY] = identity
+    if identity:
+        st.session_state[state.REVIEWER] = identity
+    try:
+        loaders.ensure_samples()
+    except LitmusReviewError as exc:
+        st.error(f"The workspace database cannot be used: {exc}")
+        st.stop()
     nav = st.navigation([st.Page(path, title=title, default=path == DEFAULT_PAGE) for path, title in PAGES])
 
     # Widget values vanish when their widget is not drawn; re-assigning keeps them across pages.
@@ -36,6 +68,9 @@ def main() -> None:
         st.session_state[state.SELECTED_RUNS] = with_side or [r["run_key"] for r in all_runs]
     st.session_state[state.SELECTED_RUNS] = [k for k in st.session_state[state.SELECTED_RUNS] if k in by_key]
     with st.sidebar:
+        if identity:
+            st.text(f"Signed in as {identity}")
+            st.button("Sign out", on_click=st.logout)
         st.multiselect("Runs", options=list(by_key), key=state.SELECTED_RUNS,
                        format_func=lambda k: loaders.run_label(by_key[k]),
                        help="The runs every page shows. Import more on the Runs page.")

@@ -13,3 +13,4 @@ TRAJ_RUN = "trajectory_run"
 REPLAY_TARGET = "replay_target"          # (run_key, trajectory_id) opened for replay
 UPLOAD = "upload_file"
 IMPORT_PATH = "import_path"
+IDENTITY = "signed_in_identity"         # the OIDC user (None without auth); fixes REVIEWER

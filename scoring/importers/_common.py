@@ -63,7 +63,7 @@ def iter_json_lines(data: bytes, source: str = "") -> Iterator[tuple[int, Any | 
 def req(obj: dict, key: str, typ: type | tuple[type, ...], where: str = "") -> Any:
     """A required field of the given type, or a RecordError naming it."""
     if not isinstance(obj, dict):
-        raise RecordError(f"{where or 'record'} is {type(obj).__name__}, expected an object")
+        raise RecordError(f"{where.rstrip('.') or 'record'} is {type(obj).__name__}, expected an object")
     if key not in obj:
         raise RecordError(f"missing field {where + key!r}")
     return check(obj[key], typ, where + key)
@@ -71,6 +71,8 @@ def req(obj: dict, key: str, typ: type | tuple[type, ...], where: str = "") -> A
 
 def opt(obj: dict, key: str, typ: type | tuple[type, ...], default: Any = None, where: str = "") -> Any:
     """An optional field: absent or null gives ``default``; a wrong type is a RecordError."""
+    if not isinstance(obj, dict):
+        raise RecordError(f"{where.rstrip('.') or 'record'} is {type(obj).__name__}, expected an object")
     value = obj.get(key)
     if value is None:
         return default
@@ -126,7 +128,7 @@ def build_run(*, header, items, source: str, data: bytes):
         except RecordError as exc:
             rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id, message=exc.message))
             continue
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
             rejected.append(Rejection(source=source, line=line, record_id=record_id,
                                       message=f"malformed record: {type(exc).__name__}: {exc}"))
             continue

@@ -100,6 +100,8 @@ def _category(obj: Any, i: int) -> Category:
 
 def _tool_call(obj: Any, i: int) -> ToolCall:
     where = f"tool_calls[{i}]."
+    if not isinstance(obj, dict):
+        raise RecordError(f"tool_calls[{i}] is {type(obj).__name__}, expected an object")
     if "index" in obj and obj["index"] != i:
         raise RecordError(f"{where}index is {obj['index']!r} but the call is at position {i}")
     size = opt(obj, "raw_size_bytes", int, None, where)

@@ -15,6 +15,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -152,18 +153,30 @@ def _parse_eval(data: bytes, source: str, vmap: VerdictMap):
         raise InputError(f"not a readable .eval zip: {exc}", source=source) from exc
 
     def read(name: str) -> Any:
-        info = zf.getinfo(name)
-        if info.file_size > MAX_MEMBER_BYTES:
-            raise RecordError(f"zip member {name} declares {info.file_size:,} bytes (> {MAX_MEMBER_BYTES:,})")
-        with zf.open(info) as fh:
-            raw = fh.read(MAX_MEMBER_BYTES + 1)
-        if len(raw) > MAX_MEMBER_BYTES:
-            raise RecordError(f"zip member {name} expands past {MAX_MEMBER_BYTES:,} bytes")
-        return json.loads(raw)
+        try:
+            info = zf.getinfo(name)
+            if info.file_size > MAX_MEMBER_BYTES:
+                raise RecordError(f"zip member {name} declares {info.file_size:,} bytes (> {MAX_MEMBER_BYTES:,})")
+            with zf.open(info) as fh:
+                raw = fh.read(MAX_MEMBER_BYTES + 1)  # never trust the declared size: read at most the cap
+            if len(raw) > MAX_MEMBER_BYTES:
+                raise RecordError(f"zip member {name} expands past {MAX_MEMBER_BYTES:,} bytes")
+            return json.loads(raw)
+        except RecordError:
+            raise
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, NotImplementedError) as exc:
+            raise RecordError(f"zip member {name} cannot be read: {exc}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RecordError(f"zip member {name} is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise RecordError(f"zip member {name}: JSON nested too deeply") from exc
 
     names = zf.namelist()
-    header = _header(read("header.json").get("eval", {}) if "header.json" in names
-                     else read("_journal/start.json").get("eval", {}), source)
+    try:
+        head = read("header.json") if "header.json" in names else read("_journal/start.json")
+    except RecordError as exc:
+        raise InputError(f"no readable header.json or _journal/start.json: {exc.message}", source=source) from exc
+    header = _header(head.get("eval", {}) if isinstance(head, dict) else {}, source)
     items = []
     for name in sorted(n for n in names if n.startswith("samples/") and n.endswith(".json")):
         if ".." in name or name.startswith("/"):

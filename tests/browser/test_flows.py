@@ -72,3 +72,30 @@ def test_runs_and_trajectories_pages_render(server, page, artifacts):
     wait_app(page, "trajectories")
     page.screenshot(path=str(artifacts / "trajectories.png"), full_page=True)
     assert page.get_by_text(re.compile(r"of 2,000 trajectories")).count() >= 1
+
+
+def test_two_reviewers_label_the_same_trace_at_once_and_both_events_are_kept(server, browser, artifacts):
+    pages = []
+    for name in ("alice", "bob"):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        p = ctx.new_page()
+        p.goto(server.url + "/review")
+        wait_app(p, "Keyboard:")
+        p.get_by_label("Reviewer (required to label)").fill(name)
+        p.get_by_label("Reviewer (required to label)").press("Enter")
+        wait_app(p)
+        pages.append(p)
+    first = [p.locator('[data-testid="stCode"]').first.inner_text() for p in pages]
+    assert first[0] == first[1]  # both see the same trace first
+    buttons = [p.get_by_role("button", name=re.compile(lab)) for p, lab in zip(pages, ("Genuine decline", "Degenerate"))]
+    for b in buttons:  # fire both before waiting for either
+        b.click(no_wait_after=True)
+    pages[0].get_by_text("labelled genuine_decline by alice").first.wait_for(timeout=30_000)
+    pages[1].get_by_text("labelled degenerate by bob").first.wait_for(timeout=30_000)
+    events = label_events(server.db)
+    assert sorted(events) == [("alice", "label", "genuine_decline"), ("bob", "label", "degenerate")]
+    with sqlite3.connect(server.db) as conn:
+        tids = {r[0] for r in conn.execute("select trajectory_id from label_events")}
+    assert len(tids) == 1  # the same trace, both kept: a disagreement for adjudication
+    for p in pages:
+        p.context.close()
