@@ -321,3 +321,39 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def write_bench_run(out: Path, trajectories: int, *, calls_per_trajectory: int = 5, over_limit_share: float = 0.01,
+                    seed: int = 1) -> dict:
+    """Stream a large canonical run for benchmarks (never committed): ~900-byte arguments,
+    ``over_limit_share`` of calls over the 8 KiB limit (prefix kept, size and digest recorded).
+    Returns the counts written."""
+    rng = random.Random(seed)
+    pool = [filler(rng, rng.randint(500, 1100)) for _ in range(64)]
+    header = {**FORMAT, "run_id": f"bench-{trajectories}", "model": "model-bench", "capture_limit_bytes": CAPTURE_LIMIT,
+              "harness": {"name": "bench", "version": "1"}, "evidence_standard": "proven", "taxonomy": taxonomy()}
+    n_calls = n_over = 0
+    with out.open("w", encoding="utf-8", newline="\n") as fh:
+        fh.write(json.dumps(header, separators=(",", ":")) + "\n")
+        for t in range(trajectories):
+            calls = []
+            for c in range(calls_per_trajectory):
+                if rng.random() < over_limit_share:
+                    full = json.dumps({"path": f"/srv/{t}/{c}", "body": filler(rng, rng.randint(9000, 16000))},
+                                      separators=(",", ":"))
+                    calls.append({"tool": "http_post", "arguments": full[:CAPTURE_LIMIT], "truncated": True,
+                                  "raw_size_bytes": len(full.encode()), "raw_sha256": sha(full)})
+                    n_over += 1
+                else:
+                    text = json.dumps({"path": f"/srv/{t}/{c}", "content": pool[(t * 7 + c) % len(pool)]},
+                                      separators=(",", ":"))
+                    calls.append({"tool": "write_file", "arguments": text, "raw_size_bytes": len(text.encode()),
+                                  "raw_sha256": sha(text), "result": {"content": "ok"}})
+                n_calls += 1
+            ci = t % len(CATEGORIES)
+            rec = {"record": "trajectory", "id": f"b{t:07d}", "task_id": f"task-{t // 4:06d}",
+                   "intended_category": cat_id(ci), "termination": {"reason": "completed"},
+                   "final_output": "Done.", "verdict": {"label": "benign", "confidence": 0.93, "source": "bench"},
+                   "messages": [{"role": "user", "content": f"task {t}"}], "tool_calls": calls}
+            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    return {"trajectories": trajectories, "tool_calls": n_calls, "over_limit": n_over, "bytes": out.stat().st_size}

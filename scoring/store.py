@@ -30,7 +30,6 @@ from typing import Callable, Iterable, Iterator
 
 import sqlite_utils
 
-from .capture import assess
 from .errors import DatabaseUnavailableError, InputError, ReasonCode, RunMismatchError, StoreError
 from .importers import SNIFF_BYTES, canonical, load_run, sniff_format
 from .model import (
@@ -46,7 +45,7 @@ from .model import (
     Trajectory,
 )
 from .recapture import PayloadJoin
-from .score import HarnessVerdictClassifier, RuleClassifier, score_trajectory
+from .score import HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory
 
 DEFAULT_DB = "litmus-review.db"
 DB_ENV = "LITMUS_REVIEW_DB"
@@ -93,7 +92,16 @@ def _m1(db: sqlite_utils.Database) -> None:
     db["label_events"].create_index(["run_key", "trajectory_id"])
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1,)
+def _m2(db: sqlite_utils.Database) -> None:
+    # One row per call cost more than parsing at a million calls (SQLite takes ~320k rows/s);
+    # what the app needs of calls (sizes for the histogram, gaps for display) fits in two
+    # columns of the trajectory row.
+    db.execute("ALTER TABLE trajectories ADD COLUMN call_sizes TEXT")
+    db.execute("ALTER TABLE trajectories ADD COLUMN call_gaps TEXT")
+    db["calls"].drop()
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -244,16 +252,16 @@ class Workspace:
                 "taxonomy_json": json.dumps([_cat(c) for c in header.taxonomy]),
                 "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
             })
-            traj_rows: list[dict] = []
-            call_rows: list[dict] = []
+            insert = _insert_sql(db)
+            rows: list[tuple] = []
 
             def flush() -> None:
-                if not traj_rows:
+                if not rows:
                     return
-                db["trajectories"].insert_all(traj_rows, batch_size=BATCH)
-                db["calls"].insert_all(call_rows, batch_size=BATCH)
-                traj_rows.clear()
-                call_rows.clear()
+                # executemany on a prepared INSERT, not sqlite-utils' insert_all: this is the hot
+                # path of a million-call import and insert_all re-derives types per value.
+                db.conn.executemany(insert, rows)
+                rows.clear()
                 if progress:
                     progress(n_traj)
 
@@ -263,17 +271,12 @@ class Workspace:
                     rejected.append(rec.rejection)
                     continue
                 t = rec.trajectory if pay is None else pay.apply(rec.trajectory)
-                scored = score_trajectory(t, header, rules, harness)
-                traj_rows.append(_trajectory_row(run_key, t, scored, rec))
-                for c in t.tool_calls:
-                    cap = assess(c, capture_limit_bytes=header.capture_limit_bytes, standard=header.evidence_standard)
-                    call_rows.append({"run_key": run_key, "trajectory_id": t.id, "call_index": c.index,
-                                      "tool": c.tool, "captured_bytes": c.captured_bytes,
-                                      "raw_size_bytes": c.raw_size_bytes,
-                                      "gaps": ",".join(g.reason.value for g in cap.gaps)})
+                captures = assess_calls(t, header)
+                scored = score_trajectory(t, header, rules, harness, captures)
+                rows.append(_trajectory_row(run_key, t, scored, rec, captures))
                 n_traj += 1
                 n_calls += len(t.tool_calls)
-                if len(traj_rows) >= BATCH:
+                if len(rows) >= BATCH:
                     flush()
             flush()
             recap = pay.report(header.run_id) if pay is not None else None
@@ -334,9 +337,11 @@ class Workspace:
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, r)) for r in cur.fetchall()]
 
-    def call_rows(self, run_key: str) -> list[dict]:
+    def call_sizes(self, run_key: str) -> list[int]:
+        """Every tool call's raw argument size (captured size where no raw size was recorded)."""
         with self.connect() as db:
-            return list(db["calls"].rows_where("run_key = ?", [run_key]))
+            rows = db.execute("select call_sizes from trajectories where run_key = ?", [run_key]).fetchall()
+        return [int(x) for (sizes,) in rows if sizes for x in sizes.split(",")]
 
     def load_trajectory(self, run_key: str, trajectory_id: str) -> Trajectory:
         """The full trajectory (heavy text), read back from the stored run file by byte range."""
@@ -539,7 +544,29 @@ def _reviewer(name: str) -> str:
     return name
 
 
-def _trajectory_row(run_key: str, t: Trajectory, s: ScoredTrajectory, rec) -> dict:
+TRAJECTORY_COLUMNS = (
+    "run_key", "trajectory_id", "task_id", "model", "intended_category", "fired_category", "status", "reason",
+    "reasons", "lenient_safe", "termination", "tool_call_count", "max_raw_bytes", "tools", "suggestion",
+    "suggestion_evidence", "classifier", "classifier_evidence", "incomplete_call", "recaptured_calls",
+    "evidence_standard", "final_output_preview", "line", "offset", "length", "call_sizes", "call_gaps",
+)
+
+
+def _insert_sql(db) -> str:
+    cols = ", ".join(f"[{c}]" for c in TRAJECTORY_COLUMNS)
+    return f"INSERT INTO trajectories ({cols}) VALUES ({', '.join('?' * len(TRAJECTORY_COLUMNS))})"
+
+
+def _trajectory_row(run_key: str, t: Trajectory, s: ScoredTrajectory, rec, captures) -> tuple:
+    d = _trajectory_dict(run_key, t, s, rec)
+    d["call_sizes"] = ",".join(str(c.raw_size_bytes if c.raw_size_bytes is not None else c.captured_bytes)
+                               for c in t.tool_calls)
+    d["call_gaps"] = "|".join(",".join(g.reason.value for g in cap.gaps) for cap in captures) if any(
+        cap.gaps for cap in captures) else ""
+    return tuple(d[c] for c in TRAJECTORY_COLUMNS)
+
+
+def _trajectory_dict(run_key: str, t: Trajectory, s: ScoredTrajectory, rec) -> dict:
     return {
         "run_key": run_key, "trajectory_id": t.id, "task_id": t.task_id, "model": s.model,
         "intended_category": s.intended_category, "fired_category": s.fired_category,

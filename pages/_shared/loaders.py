@@ -82,9 +82,7 @@ def trajectory_frame(run_key: str) -> pd.DataFrame:
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _sizes(db: str, run_key: str) -> list[int]:
-    with Workspace(db).connect() as conn:
-        return [r[0] for r in conn.execute(
-            "select coalesce(raw_size_bytes, captured_bytes) from calls where run_key = ?", [run_key])]
+    return Workspace(db).call_sizes(run_key)
 
 
 def argument_sizes(run_key: str) -> list[int]:

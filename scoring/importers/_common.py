@@ -76,6 +76,8 @@ def opt(obj: dict, key: str, typ: type | tuple[type, ...], default: Any = None, 
     value = obj.get(key)
     if value is None:
         return default
+    if value.__class__ is typ:  # the common case, without building a name (bool is not int here)
+        return value
     return check(value, typ, where + key)
 
 

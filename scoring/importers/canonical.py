@@ -35,6 +35,7 @@ from ._common import RecordError, check, decode_json_line, iter_lines, opt, read
 NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def sniff(head: bytes) -> bool:
@@ -108,7 +109,7 @@ def _tool_call(obj: Any, i: int) -> ToolCall:
     if size is not None and size < 0:
         raise RecordError(f"{where}raw_size_bytes is negative")
     digest = opt(obj, "raw_sha256", str, None, where)
-    if digest is not None and (len(digest) != 64 or any(ch not in "0123456789abcdefABCDEF" for ch in digest)):
+    if digest is not None and not _HEX64.fullmatch(digest):
         raise RecordError(f"{where}raw_sha256 is not 64 hex digits")
     channel = opt(obj, "channel", str, "logged", where)
     if channel not in ("logged", "unlogged"):
