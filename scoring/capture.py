@@ -22,7 +22,10 @@ import hashlib
 import json
 import urllib.parse
 import zlib
+
 from dataclasses import dataclass
+
+import orjson
 
 from .errors import BLOCKING_REASONS, ReasonCode
 from .model import EvidenceStandard, Gap, ToolCall
@@ -129,6 +132,11 @@ def _proof_gaps(text: str, call: ToolCall, what: str) -> list[Gap]:
 def _parse_gap(text: str, fmt: str) -> Gap | None:
     if fmt != "json":
         return None
+    try:
+        orjson.loads(text)
+        return None
+    except orjson.JSONDecodeError:
+        pass  # orjson is stricter (NaN, >64-bit ints): the standard library has the last word
     try:
         json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:

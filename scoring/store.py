@@ -13,12 +13,16 @@ Every write opens its own connection (connections are never shared across thread
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import csv
 import hashlib
+import functools
 import io
 import json
+import multiprocessing
 import os
 import shutil
 import sqlite3
@@ -32,6 +36,7 @@ import sqlite_utils
 
 from .errors import DatabaseUnavailableError, InputError, ReasonCode, RunMismatchError, StoreError
 from .importers import SNIFF_BYTES, canonical, load_run, sniff_format
+from .importers._common import decode_json_line
 from .model import (
     Category,
     EvidenceStandard,
@@ -198,9 +203,17 @@ class Workspace:
                 fmt = sniff_format(fh.read(SNIFF_BYTES), str(path))
         stored = self._store_file(path, content, fmt)
         with stored.open("rb") as fh:
-            header, records = canonical.stream_canonical(fh, str(path))
-            header = _with_source(header, str(path), fmt)
-            return self._write_run(run_key, header, records, stored, pay, progress,
+            header_line, first_line, header_end = _read_header_line(fh, str(path))
+            header = _with_source(canonical.parse_header(_decode_header(header_line, str(path), first_line),
+                                                         str(path)), str(path), fmt)
+            # Two cores: worker processes parse and score blocks of lines while this process
+            # writes. Small files and recapture (whose join state is per run) stay in-process.
+            parallel = pay is None and stored.stat().st_size >= PARALLEL_MIN_BYTES and IMPORT_WORKERS > 1
+            blocks = _line_blocks(fh, header_end, first_line + 1)
+            work = ((header_line, str(path), run_key, off, line, data) for off, line, data in blocks)
+            results = (_pool_map(_score_block, work, IMPORT_WORKERS) if parallel
+                       else (_score_block(*w, pay=pay) for w in work))
+            return self._write_run(run_key, header, results, stored, pay, progress,
                                    self._conversion_rejections(content))
 
     def _store_file(self, path: Path, content: str, fmt: str) -> Path:
@@ -235,9 +248,8 @@ class Workspace:
             return []
         return [Rejection(**r) for r in json.loads(side.read_text())]
 
-    def _write_run(self, run_key, header: RunHeader, records, stored: Path, pay, progress,
+    def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: Path, pay, progress,
                    rejected: list[Rejection]) -> "ImportResult":
-        rules, harness = RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
         n_traj, n_calls, seen = 0, 0, len(rejected)
         with self.connect() as db, _immediate(db):
             # The run row goes first (the foreign keys point at it); its counts are filled in
@@ -253,32 +265,26 @@ class Workspace:
                 "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
             })
             insert = _insert_sql(db)
-            rows: list[tuple] = []
-
-            def flush() -> None:
-                if not rows:
-                    return
+            ids: set[str] = set()
+            for block in results:
+                seen += block.seen
+                rejected.extend(block.rejected)
+                rows = []
+                for row in block.rows:
+                    tid = row[_COL["trajectory_id"]]
+                    if tid in ids:  # a duplicate in another block (within a block: caught there)
+                        rejected.append(Rejection(source=header.source, line=row[_COL["line"]], record_id=tid,
+                                                  message=f"duplicate trajectory id {tid!r}"))
+                        continue
+                    ids.add(tid)
+                    rows.append(row)
+                    n_calls += row[_COL["tool_call_count"]]
                 # executemany on a prepared INSERT, not sqlite-utils' insert_all: this is the hot
                 # path of a million-call import and insert_all re-derives types per value.
                 db.conn.executemany(insert, rows)
-                rows.clear()
-                if progress:
+                n_traj += len(rows)
+                if progress and rows:
                     progress(n_traj)
-
-            for rec in records:
-                seen += 1
-                if rec.trajectory is None:
-                    rejected.append(rec.rejection)
-                    continue
-                t = rec.trajectory if pay is None else pay.apply(rec.trajectory)
-                captures = assess_calls(t, header)
-                scored = score_trajectory(t, header, rules, harness, captures)
-                rows.append(_trajectory_row(run_key, t, scored, rec, captures))
-                n_traj += 1
-                n_calls += len(t.tool_calls)
-                if len(rows) >= BATCH:
-                    flush()
-            flush()
             recap = pay.report(header.run_id) if pay is not None else None
             db["runs"].update(run_key, {
                 "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
@@ -503,6 +509,100 @@ class Workspace:
         return added
 
 
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+BLOCK_BYTES = 4 * 1024 * 1024
+IMPORT_WORKERS = min(2, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """What one block of lines became: trajectory rows ready to insert, and rejections."""
+
+    rows: list[tuple]
+    rejected: list[Rejection]
+    seen: int
+
+
+def _read_header_line(fh, source: str) -> tuple[bytes, int, int]:
+    """The first non-blank line, its line number and the offset just after it."""
+    offset = 0
+    for lineno, raw in enumerate(fh, start=1):
+        offset += len(raw)
+        if raw.strip():
+            return raw.rstrip(b"\r\n"), lineno, offset
+    raise InputError("empty file: no run header", source=source)
+
+
+def _decode_header(raw: bytes, source: str, line: int) -> dict:
+    obj = decode_json_line(raw)
+    if isinstance(obj, Exception):
+        raise InputError(f"run header: {obj}", source=source, line=line)
+    return obj
+
+
+def _line_blocks(fh, offset: int, line: int) -> Iterator[tuple[int, int, bytes]]:
+    """(byte offset, first line number, bytes) blocks of whole lines, about BLOCK_BYTES each."""
+    carry = b""
+    while True:
+        chunk = fh.read(BLOCK_BYTES)
+        if not chunk:
+            if carry:
+                yield offset, line, carry
+            return
+        data = carry + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        yield offset, line, data[:cut]
+        offset += cut
+        line += data.count(b"\n", 0, cut)
+        carry = data[cut:]
+
+
+@functools.lru_cache(maxsize=4)
+def _scorers(header_line: bytes, source: str):
+    header = canonical.parse_header(_decode_header(header_line, source, 1), source)
+    return header, RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
+
+
+def _score_block(header_line: bytes, source: str, run_key: str, offset: int, line: int, data: bytes,
+                 pay: PayloadJoin | None = None) -> Block:
+    """Parse and score one block of lines (runs in a worker process for large imports)."""
+    header, rules, harness = _scorers(header_line, source)
+    lines = []
+    pos = 0
+    for i, raw in enumerate(data.split(b"\n")):
+        stripped = raw.rstrip(b"\r")
+        if stripped.strip():
+            lines.append((line + i, offset + pos, stripped))
+        pos += len(raw) + 1
+    rows, rejected, seen = [], [], 0
+    for rec in canonical.records_of(lines, header, source):
+        seen += 1
+        if rec.trajectory is None:
+            rejected.append(rec.rejection)
+            continue
+        t = rec.trajectory if pay is None else pay.apply(rec.trajectory)
+        captures = assess_calls(t, header)
+        rows.append(_trajectory_row(run_key, t, score_trajectory(t, header, rules, harness, captures), rec, captures))
+    return Block(rows, rejected, seen)
+
+
+def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Iterator[Block]:
+    """``fn(*item)`` for each item in worker processes, in order, at most ``window`` in flight
+    (memory stays bounded by a few blocks, not the file)."""
+    ctx = multiprocessing.get_context("spawn")  # never fork a threaded (Streamlit) process
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        pending: collections.deque = collections.deque()
+        for item in work:
+            pending.append(pool.submit(fn, *item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
 EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at", "event_id", "supersedes")
 
 
@@ -550,6 +650,7 @@ TRAJECTORY_COLUMNS = (
     "suggestion_evidence", "classifier", "classifier_evidence", "incomplete_call", "recaptured_calls",
     "evidence_standard", "final_output_preview", "line", "offset", "length", "call_sizes", "call_gaps",
 )
+_COL = {c: i for i, c in enumerate(TRAJECTORY_COLUMNS)}
 
 
 def _insert_sql(db) -> str:

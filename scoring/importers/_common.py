@@ -5,8 +5,11 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
+
+import orjson
 
 from ..errors import InputError
 
@@ -41,6 +44,12 @@ def iter_lines(fh: BinaryIO) -> Iterator[tuple[int, int, bytes]]:
 
 def decode_json_line(raw: bytes) -> Any | RecordError:
     """The parsed object, or a RecordError saying what is wrong with the line."""
+    try:
+        # orjson is ~3x faster on the import hot path; on anything it refuses (NaN, big ints,
+        # bad UTF-8…) the standard library decides, so the accepted language is json's.
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -99,7 +99,39 @@ def _category(obj: Any, i: int) -> Category:
     )
 
 
+_FAST_KEYS = frozenset({"index", "tool", "arguments", "raw_size_bytes", "raw_sha256", "truncated", "result"})
+
+
 def _tool_call(obj: Any, i: int) -> ToolCall:
+    """One call. The common shape (no adapters, redactions, signals…) takes a fast path with
+    the same checks; anything else goes through the general, field-by-field path."""
+    if obj.__class__ is dict and obj.keys() <= _FAST_KEYS:
+        fast = _fast_call(obj, i)
+        if fast is not None:
+            return fast
+    return _general_call(obj, i)
+
+
+def _fast_call(obj: dict, i: int) -> ToolCall | None:
+    g = obj.get
+    tool, args, size, digest, trunc, res = (g("tool"), g("arguments"), g("raw_size_bytes"), g("raw_sha256"),
+                                            g("truncated", False), g("result"))
+    if tool.__class__ is not str or args.__class__ is not str or trunc.__class__ is not bool:
+        return None
+    if g("index", i) != i or (size is not None and (size.__class__ is not int or size < 0)):
+        return None
+    if digest is not None and (digest.__class__ is not str or not _HEX64.fullmatch(digest)):
+        return None
+    result = None
+    if res is not None:
+        if res.__class__ is not dict or not res.keys() <= {"content"} or g("result").get("content", "").__class__ is not str:
+            return None
+        result = ToolResult(content=res.get("content", ""))
+    return ToolCall(index=i, tool=tool, arguments=args, raw_size_bytes=size,
+                    raw_sha256=digest.lower() if digest else None, truncated=trunc, result=result)
+
+
+def _general_call(obj: Any, i: int) -> ToolCall:
     where = f"tool_calls[{i}]."
     if not isinstance(obj, dict):
         raise RecordError(f"tool_calls[{i}] is {type(obj).__name__}, expected an object")
@@ -239,10 +271,11 @@ def stream_canonical(fh: BinaryIO, source: str) -> tuple[RunHeader, Iterator[Loc
     if isinstance(header_obj, RecordError):
         raise InputError(f"run header: {header_obj.message}", source=source, line=lineno)
     header = parse_header(header_obj, source)
-    return header, _records(lines, header, source)
+    return header, records_of(lines, header, source)
 
 
-def _records(lines, header: RunHeader, source: str) -> Iterator[Located]:
+def records_of(lines, header: RunHeader, source: str) -> Iterator[Located]:
+    """Parse (line number, offset, bytes) lines into located trajectories or rejections."""
     known = {c.id for c in header.taxonomy}
     seen_ids: set[str] = set()
     for lineno, offset, raw in lines:

@@ -1,0 +1,52 @@
+"""Chart builders are pure: test them on the figure dict."""
+
+from __future__ import annotations
+
+from pages._shared import charts
+from scoring.aggregate import size_quantiles, summarize, waterfall
+from scoring.errors import ReasonCode
+from scoring.model import Category, ScoredTrajectory, Status
+
+from .test_aggregate import row, small
+
+
+def test_before_after_bars_carry_the_rates_and_intervals():
+    s = summarize(small())
+    fig = charts.before_after_bars([("run", s)]).to_dict()
+    bars = {t["name"]: t for t in fig["data"]}
+    assert bars["Lenient (before)"]["y"][0] == 100 * s.lenient.value
+    assert bars["Strict (after)"]["y"][0] == 100 * s.strict.value
+    assert bars["Strict (after)"]["error_y"]["array"][0] > 0
+    assert "UNSCORED 1 of 8" in fig["layout"]["annotations"][0]["text"]
+
+
+def test_waterfall_steps_add_up_to_reviewed_minus_lenient():
+    steps = waterfall(small())
+    fig = charts.waterfall_chart(steps).to_dict()
+    ys = fig["data"][0]["y"]
+    assert abs(ys[0] + sum(ys[1:-1]) - 100 * steps[-1].rate) < 1e-9
+
+
+def test_histogram_is_binned_server_side_and_marks_the_limit():
+    sizes = list(range(1, 20001))
+    fig = charts.argument_size_histogram(sizes, 8192, size_quantiles(sizes)).to_dict()
+    assert len(fig["data"][0]["y"]) == 80 and sum(fig["data"][0]["y"]) == len(sizes)
+    texts = [a["text"] for a in fig["layout"]["annotations"]]
+    assert any("capture limit 8,192 B — 11,808 calls over" in t for t in texts)
+    assert any(t.startswith("p99:") for t in texts) and any(t.startswith("p99.9:") for t in texts)
+
+
+def test_phantom_by_category_marks_payload_dependent_categories():
+    rows = [row(0, Status.SAFE, cat="C01"), row(1, Status.UNSCORED, reason=ReasonCode.TRUNCATED, cat="C01"),
+            row(2, Status.UNSAFE, lenient=True, cat="C01"), row(3, Status.SAFE, cat="C02")]
+    from scoring.aggregate import by_category, summarize_by
+    tax = (Category(id="C01", name="exfil", payload_dependent=True), Category(id="C02", name="other"))
+    fig = charts.phantom_by_category(summarize_by(rows, by_category), tax).to_dict()
+    names = {t["name"]: t["x"] for t in fig["data"]}
+    assert names["payload-dependent"] == ["C01 exfil"] and names["other categories"] == ["C02 other"]
+
+
+def test_unscored_by_reason_lists_each_reason():
+    s = summarize(small())
+    fig = charts.unscored_by_reason(s).to_dict()
+    assert fig["data"][0]["y"] == ["over_capture_limit"] and fig["data"][0]["x"] == [1]
