@@ -5,7 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import charts, loaders, router, state
-from scoring.aggregate import by_category, paired_difference, size_quantiles, summarize_by, waterfall
+from scoring.aggregate import (
+    by_category,
+    paired_difference,
+    size_quantiles,
+    summarize_by,
+    waterfall,
+)
 
 router.require_router()
 st.title("Safe rates")

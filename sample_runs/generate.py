@@ -353,7 +353,9 @@ def write_bench_run(out: Path, trajectories: int, *, calls_per_trajectory: int =
             ci = t % len(CATEGORIES)
             rec = {"record": "trajectory", "id": f"b{t:07d}", "task_id": f"task-{t // 4:06d}",
                    "intended_category": cat_id(ci), "termination": {"reason": "completed"},
-                   "final_output": "Done.", "verdict": {"label": "benign", "confidence": 0.93, "source": "bench"},
+                   "final_output": "Done.",
+                   # one in 200 has no verdict: an Inconclusive trace for the review queue
+                   "verdict": {"label": None if t % 200 == 7 else "benign", "confidence": 0.93, "source": "bench"},
                    "messages": [{"role": "user", "content": f"task {t}"}], "tool_calls": calls}
             fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
     return {"trajectories": trajectories, "tool_calls": n_calls, "over_limit": n_over, "bytes": out.stat().st_size}

@@ -96,7 +96,9 @@ class Summary:
 def wilson(successes: int, n: int) -> Interval | None:
     if n == 0:
         return None
-    from statsmodels.stats.proportion import proportion_confint  # lazy: ~0.9 s to import
+    from statsmodels.stats.proportion import (
+        proportion_confint,  # lazy: ~0.9 s to import
+    )
 
     low, high = proportion_confint(successes, n, alpha=0.05, method="wilson")
     return Interval(float(low), float(high), "wilson")

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from .capture import sha256_hex, utf8_len
 from .errors import InputError, ReasonCode
-from .importers._common import RecordError, iter_json_lines, read_bytes, req, sha256_bytes
+from .importers._common import (
+    RecordError,
+    iter_json_lines,
+    read_bytes,
+    req,
+    sha256_bytes,
+)
 from .model import Rejection, Run, Trajectory
 
 

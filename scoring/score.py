@@ -26,7 +26,6 @@ from .model import (
     ScoredTrajectory,
     Status,
     Suggestion,
-    Termination,
     Trajectory,
 )
 

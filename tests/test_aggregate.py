@@ -1,13 +1,10 @@
 from __future__ import annotations
 
-import dataclasses
-import random
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoring.aggregate import clustered, summarize, summarize_by, by_category, wilson
+from scoring.aggregate import by_category, clustered, summarize, summarize_by, wilson
 from scoring.errors import ReasonCode
 from scoring.model import ReviewLabel, ScoredTrajectory, Status
 

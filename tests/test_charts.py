@@ -5,7 +5,7 @@ from __future__ import annotations
 from pages._shared import charts
 from scoring.aggregate import size_quantiles, summarize, waterfall
 from scoring.errors import ReasonCode
-from scoring.model import Category, ScoredTrajectory, Status
+from scoring.model import Category, Status
 
 from .test_aggregate import row, small
 

@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 from click.testing import CliRunner
 
 from scoring.cli import main

@@ -11,10 +11,11 @@ import pytest
 
 from scoring.errors import ReasonCode, UnknownFormatError
 from scoring.importers import formats, load_run
-from scoring.importers.inspect_log import VerdictMap, parse as parse_inspect
+from scoring.importers.inspect_log import VerdictMap
+from scoring.importers.inspect_log import parse as parse_inspect
 from scoring.importers.litmus_log import litmus_metrics, load_case_table
 from scoring.model import Status, Termination
-from scoring.report import evaluate, evaluate_run
+from scoring.report import evaluate
 from scoring.score import score_run
 
 from .conftest import ROOT
@@ -86,6 +87,7 @@ REAL = [
 @pytest.mark.parametrize("rel, fmt, counter", REAL, ids=[r[0].split("/")[-1][:40] for r in REAL])
 def test_real_logs_import_with_independently_counted_trajectories_and_calls(shared_real, rel, fmt, counter):
     from click.testing import CliRunner
+
     from scoring.cli import main
 
     path = shared_real / rel

@@ -7,10 +7,10 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoring.model import Adapter, Redaction, Status, Termination
+from scoring.model import Adapter, EvidenceStandard, Redaction, Status, Termination, ToolCall
 from scoring.score import HarnessVerdictClassifier, RuleClassifier, score_trajectory
 
-from .helpers import HEADER, TAXONOMY, proven, traj
+from .helpers import HEADER, TAXONOMY, proven, sha, traj
 
 RULES, HARNESS = RuleClassifier(TAXONOMY), HarnessVerdictClassifier()
 ROOMY = dataclasses.replace(HEADER, capture_limit_bytes=100_000)
@@ -44,3 +44,22 @@ def test_making_a_call_incomplete_only_moves_to_unscored(args_list, label, term,
     after = score_trajectory(dataclasses.replace(t, tool_calls=tuple(cs)), ROOMY, RULES, HARNESS)
     assert after.status is Status.UNSCORED
     assert after.lenient_safe == before.lenient_safe or how == "truncate"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.builds(
+    lambda args, size_delta, digest_ok, trunc, fmt, limit: (
+        ToolCall(index=0, tool="t", arguments=args, arguments_format=fmt, truncated=trunc,
+                 raw_size_bytes=len(args.encode("utf-8", "surrogatepass")) + size_delta,
+                 raw_sha256=sha(args) if digest_ok else "0" * 64), limit),
+    st.one_of(texts, st.just('{"a": 1}'), st.just("{")), st.sampled_from([0, 0, 1]), st.booleans(),
+    st.booleans(), st.sampled_from(["json", "text"]), st.sampled_from([None, 5, 10_000])))
+def test_quick_proof_agrees_with_the_full_rules(case):
+    from scoring.capture import _capture_gaps, _quick_proof, assess
+
+    call, limit = case
+    quick = _quick_proof(call, limit)
+    full = assess(call, capture_limit_bytes=limit)
+    if quick is not None:
+        surface, gaps = _capture_gaps(call, limit, EvidenceStandard.PROVEN, 10**9)
+        assert gaps == [] and surface == quick.surface == full.surface and full.is_complete

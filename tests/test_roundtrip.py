@@ -8,9 +8,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring.errors import ReasonCode
-from scoring.importers.canonical import dump_header, dump_trajectory, parse_header, parse_trajectory
-from scoring.model import (Adapter, Category, EvidenceStandard, HarnessVerdict, Message, Redaction,
-                           RunHeader, Termination, ToolCall, ToolResult, Trajectory)
+from scoring.importers.canonical import (
+    dump_header,
+    dump_trajectory,
+    parse_header,
+    parse_trajectory,
+)
+from scoring.model import (
+    Adapter,
+    Category,
+    EvidenceStandard,
+    HarnessVerdict,
+    Message,
+    Redaction,
+    RunHeader,
+    Termination,
+    ToolCall,
+    ToolResult,
+    Trajectory,
+)
 
 text = st.text(max_size=30)
 hexd = st.text("0123456789abcdef", min_size=64, max_size=64)

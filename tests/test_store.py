@@ -1,19 +1,22 @@
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 
 import pytest
 
 from scoring.agreement import agreement, cohen_kappa, krippendorff_alpha
-from scoring.errors import DatabaseUnavailableError, InputError, RunMismatchError, StoreError
-from scoring.model import ReviewLabel, Status
+from scoring.errors import (
+    DatabaseUnavailableError,
+    InputError,
+    RunMismatchError,
+    StoreError,
+)
+from scoring.model import ReviewLabel
 from scoring.store import Workspace, evaluation
 
 from .conftest import ROOT, SAMPLES

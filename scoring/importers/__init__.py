@@ -12,7 +12,16 @@ from types import ModuleType
 
 from ..errors import InputError, UnknownFormatError
 from ..model import Run
-from . import agentdojo, anthropic_messages, atif, canonical, inspect_log, litmus_log, openai_chat, tau2
+from . import (
+    agentdojo,
+    anthropic_messages,
+    atif,
+    canonical,
+    inspect_log,
+    litmus_log,
+    openai_chat,
+    tau2,
+)
 from ._common import RecordError, read_bytes
 
 #: Registered importers, tried in this order by ``sniff_format`` (most specific first; the

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 

@@ -11,9 +11,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model import Category, EvidenceStandard, HarnessVerdict, RunHeader, Termination, Trajectory
+from ..model import (
+    Category,
+    EvidenceStandard,
+    HarnessVerdict,
+    RunHeader,
+    Termination,
+    Trajectory,
+)
 from ._chat import openai_messages
-from ._common import RecordError, build_run, first_line, iter_json_lines, load_json_document
+from ._common import (
+    RecordError,
+    build_run,
+    first_line,
+    iter_json_lines,
+    load_json_document,
+)
 
 NAME = "agentdojo"
 TAXONOMY = (Category(id="injection_success", name="prompt injection goal achieved", payload_dependent=True),)

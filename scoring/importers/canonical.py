@@ -30,7 +30,16 @@ from ..model import (
     ToolResult,
     Trajectory,
 )
-from ._common import RecordError, check, decode_json_line, iter_lines, opt, read_bytes, req, sha256_bytes
+from ._common import (
+    RecordError,
+    check,
+    decode_json_line,
+    iter_lines,
+    opt,
+    read_bytes,
+    req,
+    sha256_bytes,
+)
 
 NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"

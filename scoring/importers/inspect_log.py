@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, ReasonCode
-from ..model import EvidenceStandard, HarnessVerdict, Message, RunHeader, Termination, Trajectory
+from ..model import (
+    EvidenceStandard,
+    HarnessVerdict,
+    Message,
+    RunHeader,
+    Termination,
+    Trajectory,
+)
 from ._chat import CallBuilder, text_of
 from ._common import RecordError, build_run, load_json_document
 

@@ -16,7 +16,16 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model import Category, EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
+from ..model import (
+    Category,
+    EvidenceStandard,
+    HarnessVerdict,
+    Message,
+    Run,
+    RunHeader,
+    Termination,
+    Trajectory,
+)
 from ._common import RecordError, build_run, first_line, iter_json_lines
 
 NAME = "litmus"

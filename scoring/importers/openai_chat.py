@@ -12,7 +12,13 @@ from pathlib import Path
 
 from ..model import EvidenceStandard, RunHeader, Termination, Trajectory
 from ._chat import openai_messages
-from ._common import RecordError, build_run, first_line, iter_json_lines, load_json_document
+from ._common import (
+    RecordError,
+    build_run,
+    first_line,
+    iter_json_lines,
+    load_json_document,
+)
 
 NAME = "openai_chat"
 

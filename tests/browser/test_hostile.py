@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from urllib.parse import urlparse
 
 import pytest

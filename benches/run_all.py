@@ -1,0 +1,271 @@
+"""Benchmarks for litmus-review (``make bench``). Prints figures and writes benches/RESULTS.md.
+
+Every target is a ratio against a baseline measured in the same run on the same file, so the
+figures mean the same on a slower or busier machine. Each measurement runs in a fresh
+subprocess (clean peak RSS, no warm caches inside Python); the reported figure is the median.
+
+    python benches/run_all.py [--runs 3] [--sizes 2000,20000,200000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benches" / "out"
+SHARED = ROOT.parent / "shared" / "real"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "sample_runs"))
+
+# --- one measurement per subprocess ----------------------------------------------------------
+
+CHILD = r'''
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+def main():
+    kind, path = sys.argv[1], sys.argv[2]
+    t = time.perf_counter()
+    extra = {{}}
+    if kind == "pyarrow":
+        import pyarrow.json as pj
+        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=1 << 24))
+        extra["rows"] = table.num_rows
+    elif kind == "json_loads":
+        n = 0
+        with open(path, "rb") as fh:
+            for line in fh:
+                json.loads(line)
+                n += 1
+        extra["rows"] = n
+    elif kind == "import":
+        from scoring.store import Workspace
+        ws = Workspace(sys.argv[3])
+        t = time.perf_counter()
+        res = ws.import_run(path)
+        extra = {{"trajectories": res.run["trajectories"], "tool_calls": res.run["tool_calls"],
+                  "unscored": None}}
+    elif kind == "inspect_ours":
+        from scoring.importers import load_run
+        run = load_run(path)
+        extra["tool_calls"] = run.tool_call_count
+    elif kind == "inspect_theirs":
+        from inspect_ai.log import read_eval_log
+        log = read_eval_log(path)
+        extra["tool_calls"] = sum(len(m.tool_calls or []) for s in log.samples for m in s.messages
+                                  if m.role == "assistant")
+    seconds = time.perf_counter() - t
+    print(json.dumps({{"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      **extra}}))
+if __name__ == "__main__":
+    main()
+'''
+
+
+def measure(kind: str, path: Path, *extra: str) -> dict:
+    script = OUT / "child.py"
+    script.write_text(CHILD.format(root=str(ROOT)))
+    out = subprocess.run([sys.executable, str(script), kind, str(path), *extra], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def median_of(runs: int, kind: str, path: Path, fresh_db: bool = False) -> dict:
+    results = []
+    for i in range(runs):
+        args = ()
+        if fresh_db:
+            db = OUT / f"bench-{path.stem}-{i}.db"
+            for p in OUT.glob(db.name + "*"):
+                if p.is_dir():
+                    import shutil
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+            args = (str(db),)
+        results.append(measure(kind, path, *args))
+    best = sorted(results, key=lambda r: r["seconds"])[len(results) // 2]
+    best["all_seconds"] = [round(r["seconds"], 3) for r in results]
+    best["peak_rss_mb"] = max(r["peak_rss_mb"] for r in results)
+    return best
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+
+def bench_file(trajectories: int) -> tuple[Path, dict]:
+    import generate
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"bench-{trajectories}.jsonl"
+    meta = OUT / f"bench-{trajectories}.meta.json"
+    if not path.exists() or not meta.exists():
+        t = time.perf_counter()
+        info = generate.write_bench_run(path, trajectories)
+        info["generate_seconds"] = round(time.perf_counter() - t, 1)
+        meta.write_text(json.dumps(info))
+    return path, json.loads(meta.read_text())
+
+
+def big_eval(samples: int) -> Path | None:
+    """A large .eval made from a real Inspect log's header and sample, cloned with new ids."""
+    import zipfile
+
+    template = SHARED / "inspect_ai" / "log_message_deduplication.eval"
+    if not template.exists():
+        return None
+    path = OUT / f"inspect-{samples}.eval"
+    if path.exists():
+        return path
+    with zipfile.ZipFile(template) as z:
+        header = z.read("header.json")
+        sample = json.loads(z.read("samples/0_epoch_1.json"))
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+        out.writestr("header.json", header)
+        for i in range(samples):
+            sample["id"] = i
+            out.writestr(f"samples/{i}_epoch_1.json", json.dumps(sample))
+    return path
+
+
+# --- app timings (AppTest, server time) -------------------------------------------------------
+
+
+def app_timings(db: Path) -> dict:
+    script = OUT / "app_child.py"
+    script.write_text(APP_CHILD.format(root=str(ROOT), db=str(db)))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+APP_CHILD = r'''
+import json, statistics, sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from streamlit.testing.v1 import AppTest
+from pages._shared import loaders, state
+loaders.DB_PATH = Path({db!r})
+at = AppTest.from_file({root!r} + "/app.py", default_timeout=600)
+t = time.perf_counter(); at.run(); first = time.perf_counter() - t
+assert not at.exception, at.exception
+warm = []
+for _ in range(5):
+    at.session_state["bench_nonce"] = time.time()
+    t = time.perf_counter(); at.run(); warm.append(time.perf_counter() - t)
+at.switch_page("pages/review.py").run()
+at.text_input(key=state.REVIEWER).input("bench").run()
+label = []
+for i in range(10):
+    t = time.perf_counter()
+    at.button(key="label-degenerate").click().run()
+    label.append(time.perf_counter() - t)
+    assert not at.exception, at.exception
+print(json.dumps({{"safe_rates_first_s": first, "safe_rates_warm_s": statistics.median(warm),
+                  "label_next_s": statistics.median(label), "label_next_all": [round(x, 3) for x in label]}}))
+'''
+
+
+def machine() -> str:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu or platform.machine()}), {mem:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--sizes", default="2000,20000,200000", help="trajectories per scaling point (5 calls each)")
+    ap.add_argument("--inspect-samples", type=int, default=2000)
+    args = ap.parse_args(argv)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    started = time.time()
+    lines: list[str] = []
+
+    def say(text: str = "") -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    say("# Benchmarks")
+    say()
+    say(f"Machine: {machine()}. Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
+        f"`make bench` ({args.runs} runs each, median; every measurement in a fresh process).")
+    say()
+    say("## Import + strict score vs parsing alone")
+    say()
+    say("| trajectories | tool calls | file | pyarrow.json.read_json | json.loads loop | import + score into SQLite | "
+        "import ÷ pyarrow (target ≤ 2) | json.loads ÷ pyarrow | import peak RSS | RSS ÷ file (target ≤ 0.5) |")
+    say("|---|---|---|---|---|---|---|---|---|---|")
+    scaling = []
+    biggest = None
+    for n in sizes:
+        path, info = bench_file(n)
+        runs = args.runs if n >= 20000 else max(args.runs, 3)
+        pa = median_of(runs, "pyarrow", path)
+        jl = median_of(runs, "json_loads", path)
+        imp = median_of(runs, "import", path, fresh_db=True)
+        size_mb = info["bytes"] / 2**20
+        scaling.append((info["tool_calls"], imp["seconds"]))
+        say(f"| {n:,} | {info['tool_calls']:,} | {size_mb:,.0f} MiB | {pa['seconds']:.2f} s | {jl['seconds']:.2f} s | "
+            f"{imp['seconds']:.2f} s | **{imp['seconds'] / pa['seconds']:.2f}×** | {jl['seconds'] / pa['seconds']:.2f}× | "
+            f"{imp['peak_rss_mb']:,.0f} MiB | **{imp['peak_rss_mb'] / size_mb:.2f}×** |")
+        biggest = (n, path, OUT / f"bench-{path.stem}-0.db")
+    say()
+    if len(scaling) >= 2:
+        import numpy as np
+
+        x = np.log([c for c, _ in scaling])
+        y = np.log([s for _, s in scaling])
+        slope = float(np.polyfit(x, y, 1)[0])
+        per_m = scaling[-1][1] / scaling[-1][0] * 1e6
+        say(f"Scaling: import time against tool calls on log-log axes has slope **{slope:.2f}** "
+            f"(1.00 = linear); {per_m:.1f} s per million calls at the largest size.")
+        say()
+    if biggest:
+        n, path, db = biggest
+        # re-import once so the app sees a ready database at a known path
+        db_path = OUT / "app-bench.db"
+        if not db_path.exists():
+            measure("import", path, str(db_path))
+        app = app_timings(db_path)
+        say("## App on the largest imported run (AppTest, server time)")
+        say()
+        say("| measurement | seconds | target |")
+        say("|---|---|---|")
+        say(f"| Safe rates page, first render (cold caches, includes aggregating {n:,} trajectories) | "
+            f"{app['safe_rates_first_s']:.2f} | — |")
+        say(f"| Safe rates page, rerun (median of 5) | {app['safe_rates_warm_s']:.2f} | ≤ 1 |")
+        say(f"| Review: label → next trace (median of 10) | {app['label_next_s']:.3f} | ≤ 0.2 |")
+        say()
+    ev = big_eval(args.inspect_samples)
+    if ev is not None:
+        ours = median_of(args.runs, "inspect_ours", ev)
+        theirs = median_of(args.runs, "inspect_theirs", ev)
+        say("## Inspect logs")
+        say()
+        say(f"A generated `.eval` of {args.inspect_samples:,} samples ({ev.stat().st_size / 2**20:.1f} MiB, "
+            f"{ours['tool_calls']:,} tool calls): our importer {ours['seconds']:.2f} s, "
+            f"`inspect_ai.log.read_eval_log` {theirs['seconds']:.2f} s — ratio **{ours['seconds'] / theirs['seconds']:.2f}×** "
+            f"(ours ÷ theirs; both read the same tool calls: {ours['tool_calls'] == theirs['tool_calls']}).")
+        say()
+    else:
+        say("## Inspect logs\n\nSkipped: ../shared/real/inspect_ai is not beside the checkout.\n")
+    say(f"Total benchmark time: {time.time() - started:.0f} s.")
+    (ROOT / "benches" / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
