@@ -240,7 +240,13 @@ class Workspace:
             return dest
         tmp = dest.with_suffix(f".tmp{os.getpid()}")
         if fmt == canonical.NAME:
-            shutil.copyfile(path, tmp)
+            try:
+                # A hard link costs nothing at any size (a copy of a 1 GB run is a second pass
+                # over it); replay checks each record's id, so a file edited in place after
+                # import is reported, never silently misread.
+                os.link(path, tmp)
+            except OSError:
+                shutil.copyfile(path, tmp)
         else:
             run = load_run(path, fmt)
             with tmp.open("w", encoding="utf-8") as out:
@@ -368,6 +374,9 @@ class Workspace:
         if not rows:
             raise InputError(f"no trajectory {trajectory_id!r} in run {run['run_id']!r}", source=str(self.path))
         t = canonical.read_trajectory_at(run["stored_path"], rows[0]["offset"], rows[0]["length"])
+        if t.id != trajectory_id:
+            raise InputError(f"the stored run file changed since import: byte {rows[0]['offset']:,} now holds "
+                             f"{t.id!r}, not {trajectory_id!r}; re-import the run", source=run["stored_path"])
         if run["payloads_path"]:
             t = PayloadJoin(run["payloads_path"]).apply(t)
         return t

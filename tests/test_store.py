@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -255,3 +257,20 @@ def test_other_formats_import_through_a_canonical_copy_with_their_rejections(tmp
     t = ws.load_trajectory(res.run_key, "row4")
     assert t.verdict.abnormal and t.intended_category == "2"
     assert ws.import_run(fixture).already_present
+
+
+def test_a_run_file_edited_after_import_is_reported_on_replay_not_misread(tmp_path):
+    src = tmp_path / "run.jsonl"
+    lines = (SAMPLES / "compare-m2.jsonl").read_text().splitlines(keepends=True)
+    src.write_text("".join(lines))
+    ws = Workspace(tmp_path / "w.db")
+    key = ws.import_run(src).run_key
+    first, second = (json.loads(l)["id"] for l in lines[1:3])
+    # swap two records of equal framing: byte ranges now point at other records
+    src.write_text(lines[0] + lines[2] + lines[1] + "".join(lines[3:]))
+    stored = Path(ws.run(key)["stored_path"])
+    if stored.samefile(src):  # hard-linked: the edit is visible through the stored copy
+        with pytest.raises(InputError, match="changed since import"):
+            ws.load_trajectory(key, first)
+    else:
+        assert ws.load_trajectory(key, first).id == first

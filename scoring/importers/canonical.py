@@ -327,7 +327,8 @@ def read_trajectory_at(path: str | Path, offset: int, length: int) -> Trajectory
         raw = fh.read(length)
     obj = decode_json_line(raw)
     if isinstance(obj, RecordError):
-        raise InputError(f"stored byte range no longer holds a record: {obj.message}", source=str(path))
+        raise InputError(f"the stored run file changed since import: its byte range no longer holds a record "
+                         f"({obj.message}); re-import the run", source=str(path))
     try:
         return parse_trajectory(obj)
     except RecordError as exc:

@@ -1,0 +1,52 @@
+"""Report exports are pure functions: offline HTML, stamped data, chart images."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+import shutil
+import zipfile
+
+import pandas as pd
+import pytest
+
+from pages._shared import charts, exports
+from scoring.report import evaluate
+
+from .conftest import SAMPLES
+
+
+@pytest.fixture(scope="module")
+def ev():
+    return evaluate(SAMPLES / "observed-m1.jsonl", payloads=SAMPLES / "observed-m1.payloads.jsonl")
+
+
+def test_html_report_is_offline_stamped_and_escapes_run_text(ev):
+    hostile = dataclasses.replace(ev, run=dataclasses.replace(
+        ev.run, header=dataclasses.replace(ev.run.header, run_id="<script>alert(1)</script>")))
+    stamp = exports.make_stamp([hostile], "2026-11-29T00:00:00+00:00")
+    html = exports.html_report([hostile], [("Before/after", charts.before_after_bars([("r", ev.summary)]))], stamp)
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert not re.search(r"<script[^>]+src=", html)  # plotly.js inline, no CDN
+    assert "Content-Security-Policy" in html
+    assert ev.run.content_sha256 in html and "scorer version" in html and "labels as of 2026-11-29" in html
+    assert f"{100 * ev.summary.strict.value:.2f}%" in html
+
+
+def test_csv_and_json_exports_carry_the_stamp_and_the_numbers(ev):
+    stamp = exports.make_stamp([ev], None)
+    text = exports.stamped_csv(exports.aggregates_frame([ev]), stamp)
+    assert text.startswith("# run observed-m1: content sha256 ")
+    frame = pd.read_csv(io.StringIO(text), comment="#")
+    assert frame.loc[0, "safe_rate_strict"] == pytest.approx(ev.summary.strict.value)
+    assert '"scorer_version"' in exports.aggregates_json([ev], stamp)
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="kaleido needs Debian's chromium on PATH")
+def test_chart_images_render_through_kaleido(ev):
+    figs = [("before after", charts.before_after_bars([("r", ev.summary)]))]
+    for fmt, magic in (("png", b"\x89PNG"), ("pdf", b"%PDF")):
+        with zipfile.ZipFile(io.BytesIO(exports.figure_images(figs, fmt))) as z:
+            (name,) = z.namelist()
+            assert name.endswith(f".{fmt}") and z.read(name).startswith(magic)
