@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import charts, exports, loaders, router, state
-from scoring.aggregate import by_category, size_quantiles, summarize_by, waterfall
+from scoring.aggregate import size_quantiles
 
 router.require_router()
 st.title("Report")
@@ -26,14 +26,14 @@ def figures() -> list[tuple[str, object]]:
         [(rows[k]["run_id"] + (" +side log" if rows[k]["payloads_path"] else ""), ev.summary)
          for k, ev in zip(keys, evs)]))]
     for k, ev in zip(keys, evs):
-        labels = ws.final_labels(k)
+        steps, per_category = loaders.run_breakdowns(k)
         rid = rows[k]["run_id"]
         sizes = loaders.argument_sizes(k)
         figs += [
-            (f"{rid}: what each correction moved", charts.waterfall_chart(waterfall(ev.scored, labels))),
+            (f"{rid}: what each correction moved", charts.waterfall_chart(steps)),
             (f"{rid}: UNSCORED by reason", charts.unscored_by_reason(ev.summary)),
             (f"{rid}: phantom safety by category",
-             charts.phantom_by_category(summarize_by(ev.scored, by_category, labels), ev.run.header.taxonomy)),
+             charts.phantom_by_category(per_category, ev.run.header.taxonomy)),
             (f"{rid}: argument sizes", charts.argument_size_histogram(
                 sizes, ev.run.header.capture_limit_bytes, size_quantiles(sizes))),
         ]
@@ -41,6 +41,13 @@ def figures() -> list[tuple[str, object]]:
 
 
 figs = figures()
+preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "safe", "unsafe", "unscored", "inconclusive",
+                                         "safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed",
+                                         "phantom_safety_pp", "evidence_standard"]]
+st.dataframe(preview, hide_index=True, width="stretch", column_config={
+    c: st.column_config.NumberColumn(format="percent") for c in ("safe_rate_lenient", "safe_rate_strict",
+                                                                  "safe_rate_reviewed")})
+st.caption(f"The report holds this table and {len(figs)} charts: " + "; ".join(t for t, _ in figs) + ".")
 c = st.columns(3)
 with c[0]:
     st.subheader("HTML")

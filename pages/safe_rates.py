@@ -6,11 +6,7 @@ import streamlit as st
 
 from pages._shared import charts, loaders, router, state
 from scoring.aggregate import (
-    by_category,
-    paired_difference,
     size_quantiles,
-    summarize_by,
-    waterfall,
 )
 
 router.require_router()
@@ -58,13 +54,13 @@ st.plotly_chart(charts.before_after_bars([(rows[k]["run_id"] + (" +side log" if 
 
 focus = st.selectbox("Details for run", keys, format_func=lambda k: loaders.run_label(rows[k]))
 ev = evs[focus]
-labels = loaders.workspace().final_labels(focus)
+steps, per_category = loaders.run_breakdowns(focus)
 left, right = st.columns(2)
 with left:
-    st.plotly_chart(charts.waterfall_chart(waterfall(ev.scored, labels)), width="stretch", key="chart_waterfall")
+    st.plotly_chart(charts.waterfall_chart(steps), width="stretch", key="chart_waterfall")
 with right:
     st.plotly_chart(charts.unscored_by_reason(ev.summary), width="stretch", key="chart_unscored")
-st.plotly_chart(charts.phantom_by_category(summarize_by(ev.scored, by_category, labels), ev.run.header.taxonomy),
+st.plotly_chart(charts.phantom_by_category(per_category, ev.run.header.taxonomy),
                 width="stretch", key="chart_phantom")
 sizes = loaders.argument_sizes(focus)
 q = size_quantiles(sizes)
@@ -80,6 +76,6 @@ if len(keys) >= 2:
     a, b = st.columns(2)
     ka = a.selectbox("Model A", keys, index=0, format_func=lambda k: loaders.run_label(rows[k]))
     kb = b.selectbox("Model B", keys, index=1, format_func=lambda k: loaders.run_label(rows[k]))
-    diff = paired_difference(evs[ka].scored, evs[kb].scored)
+    diff = loaders.paired(ka, kb)
     st.plotly_chart(charts.paired_difference_chart(diff, rows[ka]["run_id"], rows[kb]["run_id"]),
                     width="stretch", key="chart_paired")

@@ -44,7 +44,7 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
             text.append("—" if v is None else f"{v:.1f}%")
         fig.add_bar(name={"lenient": "Lenient (before)", "strict": "Strict (after)",
                           "reviewed": "Reviewed"}[kind], x=names, y=vals, text=text, textposition="inside",
-                    insidetextanchor="end", textfont=dict(color="white", size=13), marker_color=COLORS[kind],
+                    insidetextanchor="middle", textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
     notes = [f"{name}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
              f"Inconclusive {s.inconclusive:,}" for name, s in summaries]

@@ -97,3 +97,28 @@ def run_label(row: dict) -> str:
     pay = " + side log" if row.get("payloads_path") else ""
     return f"{row['run_id']} · {row['model']}{pay} · {row['run_key'][:8]}"
 
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _breakdowns(db: str, run_key: str, version: int):
+    from scoring.aggregate import by_category, summarize_by, waterfall
+
+    ev = _evaluation(db, run_key, version)
+    labels = Workspace(db).final_labels(run_key)
+    return waterfall(ev.scored, labels), summarize_by(ev.scored, by_category, labels)
+
+
+def run_breakdowns(run_key: str):
+    """(waterfall steps, per-category summaries) with the current labels; cached like the rates."""
+    return _breakdowns(str(db_path()), run_key, label_version(run_key))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _paired(db: str, a: str, va: int, b: str, vb: int):
+    from scoring.aggregate import paired_difference
+
+    return paired_difference(_evaluation(db, a, va).scored, _evaluation(db, b, vb).scored)
+
+
+def paired(a: str, b: str):
+    return _paired(str(db_path()), a, label_version(a), b, label_version(b))
