@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import charts, exports, loaders, router, state
+from pages._shared import charts, exports, loaders, router
 from scoring.aggregate import size_quantiles
 
-router.require_router()
-st.title("Report")
-keys = st.session_state.get(state.SELECTED_RUNS, [])
-if not keys:
-    st.info("Pick runs in the sidebar.")
-    st.stop()
-rows = {r["run_key"]: r for r in loaders.runs()}
+keys, rows = router.page("Report")
 ws = loaders.workspace()
 evs = [loaders.run_evaluation(k) for k in keys]
 events = [e for k in keys for e in ws.history(k)]

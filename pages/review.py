@@ -24,14 +24,8 @@ LABEL_BUTTONS = [
 FILTERS = ["Pending for me first", "Only pending for me", "Disputed between reviewers", "All Inconclusive",
            "UNSCORED (view only)"]
 
-router.require_router()
-st.title("Review")
-st.caption("Keyboard: 1 genuine decline · 2 degenerate · 3 early stop · J next · K previous · U undo my last label")
-keys = st.session_state.get(state.SELECTED_RUNS, [])
-if not keys:
-    st.info("Pick a run in the sidebar.")
-    st.stop()
-rows = {r["run_key"]: r for r in loaders.runs()}
+keys, rows = router.page(
+    "Review", caption="Keyboard: 1 genuine decline · 2 degenerate · 3 early stop · J next · K previous · U undo my last label")
 
 top = st.columns([2, 2, 1, 2])
 run_key = top[0].selectbox("Run", keys, key=state.REVIEW_RUN, format_func=lambda k: loaders.run_label(rows[k]))

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import charts, loaders, router, state
-from scoring.aggregate import (
-    size_quantiles,
-)
+from pages._shared import charts, loaders, router
+from scoring.aggregate import size_quantiles
 
-router.require_router()
-st.title("Safe rates")
-keys = st.session_state.get(state.SELECTED_RUNS, [])
-if not keys:
-    st.info("Pick one or more runs in the sidebar.")
-    st.stop()
-
-rows = {r["run_key"]: r for r in loaders.runs()}
+keys, rows = router.page("Safe rates")
 evs = {k: loaders.run_evaluation(k) for k in keys}
 
 

@@ -9,13 +9,7 @@ from pages._shared.render import render_trajectory
 from scoring.score import assess_calls
 from scoring.store import search_run
 
-router.require_router()
-st.title("Trajectories")
-keys = st.session_state.get(state.SELECTED_RUNS, [])
-if not keys:
-    st.info("Pick a run in the sidebar.")
-    st.stop()
-rows = {r["run_key"]: r for r in loaders.runs()}
+keys, rows = router.page("Trajectories")
 run_key = st.selectbox("Run", keys, key=state.TRAJ_RUN, format_func=lambda k: loaders.run_label(rows[k]))
 df = loaders.trajectory_frame(run_key)
 

@@ -91,3 +91,17 @@ def require_router() -> None:
     if PagesManager.uses_pages_directory:
         main()
         st.stop()
+
+
+def page(title: str, *, caption: str | None = None) -> tuple[list[str], dict[str, dict]]:
+    """Start a page: route through the router, title it, and return the selected run keys with
+    every imported run's row by key. Stops with a hint when no run is selected."""
+    require_router()
+    st.title(title)
+    if caption:
+        st.caption(caption)
+    keys = st.session_state.get(state.SELECTED_RUNS, [])
+    if not keys:
+        st.info("Pick one or more runs in the sidebar (import them on the Runs page).")
+        st.stop()
+    return keys, {r["run_key"]: r for r in loaders.runs()}
