@@ -2,4 +2,7 @@
 
 from pages._shared import router
 
-router.main()
+# Streamlit runs this file as __main__; a worker process spawned from it (the parallel importer)
+# re-imports it as __mp_main__, where the app must not start.
+if __name__ != "__mp_main__":
+    router.main()

@@ -274,3 +274,23 @@ def test_a_run_file_edited_after_import_is_reported_on_replay_not_misread(tmp_pa
             ws.load_trajectory(key, first)
     else:
         assert ws.load_trajectory(key, first).id == first
+
+
+def test_parallel_import_equals_the_in_process_import(tmp_path, monkeypatch):
+    from scoring import ingest, store
+
+    seq = Workspace(tmp_path / "seq.db")
+    k1 = seq.import_run(OBSERVED).run_key
+    monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)  # ~35 blocks through two workers
+    src = tmp_path / "dup.jsonl"
+    lines = OBSERVED.read_text().splitlines(keepends=True)
+    src.write_text("".join(lines) + lines[5])  # a duplicate id in a later block
+    par = Workspace(tmp_path / "par.db")
+    res = par.import_run(src)
+    assert [r.message for r in res.rejected] == [f"duplicate trajectory id {json.loads(lines[5])['id']!r}"]
+    assert res.rejected[0].line == len(lines) + 1
+    a = seq.trajectory_rows(k1)
+    b = par.trajectory_rows(res.run_key)
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "run_key"} for r in rows]  # noqa: E731
+    assert strip(a) == strip(b)
