@@ -27,14 +27,15 @@ class Stamp:
 
     def lines(self) -> list[str]:
         return ([f"run {rid}: content sha256 {h}" for rid, h in self.run_hashes.items()]
-                + [f"scorer version {self.scorer_version}", f"labels as of {self.labels_as_of}",
+                + [f"scorer version {self.scorer_version}",
+                   f"labels as of {self.labels_as_of}" if self.labels_as_of else "labels: none yet",
                    f"generated {self.generated_at}"])
 
 
 def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return Stamp({ev.run.header.run_id: ev.run.content_sha256 for ev in evaluations}, SCORER_VERSION,
-                 labels_as_of or "no labels yet", now)
+                 labels_as_of or "", now)
 
 
 def aggregates_frame(evaluations: list[Evaluation]) -> pd.DataFrame:
