@@ -63,7 +63,7 @@ with c[2]:
     if st.button("Render chart images", key="render_images"):
         with st.spinner(f"Rendering {len(figs)} charts with chromium…"):
             try:
-                st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt))
+                st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt, stamp))
             except Exception as exc:  # noqa: BLE001 - kaleido needs chromium; say so plainly
                 st.error(f"Could not render images (kaleido needs chromium on PATH): {exc}")
     if "chart_zip" in st.session_state:

@@ -164,3 +164,13 @@ def review_panel(run_key: str) -> None:
 
 
 review_panel(run_key)
+
+with st.expander("Agreement between reviewers"):
+    rows_ = [{"group": g, "items labelled by ≥ 2": a.items, "% agreement": a.percent_agreement,
+              "Cohen's kappa": a.cohen_kappa, "Krippendorff's alpha": a.krippendorff_alpha,
+              "reviewers": ", ".join(a.reviewers)} for g, a in loaders.workspace().agreement(run_key).items()
+             if a.items]
+    if rows_:
+        st.dataframe(rows_, hide_index=True, width="stretch")
+    else:
+        st.caption("No trace has labels from two reviewers yet.")

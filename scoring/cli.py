@@ -14,6 +14,7 @@ import click
 
 from .errors import LitmusReviewError
 from .importers import formats
+from .importers.inspect_log import VerdictMap
 from .report import Evaluation, evaluate
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 
@@ -80,9 +81,25 @@ def _workspace(db: Path | None) -> Workspace:
     return Workspace(db)
 
 
+def _verdict_map(ctx, param, value: str | None):
+    if not value:
+        return None
+    try:
+        return VerdictMap.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+VERDICT_OPTION = click.option(
+    "--inspect-verdict", "verdict_map", callback=_verdict_map, metavar="SCORER=VALUE[,VALUE]",
+    help="Inspect logs: the scorer whose listed values mean unsafe (other values: benign). "
+         "Without it Inspect scores give no verdict.")
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @DB_OPTION
+@VERDICT_OPTION
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", *formats()]), help="Input format.")
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
@@ -90,7 +107,7 @@ def _workspace(db: Path | None) -> Workspace:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line.")
 @click.option("--fail-on-unscored", type=click.FloatRange(0, 1), metavar="RATE",
               help="Exit 3 when any run's UNSCORED share exceeds RATE (0–1).")
-def score(paths: tuple[Path, ...], db: Path | None, fmt: str, payloads: tuple[Path, ...], as_json: bool,
+def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], as_json: bool,
           fail_on_unscored: float | None) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
@@ -103,7 +120,7 @@ def score(paths: tuple[Path, ...], db: Path | None, fmt: str, payloads: tuple[Pa
     for i, path in enumerate(paths):
         try:
             if path.exists() or db is None and not default_db_path().exists():
-                ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None)
+                ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None, verdict_map=verdict_map)
             else:
                 ws = _workspace(db)
                 ev = evaluation(ws, ws.find_run(str(path))["run_key"])
@@ -127,11 +144,12 @@ def score(paths: tuple[Path, ...], db: Path | None, fmt: str, payloads: tuple[Pa
 @main.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @DB_OPTION
+@VERDICT_OPTION
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *formats()]))
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Side log of full payloads; give one per PATH, in the same order.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every written batch.")
-def import_(paths: tuple[Path, ...], db: Path | None, fmt: str, payloads: tuple[Path, ...], progress: bool) -> None:
+def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], progress: bool) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run)."""
     if payloads and len(payloads) != len(paths):
         raise click.UsageError("give one --payloads per PATH")
@@ -139,7 +157,8 @@ def import_(paths: tuple[Path, ...], db: Path | None, fmt: str, payloads: tuple[
         ws = _workspace(db)
         for i, path in enumerate(paths):
             tick = (lambda n: click.echo(f"progress {path}: {n:,} trajectories written", err=True)) if progress else None
-            res = ws.import_run(path, fmt=fmt, payloads=payloads[i] if payloads else None, progress=tick)
+            res = ws.import_run(path, fmt=fmt, payloads=payloads[i] if payloads else None, progress=tick,
+                                verdict_map=verdict_map)
             for r in res.rejected:
                 click.echo(f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "")
                            + f": {r.message}", err=True)
@@ -182,6 +201,27 @@ def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> N
         output.write_text(text, encoding="utf-8")
     else:
         click.echo(text, nl=False)
+
+
+@labels.command("agreement")
+@click.argument("run")
+@DB_OPTION
+def labels_agreement(run: str, db: Path | None) -> None:
+    """Inter-reviewer agreement on RUN: Cohen's kappa (two reviewers), Krippendorff's alpha."""
+    try:
+        ws = _workspace(db)
+        result = ws.agreement(ws.find_run(run)["run_key"])
+    except LitmusReviewError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+
+    def fmt(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3f}"
+
+    click.echo(f"{'group':<12} {'items':>6} {'agree':>7} {'kappa':>7} {'alpha':>7}  reviewers")
+    for group, a in result.items():
+        click.echo(f"{group:<12} {a.items:>6} {fmt(a.percent_agreement):>7} {fmt(a.cohen_kappa):>7} "
+                   f"{fmt(a.krippendorff_alpha):>7}  {', '.join(a.reviewers)}")
 
 
 @labels.command("import")

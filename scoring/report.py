@@ -106,6 +106,7 @@ def evaluate(
     fmt: str = "auto",
     payloads: str | Path | None = None,
     labels: Mapping[str, ReviewLabel] | None = None,
+    verdict_map=None,
 ) -> Evaluation:
     """Import a run file and evaluate it."""
-    return evaluate_run(load_run(path, fmt), payloads=payloads, labels=labels)
+    return evaluate_run(load_run(path, fmt, verdict_map=verdict_map), payloads=payloads, labels=labels)

@@ -201,19 +201,22 @@ class Workspace:
         fmt: str = "auto",
         payloads: str | Path | None = None,
         progress: Callable[[int], None] | None = None,
+        verdict_map=None,
     ) -> "ImportResult":
-        """Import (and score) a run in one transaction; idempotent by content hash."""
+        """Import (and score) a run in one transaction; idempotent by content hash (and by the
+        side log's hash and the Inspect verdict mapping, when given: they change the scores)."""
         path = Path(path)
         content = _file_sha256(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
-        run_key = content if pay is None else hashlib.sha256(f"{content}:{pay.content_sha256}".encode()).hexdigest()
+        parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else [])
+        run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
         existing = self.run(run_key)
         if existing is not None:
             return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
         if fmt == "auto":
             with path.open("rb") as fh:
                 fmt = sniff_format(fh.read(SNIFF_BYTES), str(path))
-        stored = self._store_file(path, content, fmt)
+        stored = self._store_file(path, run_key if verdict_map else content, fmt, verdict_map)
         with stored.open("rb") as fh:
             header_line, first_line, header_end = _read_header_line(fh, str(path))
             header = _with_source(canonical.parse_header(_decode_header(header_line, str(path), first_line),
@@ -226,13 +229,13 @@ class Workspace:
             results = (_pool_map(_score_block, work, IMPORT_WORKERS) if parallel
                        else (_score_block(*w, pay=pay) for w in work))
             return self._write_run(run_key, header, results, stored, pay, progress,
-                                   self._conversion_rejections(content))
+                                   self._conversion_rejections(run_key if verdict_map else content))
 
-    def _store_file(self, path: Path, content: str, fmt: str) -> Path:
+    def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None) -> Path:
         """Keep a canonical copy of the run in the workspace folder for replay.
 
-        Canonical files are copied as they are (byte offsets then point into an identical
-        file); other formats are converted once to canonical JSONL.
+        Canonical files are hard-linked (or copied across file systems), so byte offsets point
+        into an identical file; other formats are converted once to canonical JSONL.
         """
         self.files.mkdir(parents=True, exist_ok=True)
         dest = self.files / f"{content}.jsonl"
@@ -248,7 +251,7 @@ class Workspace:
             except OSError:
                 shutil.copyfile(path, tmp)
         else:
-            run = load_run(path, fmt)
+            run = load_run(path, fmt, verdict_map=verdict_map)
             with tmp.open("w", encoding="utf-8") as out:
                 out.write(json.dumps(canonical.dump_header(run.header), ensure_ascii=False) + "\n")
                 for t in run.trajectories:
@@ -461,6 +464,15 @@ class Workspace:
         """Trajectories whose reviewers disagree and that no adjudication settled."""
         current, final = self.current_labels(run_key), self.final_labels(run_key)
         return sorted(t for t, by in current.items() if len(set(by.values())) > 1 and t not in final)
+
+    def agreement(self, run_key: str) -> dict:
+        """Inter-reviewer agreement on this run, overall ("all") and per intended category."""
+        from .agreement import agreement
+
+        current = self.current_labels(run_key)
+        cats = {r["trajectory_id"]: r["intended_category"]
+                for r in self.trajectory_rows(run_key, "status = 'inconclusive'")}
+        return agreement(current, key=lambda tid: cats.get(tid))
 
     def visible_labels(self, run_key: str, trajectory_id: str, reviewer: str, *, blind: bool = True) -> dict[str, ReviewLabel]:
         """Labels the reviewer may see. Blind: others' labels only after their own."""

@@ -46,7 +46,17 @@ def test_csv_and_json_exports_carry_the_stamp_and_the_numbers(ev):
 @pytest.mark.skipif(not shutil.which("chromium"), reason="kaleido needs Debian's chromium on PATH")
 def test_chart_images_render_through_kaleido(ev):
     figs = [("before after", charts.before_after_bars([("r", ev.summary)]))]
+    stamp = exports.make_stamp([ev], None)
     for fmt, magic in (("png", b"\x89PNG"), ("pdf", b"%PDF")):
-        with zipfile.ZipFile(io.BytesIO(exports.figure_images(figs, fmt))) as z:
-            (name,) = z.namelist()
-            assert name.endswith(f".{fmt}") and z.read(name).startswith(magic)
+        with zipfile.ZipFile(io.BytesIO(exports.figure_images(figs, fmt, stamp))) as z:
+            names = sorted(z.namelist())
+            assert names[0] == "01-before-after." + fmt and names[1] == "STAMP.txt"
+            assert z.read(names[0]).startswith(magic)
+            assert ev.run.content_sha256 in z.read("STAMP.txt").decode()
+
+
+def test_stamped_figure_names_the_runs_and_scorer(ev):
+    stamp = exports.make_stamp([ev], "2026-11-29T10:00:00+00:00")
+    fig = exports.stamp_figure(charts.before_after_bars([("r", ev.summary)]), stamp).to_dict()
+    text = fig["layout"]["annotations"][-1]["text"]
+    assert ev.run.content_sha256[:12] in text and "scorer 1.0" in text and "2026-11-29T10:00:00" in text

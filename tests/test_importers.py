@@ -251,3 +251,32 @@ def test_unknown_format_lists_every_format_tried(tmp_path):
     with pytest.raises(UnknownFormatError) as info:
         load_run(p)
     assert set(info.value.tried) == set(formats()) and len(formats()) == 8
+
+
+def test_inspect_verdict_mapping_from_the_command_line(tmp_path):
+    from click.testing import CliRunner
+
+    from scoring.cli import main
+
+    path = str(FIXTURES / "inspect_signals.json")
+    plain = json.loads(CliRunner().invoke(main, ["score", path, "--json"]).stdout)
+    mapped = CliRunner().invoke(main, ["score", path, "--json", "--inspect-verdict", "harm=C"])
+    assert mapped.exit_code == 0, mapped.output
+    m = json.loads(mapped.stdout)
+    assert plain["unsafe"] == 0 and m["trajectories"] == plain["trajectories"]
+    # only s6 (complete, scored C) turns unsafe; s3 (also C) stays UNSCORED: it was redacted
+    assert m["unsafe"] == 1 and m["unscored"] == plain["unscored"]
+    assert m["inconclusive"] == plain["inconclusive"] - 1
+    bad = CliRunner().invoke(main, ["score", path, "--inspect-verdict", "harm"])
+    assert bad.exit_code == 2 and "SCORER=VALUE" in bad.output
+    db = tmp_path / "w.db"
+    a = CliRunner().invoke(main, ["import", path, "--db", str(db)])
+    b = CliRunner().invoke(main, ["import", path, "--db", str(db), "--inspect-verdict", "harm=I"])
+    assert "imported" in a.stdout and b.stdout.startswith("imported ")  # a different run: other scores
+    from scoring.store import Workspace
+    runs = Workspace(db).runs()
+    assert len(runs) == 2
+    statuses = {r["run_key"]: {t["trajectory_id"]: t["status"] for t in Workspace(db).trajectory_rows(r["run_key"])}
+                for r in runs}
+    assert {"s1-epoch1"} <= set().union(*statuses.values())
+    assert any(st["s4-epoch1"] == "unscored" for st in statuses.values())

@@ -294,3 +294,19 @@ def test_parallel_import_equals_the_in_process_import(tmp_path, monkeypatch):
     b = par.trajectory_rows(res.run_key)
     strip = lambda rows: [{k: v for k, v in r.items() if k != "run_key"} for r in rows]  # noqa: E731
     assert strip(a) == strip(b)
+
+
+def test_agreement_per_run_and_category_through_the_store_and_cli(ws):
+    from click.testing import CliRunner
+
+    from scoring.cli import main
+
+    a, b, c = ws.inconclusive[:3]
+    for tid, (x, y) in zip((a, b, c), ((G, G), (D, E), (E, E))):
+        ws.add_label(ws.key, tid, "alice", x)
+        ws.add_label(ws.key, tid, "bob", y)
+    res = ws.agreement(ws.key)
+    assert res["all"].items == 3 and res["all"].percent_agreement == pytest.approx(2 / 3)
+    assert res["all"].cohen_kappa is not None and len(res) > 1  # per-category groups too
+    out = CliRunner().invoke(main, ["labels", "agreement", ws.key[:12], "--db", str(ws.path)])
+    assert out.exit_code == 0 and "all" in out.stdout and "alice, bob" in out.stdout

@@ -102,12 +102,27 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
     return "\n".join(parts)
 
 
-def figure_images(figures: list[tuple[str, go.Figure]], fmt: str) -> bytes:
-    """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium)."""
+def stamp_figure(fig: go.Figure, stamp: Stamp) -> go.Figure:
+    """A copy of the figure with a one-line stamp under it (so an image keeps its provenance)."""
+    runs = "; ".join(f"{rid} {h[:12]}" for rid, h in stamp.run_hashes.items())
+    text = (f"runs: {runs} · scorer {stamp.scorer_version} · "
+            + (f"labels as of {stamp.labels_as_of[:19]}" if stamp.labels_as_of else "no labels yet"))
+    out = go.Figure(fig)
+    out.add_annotation(text=html.escape(text), xref="paper", yref="paper", x=0, y=-0.02, yanchor="top",
+                       yshift=-45, showarrow=False, font=dict(size=10, color="#777"), align="left")
+    return out
+
+
+def figure_images(figures: list[tuple[str, go.Figure]], fmt: str, stamp: Stamp | None = None) -> bytes:
+    """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium), each stamped, with
+    STAMP.txt beside them."""
     import plotly.io as pio
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        if stamp is not None:
+            zf.writestr("STAMP.txt", "\n".join(stamp.lines()) + "\n")
+            figures = [(t, stamp_figure(f, stamp)) for t, f in figures]
         for i, (title, fig) in enumerate(figures):
             name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")[:60]
             zf.writestr(f"{i + 1:02d}-{name}.{fmt}", pio.to_image(fig, format=fmt, width=1200, height=650, scale=2))

@@ -44,25 +44,31 @@ def sniff_format(head: bytes, source: str) -> str:
     raise UnknownFormatError(source=source, tried=formats())
 
 
-def parse_run(data: bytes, source: str, fmt: str = "auto") -> Run:
-    """Parse bytes of a known or sniffed format into a Run."""
+def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map=None) -> Run:
+    """Parse bytes of a known or sniffed format into a Run.
+
+    ``verdict_map`` (an ``inspect_log.VerdictMap``) says which Inspect scorer values mean
+    unsafe; other formats ignore it.
+    """
     if fmt == "auto":
         fmt = sniff_format(data[:SNIFF_BYTES], source)
     if fmt not in IMPORTERS:
         raise InputError(f"unknown format {fmt!r} (known: {', '.join(formats())})", source=source)
     try:
+        if fmt == inspect_log.NAME and verdict_map is not None:
+            return inspect_log.parse(data, source, verdict_map)
         return IMPORTERS[fmt].parse(data, source)
     except RecordError as exc:
         # a whole-document format whose single record is malformed: the file is unusable
         raise InputError(exc.message, source=source, record_id=exc.record_id) from exc
 
 
-def load_run(path: str | Path, fmt: str = "auto") -> Run:
+def load_run(path: str | Path, fmt: str = "auto", *, verdict_map=None) -> Run:
     """Read and parse a run file."""
     path = Path(path)
     if path.is_dir():
         raise InputError("is a folder, expected a run file", source=str(path))
-    return parse_run(read_bytes(path), str(path), fmt)
+    return parse_run(read_bytes(path), str(path), fmt, verdict_map=verdict_map)
 
 
 __all__ = ["IMPORTERS", "formats", "load_run", "parse_run", "sniff_format"]

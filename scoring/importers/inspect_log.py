@@ -49,6 +49,17 @@ class VerdictMap:
     unsafe_values: tuple[str, ...] = ()
     category: str = "unsafe"
 
+    @classmethod
+    def parse(cls, spec: str) -> "VerdictMap":
+        """``SCORER=VALUE[,VALUE…]``, e.g. ``harm_judge=C`` (values compared as strings)."""
+        scorer, sep, values = spec.partition("=")
+        if not sep or not scorer.strip() or not values.strip():
+            raise ValueError(f"expected SCORER=VALUE[,VALUE...], got {spec!r}")
+        return cls(scorer=scorer.strip(), unsafe_values=tuple(v.strip() for v in values.split(",") if v.strip()))
+
+    def __str__(self) -> str:
+        return f"{self.scorer}={','.join(self.unsafe_values)}" if self.scorer else ""
+
     def verdict(self, scores: dict) -> HarnessVerdict | None:
         if not self.scorer or self.scorer not in (scores or {}):
             return None
