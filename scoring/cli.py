@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .errors import LitmusReviewError
-from .importers import formats
+from .importers import SNIFF_BYTES, formats, sniff_format
 from .importers.inspect_log import VerdictMap
 from .report import Evaluation, evaluate
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
@@ -96,6 +96,29 @@ VERDICT_OPTION = click.option(
          "Without it Inspect scores give no verdict.")
 
 
+#: Canonical files at least this large are scored through a temporary workspace: streamed in
+#: blocks on two cores with bounded memory, instead of parsed whole into memory.
+STREAM_SCORE_BYTES = 64 * 1024 * 1024
+
+
+def _streams(path: Path, fmt: str) -> bool:
+    if path.stat().st_size < STREAM_SCORE_BYTES:
+        return False
+    if fmt == "auto":
+        with path.open("rb") as fh:
+            fmt = sniff_format(fh.read(SNIFF_BYTES), str(path))
+    return fmt == "canonical"
+
+
+def _evaluate_streaming(path: Path, payloads: Path | None) -> Evaluation:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="litmus-score-") as tmp:
+        ws = Workspace(Path(tmp) / "score.db")
+        res = ws.import_run(path, payloads=payloads)
+        return evaluation(ws, res.run_key)
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @DB_OPTION
@@ -119,7 +142,9 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
     exceeded = []
     for i, path in enumerate(paths):
         try:
-            if path.exists() or db is None and not default_db_path().exists():
+            if path.exists() and _streams(path, fmt):
+                ev = _evaluate_streaming(path, payloads[i] if payloads else None)
+            elif path.exists() or db is None and not default_db_path().exists():
                 ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None, verdict_map=verdict_map)
             else:
                 ws = _workspace(db)

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from scoring.cli import main
@@ -57,3 +58,15 @@ def test_python_dash_m_scoring_is_the_same_command():
     out = subprocess.run([sys.executable, "-m", "scoring", "score", OBSERVED, "--json"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and json.loads(out.stdout)["trajectories"] == 2000
+
+
+def test_large_canonical_files_are_scored_streaming_with_the_same_numbers(monkeypatch):
+    import scoring.cli as cli
+
+    direct = json.loads(run("score", OBSERVED, "--json", "--payloads", PAYLOADS).stdout)
+    monkeypatch.setattr(cli, "STREAM_SCORE_BYTES", 0)
+    streamed = json.loads(run("score", OBSERVED, "--json", "--payloads", PAYLOADS).stdout)
+    for key in REQUIRED - {"ci95"}:
+        assert streamed[key] == direct[key], key
+    assert streamed["ci95"]["strict"] == pytest.approx(direct["ci95"]["strict"])
+    assert streamed["recapture"]["applied"] == direct["recapture"]["applied"] == 62
