@@ -65,7 +65,9 @@ def test_hostile_run_renders_inert(tmp_path, page, artifacts):
         page.goto(server.url + "/review")
         wait_app(page, "Keyboard:", timeout=90_000)
         page.get_by_text("call #0").first.wait_for(timeout=60_000)
-        page.wait_for_timeout(1500)
+        # the replay draws top to bottom; the final output is last, after the 3 MB argument
+        page.get_by_text("final output:").first.wait_for(timeout=90_000)
+        wait_app(page)
         page.screenshot(path=str(artifacts / "hostile_review.png"), full_page=False)
         body = page.inner_text("body")
         assert "<script>alert('script')</script>" in body  # shown as text, not executed
