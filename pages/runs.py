@@ -36,18 +36,28 @@ def import_one(path: Path, payloads: Path | None, label: str) -> None:
     loaders.run_breakdowns(run["run_key"])
     bar.progress(1.0, text=f"{label}: done")
     if res.already_present:
-        st.info(f"{label} was already imported as {run['run_key'][:12]} ({run['run_id']}).")
+        message = ("info", f"{label} was already imported as {run['run_key'][:12]} ({run['run_id']}).")
     else:
-        st.success(f"Imported {run['run_id']}: {run['trajectories']:,} trajectories, "
-                   f"{run['tool_calls']:,} tool calls, format {run['format']}.")
-    if res.rejected:
-        st.warning(f"{len(res.rejected):,} records were rejected and not imported:")
-        st.dataframe([{"line": r.line, "record": r.record_id, "why": r.message} for r in res.rejected],
-                     hide_index=True, width="stretch")
-    if run["run_key"] not in st.session_state[state.SELECTED_RUNS]:
-        st.session_state[state.SELECTED_RUNS] = [*st.session_state[state.SELECTED_RUNS], run["run_key"]]
+        message = ("success", f"Imported {run['run_id']}: {run['trajectories']:,} trajectories, "
+                              f"{run['tool_calls']:,} tool calls, format {run['format']} (selected in the sidebar).")
+    # The sidebar's run picker is already drawn in this run and cannot change now: the router
+    # adds the run to the selection before drawing it on the rerun, and this report is shown then.
+    st.session_state[state.IMPORT_REPORT] = (message, [
+        {"line": r.line, "record": r.record_id, "why": r.message} for r in res.rejected])
+    st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), run["run_key"]]
+    st.rerun()
 
 
+def show_last_import() -> None:
+    (kind, text), rejected = st.session_state.pop(state.IMPORT_REPORT)
+    getattr(st, kind)(text)
+    if rejected:
+        st.warning(f"{len(rejected):,} records were rejected and not imported:")
+        st.dataframe(rejected, hide_index=True, width="stretch")
+
+
+if state.IMPORT_REPORT in st.session_state:
+    show_last_import()
 tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB)", key=state.UPLOAD,

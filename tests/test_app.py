@@ -140,3 +140,28 @@ def test_under_oidc_labels_carry_the_signed_in_identity(app, tmp_path, monkeypat
     app.button(key="label-early_stop").click().run()
     key = app.session_state[state.SELECTED_RUNS][0]
     assert [e["reviewer"] for e in ws_for(tmp_path).history(key)] == ["carol@example.org"]
+
+
+def test_runs_page_imports_from_a_path_and_reports_rejections(app, tmp_path):
+    fixture = ROOT / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl"
+    app.switch_page("pages/runs.py").run()
+    app.text_input(key=state.IMPORT_PATH).input(str(fixture)).run()
+    app.button[[b.label for b in app.button].index("Import path")].click().run()
+    assert not app.exception
+    assert any("Imported litmus_pipeline" in s.value for s in app.success)
+    assert any("2 records were rejected" in w.value for w in app.warning)
+    rejected = app.dataframe[0].value
+    assert list(rejected["line"]) == [6, 7]
+    assert app.multiselect(key=state.SELECTED_RUNS).value[-1] == ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
+    key = ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
+    assert key in app.session_state[state.SELECTED_RUNS]
+
+
+def test_runs_page_reports_an_unusable_file_clearly(app, tmp_path):
+    bad = tmp_path / "mystery.json"
+    bad.write_text('{"what": "is this"}')
+    app.switch_page("pages/runs.py").run()
+    app.text_input(key=state.IMPORT_PATH).input(str(bad)).run()
+    app.button[[b.label for b in app.button].index("Import path")].click().run()
+    assert not app.exception
+    assert any("unrecognised log format" in e.value and "tried:" in e.value for e in app.error)

@@ -66,7 +66,10 @@ def main() -> None:
         # Default: every run scored with its side log where one exists, else everything.
         with_side = [r["run_key"] for r in all_runs if r["payloads_path"]]
         st.session_state[state.SELECTED_RUNS] = with_side or [r["run_key"] for r in all_runs]
-    st.session_state[state.SELECTED_RUNS] = [k for k in st.session_state[state.SELECTED_RUNS] if k in by_key]
+    pending = st.session_state.pop(state.PENDING_SELECT, [])
+    selected = [*st.session_state[state.SELECTED_RUNS], *(k for k in pending
+                                                          if k not in st.session_state[state.SELECTED_RUNS])]
+    st.session_state[state.SELECTED_RUNS] = [k for k in selected if k in by_key]
     with st.sidebar:
         if identity:
             st.text(f"Signed in as {identity}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -99,3 +100,16 @@ def test_two_reviewers_label_the_same_trace_at_once_and_both_events_are_kept(ser
     assert len(tids) == 1  # the same trace, both kept: a disagreement for adjudication
     for p in pages:
         p.context.close()
+
+
+def test_upload_a_run_and_see_it_in_the_table(server, page, artifacts):
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "tau2_results.json"
+    page.goto(server.url + "/runs")
+    wait_app(page, "Imported runs")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(fixture))
+    page.get_by_role("button", name="Import upload").click()
+    page.get_by_text("Imported tau2_results").first.wait_for(timeout=60_000)
+    wait_app(page)
+    with sqlite3.connect(server.db) as conn:
+        assert conn.execute("select trajectories, format from runs where run_id = 'tau2_results'").fetchone() == (2, "tau2")
+    page.screenshot(path=str(artifacts / "runs_upload.png"), full_page=True)
