@@ -55,8 +55,10 @@ def ws(seeded, tmp_path):
 def test_schema_is_migrated_and_wal_is_on(ws):
     with ws.connect() as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
-    assert ws.migrate() == 2  # idempotent
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert [r[0] for r in db.execute("select name from sqlite_master where type = 'index' and "
+                                         "tbl_name = 'trajectories' and sql is not null")] == []
+    assert ws.migrate() == 3  # idempotent
 
 
 def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):

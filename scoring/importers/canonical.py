@@ -283,26 +283,32 @@ def stream_canonical(fh: BinaryIO, source: str) -> tuple[RunHeader, Iterator[Loc
     return header, records_of(lines, header, source)
 
 
+def check_record(obj: Any, known: set[str], seen_ids: set[str]) -> Trajectory:
+    """One decoded trajectory line as a Trajectory, with the run-level checks (unique id, a
+    known verdict category); RecordError otherwise. Adds the id to ``seen_ids``."""
+    if isinstance(obj, RecordError):
+        raise obj
+    traj = parse_trajectory(obj)
+    if traj.id in seen_ids:
+        raise RecordError(f"duplicate trajectory id {traj.id!r}", traj.id)
+    label = traj.verdict.label if traj.verdict else None
+    if known and label not in (None, BENIGN) and label not in known:
+        raise RecordError(f"verdict.label {label!r} is not a taxonomy category", traj.id)
+    seen_ids.add(traj.id)
+    return traj
+
+
 def records_of(lines, header: RunHeader, source: str) -> Iterator[Located]:
     """Parse (line number, offset, bytes) lines into located trajectories or rejections."""
     known = {c.id for c in header.taxonomy}
     seen_ids: set[str] = set()
     for lineno, offset, raw in lines:
-        obj = decode_json_line(raw)
         try:
-            if isinstance(obj, RecordError):
-                raise obj
-            traj = parse_trajectory(obj)
-            if traj.id in seen_ids:
-                raise RecordError(f"duplicate trajectory id {traj.id!r}", traj.id)
-            label = traj.verdict.label if traj.verdict else None
-            if known and label not in (None, BENIGN) and label not in known:
-                raise RecordError(f"verdict.label {label!r} is not a taxonomy category", traj.id)
+            traj = check_record(decode_json_line(raw), known, seen_ids)
         except RecordError as exc:
             yield Located(lineno, offset, len(raw), None,
                           Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
             continue
-        seen_ids.add(traj.id)
         yield Located(lineno, offset, len(raw), traj, None)
 
 
