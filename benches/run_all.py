@@ -178,29 +178,30 @@ Profiled with cProfile on the 100 k-call run before optimising (7.4 s import):
 - the taxonomy rules ran 41 regexes over every call of every trajectory (205 searches per
   trajectory, 2.4 s); they now read only what the harness's classifier did not see (decoded
   adapters, recaptured payloads, missing verdicts), over the trajectory's surfaces joined;
-- every call was assessed twice (once to score, once for its metadata row): now once, and
-  plain calls take a one-pass proof (size + SHA-256 + parse) property-tested against the full
-  rules;
+- every call was assessed twice (once to score, once for its metadata row): now once;
 - `sqlite-utils`' `insert_all` spent 2.9 s deriving types per value, and one row per call
-  cost more than parsing at a million calls: a prepared `executemany` and call sizes and gaps
-  folded into the trajectory row (migration 2);
+  cost more than parsing at a million calls: a prepared `executemany`, call sizes and gaps
+  folded into the trajectory row (migration 2), and no (run_key, status) index (migration 3);
 - a generator checking 64 hex digits character by character cost 0.5 s: a compiled regex;
 - the canonical run was copied into the workspace (a second pass over 1 GB): it is hard-linked,
   and replay detects a file edited afterwards.
 
-Then parsing and scoring moved to two spawned worker processes (blocks of ~4 MB of whole lines,
-at most four in flight) while the main process writes, and orjson replaced json on the hot
-path. On the 1 M-call run the main process now waits ~7 s of ~14 s on the workers and spends
-~2.8 s in `executemany`, 0.7 s hashing the file for its content key and ~1.5 s reading and
-splitting blocks.
+Then parsing and scoring moved to two spawned worker processes that read their own byte ranges
+(at most four blocks of ~4 MB in flight) while the main process writes; orjson replaced json on
+the hot path; and records of the common shape (completed, decisive harness verdict, plain calls
+whose size and SHA-256 prove them) take a lean path that builds the row straight from the decoded
+JSON — equal to the typed path's row, tested on the samples, a bench run and 200 mutated records.
 
-**The 2× target is not met** (about 6× here). What remains is per-call Python work in the
-workers — building the typed model, the SHA-256 and JSON-parse proof of each call, scoring —
-about 15 µs per call on one core. Closing the gap needs a columnar path (pyarrow parse with an
-explicit schema, vectorised size checks, hashing per block in the workers) kept equal to the
-typed path by a property test, or a compiled extension; that is a design change, not a tweak.
-Note also that on this format `pyarrow.json` is slower than the issue assumed (~300–460 MB/s,
-and only ~1.5× faster than a plain `json.loads` loop, not 7×): nested lists of structs cost it.
+On the 1 M-call run the import is now CPU-bound on both cores: the workers spend ~10 µs per call
+(decoding, SHA-256 and a JSON parse of each argument surface, the shape checks), the main process
+~2.9 s in `executemany`, 0.7 s hashing the file for its content key and ~0.6 s numbering rows.
+**At 100 k calls the 2× target is met (1.7×); at 1 M calls it is not (3.4×).** Closing the rest
+needs less CPU per call than Python gives: a columnar path (pyarrow with an explicit schema,
+hashing per block in the workers) or a compiled extension, held equal to the typed path by the
+same property test; an integer run number instead of the 64-character key in every row and
+index would take ~20 % off the insert. Note also that on this format `pyarrow.json` is much
+slower than the issue assumed (~300–550 MB/s with large run-to-run variance, and only ~1.3–1.8×
+faster than a plain `json.loads` loop, not 7×): nested lists of structs cost it.
 """
 
 
