@@ -33,3 +33,12 @@ def test_readme_lists_every_reason_code():
     readme = (ROOT / "README.md").read_text()
     missing = [c.value for c in ReasonCode if f"`{c.value}`" not in readme]
     assert missing == []
+
+
+def test_public_api_lists_what_it_exports_and_workers_stay_light():
+    import scoring
+
+    for name in scoring.__all__:
+        assert getattr(scoring, name) is not None, name
+    code = "import sys, scoring.ingest; sys.exit(1 if 'sqlite_utils' in sys.modules or 'pandas' in sys.modules else 0)"
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
