@@ -273,11 +273,16 @@ def serve(port: int, address: str) -> None:
     """Start the review app (Streamlit)."""
     import subprocess
 
+    import os
+
     app = Path(__file__).resolve().parent.parent / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
            "--server.address", address, "--server.headless", "true",
            "--browser.gatherUsageStats", "false"]
-    sys.exit(subprocess.call(cmd))
+    # Streamlit reads .streamlit/config.toml (safe defaults) from the working directory: run it
+    # from the project, with the workspace database resolved where the user asked for it.
+    env = {**os.environ, DB_ENV: str(default_db_path().resolve())}
+    sys.exit(subprocess.call(cmd, cwd=app.parent, env=env))
 
 
 if __name__ == "__main__":  # pragma: no cover
