@@ -40,7 +40,11 @@ if query:
     hits = search_run(loaders.workspace(), run_key, query)
     view = view[view["trajectory_id"].isin(hits)]
 
-st.caption(f"{len(view):,} of {len(df):,} trajectories")
+matching = len(view)
+cap = loaders.MAX_TABLE_ROWS
+view = view.head(cap)  # a 200k-row table would ship every row to the browser on each rerun
+st.caption(f"{matching:,} of {len(df):,} trajectories"
+           + (f" — showing the first {cap:,}; filter or search to narrow" if matching > cap else ""))
 columns = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
            "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model"]
 event = st.dataframe(view[columns].reset_index(drop=True), hide_index=True, width="stretch", height=380,

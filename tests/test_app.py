@@ -165,3 +165,12 @@ def test_runs_page_reports_an_unusable_file_clearly(app, tmp_path):
     app.button[[b.label for b in app.button].index("Import path")].click().run()
     assert not app.exception
     assert any("unrecognised log format" in e.value and "tried:" in e.value for e in app.error)
+
+
+def test_trajectories_table_is_capped_with_a_clear_note(app, monkeypatch):
+    app.switch_page("pages/trajectories.py").run()
+    assert len(app.dataframe[0].value) == 2000  # under the cap: every row
+    monkeypatch.setattr(loaders, "MAX_TABLE_ROWS", 100)
+    app.run()
+    assert len(app.dataframe[0].value) == 100
+    assert any("2,000 of 2,000 trajectories — showing the first 100" in c.value for c in app.caption)

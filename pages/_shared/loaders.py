@@ -18,6 +18,7 @@ from scoring.store import Workspace, default_db_path, evaluation
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_runs"
 DB_PATH: Path | None = None  # None: the default path (tests set a temporary one)
 MAX_UPLOAD_MB = 200
+MAX_TABLE_ROWS = 10_000  # rows the Trajectories table sends to the browser at most
 
 
 def db_path() -> Path:
