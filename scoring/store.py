@@ -271,6 +271,19 @@ class Workspace:
         os.replace(tmp, dest)
         return dest
 
+    def _keep(self, path: Path, name: str) -> Path:
+        """A copy (hard link where possible) of ``path`` in the workspace folder, so replay does
+        not depend on a file that may be deleted (an upload's temporary file, say)."""
+        dest = self.files / name
+        if not dest.exists():
+            tmp = dest.with_suffix(f".tmp{os.getpid()}")
+            try:
+                os.link(path, tmp)
+            except OSError:
+                shutil.copyfile(path, tmp)
+            os.replace(tmp, dest)
+        return dest
+
     def _conversion_rejections(self, content: str) -> list[Rejection]:
         side = self.files / f"{content}.rejected.json"
         if not side.exists():
@@ -286,7 +299,8 @@ class Workspace:
             db["runs"].insert({
                 "run_key": run_key, "run_id": header.run_id, "model": header.model, "format": header.format,
                 "source": header.source, "stored_path": str(stored),
-                "payloads_path": pay.source if pay else None,
+                "payloads_path": str(self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl"))
+                if pay else None,
                 "harness_name": header.harness_name, "harness_version": header.harness_version,
                 "capture_limit_bytes": header.capture_limit_bytes,
                 "evidence_standard": header.evidence_standard.value,

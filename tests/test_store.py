@@ -78,7 +78,9 @@ def test_with_payloads_is_a_different_run_and_replay_rejoins_the_payload(ws):
     recaptured = ws.trajectory_rows(res.run_key, "recaptured_calls != ''")
     assert len(recaptured) == 62
     t = ws.load_trajectory(res.run_key, recaptured[0]["trajectory_id"])
-    assert any(c.raw_text_source == str(PAYLOADS) for c in t.tool_calls)
+    kept = ws.run(res.run_key)["payloads_path"]
+    assert kept.startswith(str(ws.files)) and Path(kept).read_bytes() == PAYLOADS.read_bytes()
+    assert any(c.raw_text is not None and c.raw_text_source == kept for c in t.tool_calls)
 
 
 def test_replay_reads_the_full_trajectory_back_by_byte_range(ws):
@@ -312,3 +314,17 @@ def test_agreement_per_run_and_category_through_the_store_and_cli(ws):
     assert res["all"].cohen_kappa is not None and len(res) > 1  # per-category groups too
     out = CliRunner().invoke(main, ["labels", "agreement", ws.key[:12], "--db", str(ws.path)])
     assert out.exit_code == 0 and "all" in out.stdout and "alice, bob" in out.stdout
+
+
+def test_replay_of_a_recaptured_run_survives_the_side_log_being_deleted(tmp_path):
+    import shutil
+
+    side = tmp_path / "upload" / "side.jsonl"
+    side.parent.mkdir()
+    shutil.copy(PAYLOADS, side)
+    ws = Workspace(tmp_path / "w.db")
+    key = ws.import_run(OBSERVED, payloads=side).run_key
+    shutil.rmtree(side.parent)  # e.g. the app's temporary upload folder
+    tid = ws.trajectory_rows(key, "recaptured_calls != ''")[0]["trajectory_id"]
+    t = ws.load_trajectory(key, tid)
+    assert any(c.raw_text is not None for c in t.tool_calls)
