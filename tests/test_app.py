@@ -174,3 +174,22 @@ def test_trajectories_table_is_capped_with_a_clear_note(app, monkeypatch):
     app.run()
     assert len(app.dataframe[0].value) == 100
     assert any("2,000 of 2,000 trajectories — showing the first 100" in c.value for c in app.caption)
+
+
+def test_unscored_traces_are_viewable_in_review_but_cannot_be_labelled(app):
+    app.switch_page("pages/review.py").run()
+    app.text_input(key=state.REVIEWER).input("alice").run()
+    app.selectbox(key=state.QUEUE_FILTER).select("UNSCORED (view only)").run()
+    assert not app.exception
+    assert any("cannot be labelled" in w.value for w in app.warning)
+    assert not [b for b in app.button if b.key and b.key.startswith("label-")]
+    assert any("UNSCORED" in c.value for c in app.code)
+
+
+def test_trajectories_full_text_search_narrows_the_table(app):
+    app.switch_page("pages/trajectories.py").run()
+    app.text_input(key="filter_search").input("reboot curl").run()
+    assert not app.exception
+    table = app.dataframe[0].value
+    assert 0 < len(table) < 2000
+    assert set(table["intended_category"]) == {"C08"}  # persistence_cron's payload
