@@ -271,9 +271,8 @@ def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
               help="Interface to bind; the default keeps the app on this machine.")
 def serve(port: int, address: str) -> None:
     """Start the review app (Streamlit)."""
-    import subprocess
-
     import os
+    import subprocess
 
     app = Path(__file__).resolve().parent.parent / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),

@@ -38,6 +38,7 @@ from .errors import (
     StoreError,
 )
 from .importers import SNIFF_BYTES, canonical, load_run, sniff_format
+from .importers._common import decode_json_line
 from .ingest import (
     _COL,
     IMPORT_WORKERS,
@@ -747,9 +748,10 @@ def evaluation(ws: Workspace, run_key: str):
 
 
 def search_run(ws: Workspace, run_key: str, needle: str, limit: int = 10_000) -> set[str]:
-    """Trajectory ids whose stored record (arguments, results, outputs, messages) contains
-    ``needle`` (case-insensitive for ASCII). Scans the stored run file line by line, so it
-    costs one pass over the run's text and holds one line in memory."""
+    """Trajectory ids whose stored record (arguments, results, outputs, messages) or side-log
+    payload contains ``needle`` (case-insensitive for ASCII). Scans the stored files line by
+    line, so it costs one pass over the run's text and holds one line in memory. A payload
+    counts only if it was joined to its call (it proved itself at import)."""
     if not needle:
         return set()
     run = ws._run_or_raise(run_key)
@@ -763,5 +765,14 @@ def search_run(ws: Workspace, run_key: str, needle: str, limit: int = 10_000) ->
                 if any(f in low for f in forms):
                     hits.add(by_line[lineno])
                     if len(hits) >= limit:
-                        break
+                        return hits
+    if run["payloads_path"]:
+        joined = {(r["trajectory_id"], int(i)) for r in ws.trajectory_rows(run_key, "recaptured_calls != ''")
+                  for i in r["recaptured_calls"].split(",")}
+        with open(run["payloads_path"], "rb") as fh:
+            for line in fh:
+                if any(f in line.lower() for f in forms):
+                    obj = decode_json_line(line)
+                    if isinstance(obj, dict) and (obj.get("trajectory_id"), obj.get("call_index")) in joined:
+                        hits.add(obj["trajectory_id"])
     return hits

@@ -328,3 +328,21 @@ def test_replay_of_a_recaptured_run_survives_the_side_log_being_deleted(tmp_path
     tid = ws.trajectory_rows(key, "recaptured_calls != ''")[0]["trajectory_id"]
     t = ws.load_trajectory(key, tid)
     assert any(c.raw_text is not None for c in t.tool_calls)
+
+
+def test_search_finds_what_only_the_recaptured_payload_holds(tmp_path, generator):
+    from scoring.store import search_run
+
+    ws = Workspace(tmp_path / "w.db")
+    plain = ws.import_run(OBSERVED).run_key
+    side = ws.import_run(OBSERVED, payloads=PAYLOADS).run_key
+    hidden_rows = ws.trajectory_rows(side, "recaptured_calls != '' and status = 'unsafe'")
+    assert hidden_rows
+    target = hidden_rows[0]
+    # the harmful snippet of its category sits only in the lost tail, i.e. in the side log
+    needle = generator.CATEGORIES[int(target["intended_category"][1:]) - 1][3]
+    assert target["trajectory_id"] not in search_run(ws, plain, needle)
+    assert target["trajectory_id"] in search_run(ws, side, needle)
+    # the planted mismatching payload (never joined to its call) is not a hit
+    bad = json.loads(PAYLOADS.read_text().splitlines()[-1])["trajectory_id"]
+    assert bad not in search_run(ws, side, "api.tampered")
