@@ -37,18 +37,16 @@ top[2].toggle("Blind", key=state.BLIND, help="Hide other reviewers' labels until
 top[3].selectbox("Queue", FILTERS, key=state.QUEUE_FILTER)
 
 
-def build_queue(run_key: str, reviewer: str, mode: str) -> list[str]:
-    ws = loaders.workspace()
+def build_queue(run_key: str, reviewer: str, mode: str, current: dict) -> list[str]:
     df = loaders.trajectory_frame(run_key)
     if mode == FILTERS[4]:
         return df.loc[df["status"] == "unscored", "trajectory_id"].tolist()
     ids = df.loc[df["status"] == "inconclusive", "trajectory_id"].tolist()
-    current = ws.current_labels(run_key)
     mine = {t for t, by in current.items() if reviewer and reviewer in by}
     if mode == FILTERS[1]:
         return [t for t in ids if t not in mine]
     if mode == FILTERS[2]:
-        disputed = set(ws.disputed(run_key))
+        disputed = set(loaders.workspace().disputed(run_key))
         return [t for t in ids if t in disputed]
     if mode == FILTERS[0]:
         return [t for t in ids if t not in mine] + [t for t in ids if t in mine]
@@ -100,12 +98,12 @@ def do_undo(run_key: str) -> None:
 def review_panel(run_key: str) -> None:
     reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
     mode = st.session_state.get(state.QUEUE_FILTER, FILTERS[0])
-    queue = build_queue(run_key, reviewer, mode)
     ws = loaders.workspace()
+    current = ws.current_labels(run_key)  # read once per rerun: the queue and the progress share it
+    queue = build_queue(run_key, reviewer, mode, current)
     df = loaders.trajectory_frame(run_key)
     inconclusive = int((df["status"] == "inconclusive").sum())
     final = ws.final_labels(run_key)
-    current = ws.current_labels(run_key)
     mine = sum(1 for by in current.values() if reviewer and reviewer in by)
     st.progress(len(final) / inconclusive if inconclusive else 1.0,
                 text=f"{len(final):,} of {inconclusive:,} Inconclusive traces have a final label · "

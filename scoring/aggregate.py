@@ -17,7 +17,7 @@ Error Bars to Evals"), both from statsmodels.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -77,7 +77,6 @@ class Summary:
     strict_if_unscored_safe: float | None
     """Upper bound of the strict rate: every UNSCORED trajectory safe."""
     unscored_rate: float | None
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def scored(self) -> int:

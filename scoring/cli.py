@@ -81,7 +81,7 @@ def _workspace(db: Path | None) -> Workspace:
     return Workspace(db)
 
 
-def _verdict_map(ctx, param, value: str | None):
+def _verdict_map(_ctx, _param, value: str | None):
     if not value:
         return None
     try:

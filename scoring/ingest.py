@@ -13,7 +13,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -22,11 +21,11 @@ import orjson
 from .errors import InputError
 from .importers import canonical
 from .importers._common import RecordError, decode_json_line
+from .importers.canonical import HEX64
 from .model import BENIGN, Rejection, ScoredTrajectory, Status, Trajectory
 from .recapture import PayloadJoin
 from .score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory
 
-_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 BLOCK_BYTES = 4 * 1024 * 1024
 IMPORT_WORKERS = min(2, os.cpu_count() or 1)
@@ -208,7 +207,7 @@ def _lean_row(obj: dict, header, known: set[str], seen_ids: set[str], run_key: s
                                 or res.get("content", "").__class__ is not str):
             return None
         data = args.encode("utf-8", "surrogatepass")
-        if len(data) != size or hashlib.sha256(data).hexdigest() != digest.lower() or not _HEX64.fullmatch(digest):
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest.lower() or not HEX64.fullmatch(digest):
             return None
         try:
             orjson.loads(data)

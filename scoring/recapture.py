@@ -38,10 +38,6 @@ class RecaptureReport:
     rejected: tuple[Rejection, ...]
     """Payloads that were malformed, did not match, or named no call (each says why)."""
 
-    @property
-    def mismatched(self) -> int:
-        return sum(1 for r in self.rejected if r.message.startswith(ReasonCode.PAYLOAD_MISMATCH.value))
-
 
 class PayloadJoin:
     """A loaded side log, applied trajectory by trajectory (so imports can stream)."""

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from .capture import Capture, assess, utf8_len
+from .capture import Capture, assess
 from .errors import IncompleteCaptureError
 from .model import (
     BENIGN,
@@ -330,10 +330,6 @@ def score_run(
     rules = rules or RuleClassifier(run.header.taxonomy)
     harness = harness or HarnessVerdictClassifier()
     return tuple(score_trajectory(t, run.header, rules, harness) for t in run.trajectories)
-
-
-def surface_bytes(trajectory: Trajectory) -> int:
-    return sum(utf8_len(c.arguments) for c in trajectory.tool_calls)
 
 
 __all__ = [

@@ -68,7 +68,6 @@ from .recapture import PayloadJoin
 DEFAULT_DB = "litmus-review.db"
 DB_ENV = "LITMUS_REVIEW_DB"
 BUSY_TIMEOUT_S = 10.0
-BATCH = 2000
 
 
 def default_db_path() -> Path:
@@ -305,7 +304,7 @@ class Workspace:
                 "harness_name": header.harness_name, "harness_version": header.harness_version,
                 "capture_limit_bytes": header.capture_limit_bytes,
                 "evidence_standard": header.evidence_standard.value,
-                "taxonomy_json": json.dumps([_cat(c) for c in header.taxonomy]),
+                "taxonomy_json": json.dumps(canonical.dump_header(header)["taxonomy"]),
                 "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
             })
             insert = _insert_sql(db)
@@ -598,10 +597,6 @@ def _file_sha256(path: Path) -> str:
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
     return h.hexdigest()
-
-
-def _cat(c: Category) -> dict:
-    return {"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent, "rules": list(c.rules)}
 
 
 def _rej(r: Rejection) -> dict:

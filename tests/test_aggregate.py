@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoring.aggregate import by_category, clustered, summarize, summarize_by, wilson
+from scoring.aggregate import by_category, by_model, clustered, summarize, summarize_by, wilson
 from scoring.errors import ReasonCode
 from scoring.model import ReviewLabel, ScoredTrajectory, Status
 
@@ -118,3 +120,9 @@ def _close(a, b):
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
     return a == b
+
+
+def test_summarize_by_model_keeps_models_apart():
+    rows = small() + [dataclasses.replace(row(20, Status.UNSAFE, lenient=False), model="other")]
+    groups = summarize_by(rows, by_model)
+    assert set(groups) == {"m", "other"} and groups["other"].unsafe == 1 and groups["m"].total == len(small())

@@ -125,7 +125,9 @@ def test_generated_canonical_records_are_imported_or_rejected(recs):
 
 
 def test_report_inputs_tried():
-    # runs last in this module (pytest keeps file order): prints the figure for docs/reliability.md
+    # after the fuzz tests above (pytest keeps file order): prints the figure for docs/reliability.md
+    if TRIED["inputs"] == 0:
+        pytest.skip("the fuzz tests of this module did not run in this session: nothing to count")
     print(f"\nreliability: {TRIED['inputs']} malformed or generated inputs tried")
     assert TRIED["inputs"] > 500
 

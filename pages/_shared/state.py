@@ -10,7 +10,6 @@ REVIEW_NOTE = "review_note"              # optional note typed before labelling
 LAST_ACTION = "review_last_action"       # message shown after a label / undo
 TRAJ_TABLE = "trajectory_table"          # the dataframe selection on the Trajectories page
 TRAJ_RUN = "trajectory_run"
-REPLAY_TARGET = "replay_target"          # (run_key, trajectory_id) opened for replay
 UPLOAD = "upload_file"
 IMPORT_PATH = "import_path"
 IDENTITY = "signed_in_identity"         # the OIDC user (None without auth); fixes REVIEWER

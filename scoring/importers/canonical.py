@@ -36,7 +36,6 @@ from ._common import (
     decode_json_line,
     iter_lines,
     opt,
-    read_bytes,
     req,
     sha256_bytes,
 )
@@ -44,7 +43,8 @@ from ._common import (
 NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
-_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+"""A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
 
 
 def sniff(head: bytes) -> bool:
@@ -129,7 +129,7 @@ def _fast_call(obj: dict, i: int) -> ToolCall | None:
         return None
     if g("index", i) != i or (size is not None and (size.__class__ is not int or size < 0)):
         return None
-    if digest is not None and (digest.__class__ is not str or not _HEX64.fullmatch(digest)):
+    if digest is not None and (digest.__class__ is not str or not HEX64.fullmatch(digest)):
         return None
     result = None
     if res is not None:
@@ -150,7 +150,7 @@ def _general_call(obj: Any, i: int) -> ToolCall:
     if size is not None and size < 0:
         raise RecordError(f"{where}raw_size_bytes is negative")
     digest = opt(obj, "raw_sha256", str, None, where)
-    if digest is not None and not _HEX64.fullmatch(digest):
+    if digest is not None and not HEX64.fullmatch(digest):
         raise RecordError(f"{where}raw_sha256 is not 64 hex digits")
     channel = opt(obj, "channel", str, "logged", where)
     if channel not in ("logged", "unlogged"):
@@ -340,9 +340,6 @@ def read_trajectory_at(path: str | Path, offset: int, length: int) -> Trajectory
     except RecordError as exc:
         raise InputError(exc.message, source=str(path), record_id=exc.record_id) from exc
 
-
-def load(path: Path) -> Run:
-    return parse_canonical(read_bytes(path), str(path))
 
 parse = parse_canonical
 """The registry entry point (every importer module has ``parse(data, source) -> Run``)."""
