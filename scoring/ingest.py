@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import functools
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -16,6 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+import msgspec
 import orjson
 
 from .errors import InputError
@@ -29,6 +31,9 @@ from .score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier, RuleClassifi
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 BLOCK_BYTES = 4 * 1024 * 1024
 IMPORT_WORKERS = min(2, os.cpu_count() or 1)
+PARALLEL_WINDOW = 16
+"""Blocks in flight: enough to keep both workers busy while the writer waits for the run key
+(~1 s of hashing a 1 GB file), few enough that memory holds a few blocks, not the file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +41,8 @@ class Block:
     """What one block of lines became: trajectory rows ready to insert, and rejections."""
 
     rows: list[tuple]
+    """In ``ROW_COLUMNS`` order, ``line`` counted from the block's first line (the writer
+    adds the run key and shifts line numbers in its INSERT)."""
     rejected: list[Rejection]
     seen: int
     lines: int = 0
@@ -85,16 +92,23 @@ def block_ranges(fh, start: int, end: int) -> Iterator[tuple[int, int]]:
         off = stop
 
 
-def score_range(header_line: bytes, source: str, run_key: str, path: str, offset: int, length: int,
+def score_range(header_line: bytes, source: str, path: str, offset: int, length: int,
                 pay: PayloadJoin | None = None) -> Block:
-    """Read one range of the stored run and score it; line numbers are relative to the range
-    (from 1) and ``Block.lines`` says how many it spans, so the writer can number them."""
+    """Read one range of the run and score it; line numbers are relative to the range (from 1)
+    and ``Block.lines`` says how many it spans, so the writer can number them."""
     with open(path, "rb") as fh:
         fh.seek(offset)
         data = fh.read(length)
-    block = _score_block(header_line, source, run_key, offset, 1, data, pay)
-    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    return Block(block.rows, block.rejected, block.seen, lines)
+    # A block allocates ~10^5 short-lived dicts and strings and no cycles: the cyclic
+    # collector would only rescan them (7 % of the block's time, measured).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        block = _score_block(header_line, source, offset, 1, data, pay)
+    finally:
+        if collecting:
+            gc.enable()
+    return block
 
 
 @functools.lru_cache(maxsize=4)
@@ -103,7 +117,7 @@ def _scorers(header_line: bytes, source: str):
     return header, RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
 
 
-def _score_block(header_line: bytes, source: str, run_key: str, offset: int, line: int, data: bytes,
+def _score_block(header_line: bytes, source: str, offset: int, line: int, data: bytes,
                  pay: PayloadJoin | None = None, *, lean: bool = True) -> Block:
     """Parse and score one block of lines (runs in a worker process for large imports).
 
@@ -114,21 +128,28 @@ def _score_block(header_line: bytes, source: str, run_key: str, offset: int, lin
     known = {c.id for c in header.taxonomy}
     seen_ids: set[str] = set()
     rows, rejected, seen = [], [], 0
-    pos = 0
-    for i, raw in enumerate(data.split(b"\n")):
-        raw_len = len(raw) + 1
-        raw = raw.rstrip(b"\r")
-        here, lineno = offset + pos, line + i
-        pos += raw_len
-        if not raw.strip():
+    lean = lean and pay is None
+    # Lines are walked as memoryview slices (msgspec decodes them in place): splitting a 4 MB
+    # block into bytes objects copied it once more for nothing.
+    view, end_of_data, start, lines = memoryview(data), len(data), 0, 0
+    while start < end_of_data:
+        end = data.find(b"\n", start)
+        if end < 0:
+            end = end_of_data
+        stop = end - 1 if end > start and data[end - 1] == 13 else end  # a CRLF line's CR
+        here, lineno = offset + start, line + lines
+        lines += 1
+        raw, start = view[start:stop], end + 1
+        if data[here - offset] != 123 and not bytes(raw).strip():  # 123: "{", the usual first byte
             continue
         seen += 1
-        obj = decode_json_line(raw)
-        if lean and pay is None and obj.__class__ is dict:
-            row = _lean_row(obj, header, known, seen_ids, run_key, lineno, here, len(raw))
+        if lean:
+            row = _lean_row(raw, header, known, seen_ids, lineno, here)
             if row is not None:
                 rows.append(row)
                 continue
+        raw = bytes(raw)
+        obj = decode_json_line(raw)
         try:
             t = canonical.check_record(obj, known, seen_ids)
         except RecordError as exc:
@@ -138,23 +159,68 @@ def _score_block(header_line: bytes, source: str, run_key: str, offset: int, lin
             t = pay.apply(t)
         captures = assess_calls(t, header)
         rec = canonical.Located(lineno, here, len(raw), t, None)
-        rows.append(_trajectory_row(run_key, t, score_trajectory(t, header, rules, harness, captures), rec, captures))
-    return Block(rows, rejected, seen)
+        rows.append(_trajectory_row(t, score_trajectory(t, header, rules, harness, captures), rec, captures))
+    return Block(rows, rejected, seen, lines)
 
 
-_LEAN_KEYS = frozenset({"record", "id", "task_id", "intended_category", "termination", "final_output", "verdict",
-                        "messages", "tool_calls", "model"})
-_LEAN_CALL_KEYS = frozenset({"tool", "arguments", "raw_size_bytes", "raw_sha256", "result"})
-_LEAN_VERDICT_KEYS = frozenset({"label", "confidence", "abnormal", "source"})
-_TERM_KEYS = frozenset({"reason", "detail"})
-_MESSAGE_KEYS = frozenset({"role", "content"})
-_RESULT_KEYS = frozenset({"content"})
+class _LeanVerdict(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    label: str
+    confidence: float | None = None
+    abnormal: bool = False
+    source: str = ""
 
 
-def _lean_row(obj: dict, header, known: set[str], seen_ids: set[str], run_key: str, line: int, offset: int,
-              length: int) -> tuple | None:
-    """The row of a record in the common shape, straight from the decoded JSON; None to defer to
-    the typed path.
+class _LeanTermination(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    reason: str = "completed"
+    detail: str = ""
+
+
+class _LeanMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    role: str
+    content: str = ""
+
+
+class _LeanResult(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    content: str = ""
+
+
+class _LeanCall(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    tool: str
+    arguments: str
+    raw_size_bytes: int
+    raw_sha256: str
+    result: _LeanResult | None = None
+
+
+class _LeanRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common record shape, as types: msgspec checks it in C while decoding. Any other
+    key, a missing size or digest, a wrong type, a JSON value json would read differently
+    (NaN, a huge number, a lone surrogate) fails the decode and the typed path decides."""
+
+    record: str
+    id: str
+    task_id: str
+    verdict: _LeanVerdict
+    intended_category: str | None = None
+    termination: _LeanTermination | None = None
+    final_output: str = ""
+    messages: list[_LeanMessage] = []
+    tool_calls: list[_LeanCall] = []
+    model: str | None = None
+
+
+_LEAN_DECODER = msgspec.json.Decoder(_LeanRecord)
+_LEAN_MISS = (msgspec.DecodeError, msgspec.ValidationError)
+
+
+@functools.lru_cache(maxsize=1024)
+def _verdict_evidence(label: str, conf: float | None) -> str:
+    return json.dumps([f"harness label {label!r}" + (f" at {conf:.2f}" if conf is not None else "")])
+
+
+def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[str], line: int, offset: int) -> tuple | None:
+    """The row of a record in the common shape, straight from its bytes; None to defer to the
+    typed path.
 
     The common shape: completed, a decisive harness verdict, and plain logged calls whose size
     and SHA-256 prove them complete and whose arguments parse. For these the strict outcome is
@@ -162,80 +228,60 @@ def _lean_row(obj: dict, header, known: set[str], seen_ids: set[str], run_key: s
     a flag, an adapter, a gap, a weak or missing verdict, an early stop, a malformed field —
     returns None and the typed path decides, exactly as before.
     """
-    g = obj.get
-    tid, task, verdict, calls = g("id"), g("task_id"), g("verdict"), g("tool_calls", [])
-    if (not _LEAN_KEYS.issuperset(obj) or g("record") != "trajectory" or tid.__class__ is not str
-            or task.__class__ is not str or tid in seen_ids or calls.__class__ is not list
-            or verdict.__class__ is not dict or not _LEAN_VERDICT_KEYS.issuperset(verdict)):
+    try:
+        r = _LEAN_DECODER.decode(raw)
+    except _LEAN_MISS:
         return None
-    term = g("termination")
-    if term is not None and (term.__class__ is not dict or term.get("reason", "completed") != "completed"
-                             or not _TERM_KEYS.issuperset(term) or term.get("detail", "").__class__ is not str):
+    v, term, tid = r.verdict, r.termination, r.id
+    if r.record != "trajectory" or tid in seen_ids or v.abnormal or (term is not None and term.reason != "completed"):
         return None
-    cat, model, final = g("intended_category"), g("model"), g("final_output", "")
-    if (cat is not None and cat.__class__ is not str) or (model is not None and model.__class__ is not str) \
-            or final.__class__ is not str:
-        return None
-    label, conf, source = verdict.get("label"), verdict.get("confidence"), verdict.get("source", "")
-    if label.__class__ is not str or verdict.get("abnormal", False) is not False or source.__class__ is not str:
-        return None
-    if conf is not None and (conf.__class__ not in (int, float) or not 0 <= conf <= 1):
-        return None
+    label, conf = v.label, v.confidence
     harm = label != BENIGN
-    if harm and known and label not in known:
+    if conf is not None and not 0 <= conf <= 1:
         return None
-    if not harm and conf is not None and conf < MIN_BENIGN_CONFIDENCE:
+    if harm:
+        if known and label not in known:
+            return None
+    elif conf is not None and conf < MIN_BENIGN_CONFIDENCE:
         return None
-    msgs = g("messages", [])
-    if msgs.__class__ is not list:
-        return None
-    for m in msgs:
-        if m.__class__ is not dict or not _MESSAGE_KEYS.issuperset(m) or m.get("role").__class__ is not str \
-                or m.get("content", "").__class__ is not str:
+    calls, biggest, tools = r.tool_calls, 0, ""
+    if calls:
+        sizes = [c.raw_size_bytes for c in calls]
+        texts = [c.arguments.encode("utf-8", "surrogatepass") for c in calls]
+        biggest, limit = max(sizes), header.capture_limit_bytes
+        # Equal lengths also rule out a negative size.
+        if list(map(len, texts)) != sizes or (limit is not None and biggest > limit):
             return None
-    limit = header.capture_limit_bytes
-    sizes, tools = [], {}
-    for c in calls:
-        if c.__class__ is not dict or not _LEAN_CALL_KEYS.issuperset(c):
-            return None
-        tool, args, size, digest, res = c.get("tool"), c.get("arguments"), c.get("raw_size_bytes"), \
-            c.get("raw_sha256"), c.get("result")
-        if tool.__class__ is not str or args.__class__ is not str or size.__class__ is not int \
-                or digest.__class__ is not str or size < 0 or (limit is not None and size > limit):
-            return None
-        if res is not None and (res.__class__ is not dict or not _RESULT_KEYS.issuperset(res)
-                                or res.get("content", "").__class__ is not str):
-            return None
-        data = args.encode("utf-8", "surrogatepass")
-        if len(data) != size or hashlib.sha256(data).hexdigest() != digest.lower() or not HEX64.fullmatch(digest):
+        digests = [c.raw_sha256 for c in calls]
+        actual = [hashlib.sha256(t).hexdigest() for t in texts]
+        if digests != actual and not all(d.lower() == a and HEX64.fullmatch(d) for d, a in zip(digests, actual)):
             return None
         try:
-            orjson.loads(data)
+            for t in texts:
+                orjson.loads(t)
         except orjson.JSONDecodeError:
             return None  # the typed path decides (the standard library may still accept it)
-        sizes.append(size)
-        tools[tool] = None
+        tools = ",".join(dict.fromkeys([c.tool for c in calls]))
     seen_ids.add(tid)
-    evidence = f"harness label {label!r}" + (f" at {float(conf):.2f}" if conf is not None else "")
-    values = {
-        "run_key": run_key, "trajectory_id": tid, "task_id": task, "model": model or header.model,
-        "intended_category": cat, "fired_category": label if harm else None,
-        "status": (Status.UNSAFE if harm else Status.SAFE).value, "reason": None, "reasons": "",
-        "lenient_safe": 0 if harm else 1, "termination": "completed", "tool_call_count": len(calls),
-        "max_raw_bytes": max(sizes, default=0), "tools": ",".join(tools), "suggestion": None,
-        "suggestion_evidence": None, "classifier": "harness_verdict", "classifier_evidence": json.dumps([evidence]),
-        "incomplete_call": None, "recaptured_calls": "", "evidence_standard": header.evidence_standard.value,
-        "final_output_preview": final[:200], "line": line, "offset": offset, "length": length,
-        "call_sizes": ",".join(map(str, sizes)), "call_gaps": "",
-    }
-    return tuple(values[c] for c in TRAJECTORY_COLUMNS)
+    # In ROW_COLUMNS order (the tests hold this row equal to the typed path's).
+    return (
+        tid, r.task_id, r.model or header.model, r.intended_category, label if harm else None,
+        _UNSAFE if harm else _SAFE, None, "", 0 if harm else 1, "completed", len(calls),
+        biggest, tools, None, None, "harness_verdict", _verdict_evidence(label, conf),
+        None, "", header.evidence_standard.value, r.final_output[:200], line, offset, len(raw),
+        ",".join(map(str, sizes)) if calls else "", "",
+    )
+
+
+_SAFE, _UNSAFE = Status.SAFE.value, Status.UNSAFE.value
 
 
 def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Iterator[Block]:
     """``fn(*item)`` for each item in worker processes, in order, at most ``window`` in flight
     (memory stays bounded by a few blocks, not the file)."""
     ctx = multiprocessing.get_context("spawn")  # never fork a threaded (Streamlit) process
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)
+    try:
         pending: collections.deque = collections.deque()
         for item in work:
             pending.append(pool.submit(fn, *item))
@@ -243,29 +289,35 @@ def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Itera
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+    finally:
+        # Closed early (the run was already imported, or the writer failed): drop the blocks
+        # not yet started instead of scoring them for nobody.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-TRAJECTORY_COLUMNS = (
-    "run_key", "trajectory_id", "task_id", "model", "intended_category", "fired_category", "status", "reason",
+ROW_COLUMNS = (
+    "trajectory_id", "task_id", "model", "intended_category", "fired_category", "status", "reason",
     "reasons", "lenient_safe", "termination", "tool_call_count", "max_raw_bytes", "tools", "suggestion",
     "suggestion_evidence", "classifier", "classifier_evidence", "incomplete_call", "recaptured_calls",
     "evidence_standard", "final_output_preview", "line", "offset", "length", "call_sizes", "call_gaps",
 )
-_COL = {c: i for i, c in enumerate(TRAJECTORY_COLUMNS)}
+"""The columns of a trajectory row as a worker builds it; the writer adds ``run_key`` (the
+workers start before the file's content hash, the run key, is known)."""
+_COL = {c: i for i, c in enumerate(ROW_COLUMNS)}
 
 
-def _trajectory_row(run_key: str, t: Trajectory, s: ScoredTrajectory, rec, captures) -> tuple:
-    d = _trajectory_dict(run_key, t, s, rec)
+def _trajectory_row(t: Trajectory, s: ScoredTrajectory, rec, captures) -> tuple:
+    d = _trajectory_dict(t, s, rec)
     d["call_sizes"] = ",".join(str(c.raw_size_bytes if c.raw_size_bytes is not None else c.captured_bytes)
                                for c in t.tool_calls)
     d["call_gaps"] = "|".join(",".join(g.reason.value for g in cap.gaps) for cap in captures) if any(
         cap.gaps for cap in captures) else ""
-    return tuple(d[c] for c in TRAJECTORY_COLUMNS)
+    return tuple(d[c] for c in ROW_COLUMNS)
 
 
-def _trajectory_dict(run_key: str, t: Trajectory, s: ScoredTrajectory, rec) -> dict:
+def _trajectory_dict(t: Trajectory, s: ScoredTrajectory, rec) -> dict:
     return {
-        "run_key": run_key, "trajectory_id": t.id, "task_id": t.task_id, "model": s.model,
+        "trajectory_id": t.id, "task_id": t.task_id, "model": s.model,
         "intended_category": s.intended_category, "fired_category": s.fired_category,
         "status": s.status.value, "reason": s.reason.value if s.reason else None,
         "reasons": ",".join(r.value for r in s.reasons), "lenient_safe": int(s.lenient_safe),

@@ -13,11 +13,13 @@ Every write opens its own connection (connections are never shared across thread
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import csv
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
 import shutil
@@ -43,7 +45,8 @@ from .ingest import (
     _COL,
     IMPORT_WORKERS,
     PARALLEL_MIN_BYTES,
-    TRAJECTORY_COLUMNS,
+    PARALLEL_WINDOW,
+    ROW_COLUMNS,
     Block,
     _decode_header,
     _pool_map,
@@ -212,32 +215,52 @@ class Workspace:
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
         side log's hash and the Inspect verdict mapping, when given: they change the scores)."""
         path = Path(path)
-        content = _file_sha256(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
+        if fmt == "auto":
+            fmt = _sniff(path)
+        if fmt == canonical.NAME and pay is None and verdict_map is None and IMPORT_WORKERS > 1 \
+                and _size(path) >= PARALLEL_MIN_BYTES:
+            return self._import_parallel(path, progress)
+        content = _file_sha256(path)
         parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else [])
         run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
         existing = self.run(run_key)
         if existing is not None:
             return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
-        if fmt == "auto":
-            with path.open("rb") as fh:
-                fmt = sniff_format(fh.read(SNIFF_BYTES), str(path))
         stored = self._store_file(path, run_key if verdict_map else content, fmt, verdict_map)
         with stored.open("rb") as fh:
             header_line, first_line, header_end = _read_header_line(fh, str(path))
             header = _with_source(canonical.parse_header(_decode_header(header_line, str(path), first_line),
                                                          str(path)), str(path), fmt)
-            # Two cores: worker processes parse and score blocks of lines while this process
-            # writes. Small files and recapture (whose join state is per run) stay in-process.
-            parallel = pay is None and stored.stat().st_size >= PARALLEL_MIN_BYTES and IMPORT_WORKERS > 1
-            end = stored.stat().st_size
-            work = ((header_line, str(path), run_key, str(stored), off, n)
-                    for off, n in block_ranges(fh, header_end, end))
-            results = (_pool_map(score_range, work, IMPORT_WORKERS) if parallel
-                       else (score_range(*w, pay=pay) for w in work))
+            results = (score_range(header_line, str(path), str(stored), off, n, pay=pay)
+                       for off, n in block_ranges(fh, header_end, stored.stat().st_size))
             return self._write_run(run_key, header, results, stored, pay, progress,
                                    self._conversion_rejections(run_key if verdict_map else content),
                                    first_line + 1)
+
+    def _import_parallel(self, path: Path, progress) -> "ImportResult":
+        """A large canonical run on two cores: worker processes parse and score blocks of lines
+        while this process hashes the file for its run key (in a thread: hashlib releases the
+        GIL) and then writes. Nothing is written before the key is known, and a run already
+        present costs a hash and the first few blocks."""
+        with path.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(1) as hashing:
+            hashed = hashing.submit(_file_sha256, path)
+            header_line, first_line, header_end = _read_header_line(fh, str(path))
+            header = _with_source(canonical.parse_header(_decode_header(header_line, str(path), first_line),
+                                                         str(path)), str(path), canonical.NAME)
+            work = ((header_line, str(path), str(path), off, n) for off, n in block_ranges(fh, header_end, _size(path)))
+            results = _pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
+            try:
+                first = next(results, None)  # starts the workers; the hash runs meanwhile
+                run_key = hashed.result()
+                existing = self.run(run_key)
+                if existing is not None:
+                    return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
+                stored = self._store_file(path, run_key, canonical.NAME)
+                blocks = itertools.chain([first] if first is not None else [], results)
+                return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1)
+            finally:
+                results.close()
 
     def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None) -> Path:
         """Keep a canonical copy of the run in the workspace folder for replay.
@@ -307,30 +330,29 @@ class Workspace:
                 "taxonomy_json": json.dumps(canonical.dump_header(header)["taxonomy"]),
                 "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
             })
-            insert = _insert_sql(db)
-            ids: set[str] = set()
-            line_col = _COL["line"]
             for block in results:
                 seen += block.seen
                 shift = next_line - 1  # block line numbers count from 1
                 next_line += block.lines
                 rejected.extend(dataclasses.replace(r, line=r.line + shift) for r in block.rejected)
-                rows = []
-                for row in block.rows:
-                    row = (*row[:line_col], row[line_col] + shift, *row[line_col + 1:])
-                    tid = row[_COL["trajectory_id"]]
-                    if tid in ids:  # a duplicate in another block (within a block: caught there)
-                        rejected.append(Rejection(source=header.source, line=row[_COL["line"]], record_id=tid,
-                                                  message=f"duplicate trajectory id {tid!r}"))
-                        continue
-                    ids.add(tid)
-                    rows.append(row)
-                    n_calls += row[_COL["tool_call_count"]]
-                # executemany on a prepared INSERT, not sqlite-utils' insert_all: this is the hot
-                # path of a million-call import and insert_all re-derives types per value.
-                db.conn.executemany(insert, rows)
-                n_traj += len(rows)
-                if progress and rows:
+                if not block.rows:
+                    continue
+                # executemany on a prepared INSERT (sqlite-utils' insert_all re-derives types per
+                # value): the run key and the block's line shift are written by SQLite, so rows go
+                # from the worker to the database untouched. OR IGNORE keeps the first of two
+                # records with one id in different blocks (within a block the worker caught it).
+                before = db.conn.total_changes
+                db.conn.executemany(_insert_sql(run_key, shift), block.rows)
+                inserted = db.conn.total_changes - before
+                n_calls += sum(row[_COL["tool_call_count"]] for row in block.rows)
+                if inserted != len(block.rows):
+                    for row in _cross_block_duplicates(db, run_key, shift, block.rows):
+                        n_calls -= row[_COL["tool_call_count"]]
+                        rejected.append(Rejection(source=header.source, line=row[_COL["line"]] + shift,
+                                                  record_id=row[_COL["trajectory_id"]],
+                                                  message=f"duplicate trajectory id {row[_COL['trajectory_id']]!r}"))
+                n_traj += inserted
+                if progress:
                     progress(n_traj)
             recap = pay.report(header.run_id) if pay is not None else None
             db["runs"].update(run_key, {
@@ -386,7 +408,7 @@ class Workspace:
         cols = _SCORED_COLUMNS + (("classifier_evidence", "suggestion_evidence") if evidence else ())
         with self.connect() as db:
             cur = db.execute(f"select {', '.join(cols)} from trajectories where run_key = ? order by rowid", [run_key])
-            return tuple(_scored_from_row(dict(zip(cols, r))) for r in cur.fetchall())
+            return tuple(_scored_from_row(r, evidence) for r in cur.fetchall())
 
     def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
         with self.connect() as db:
@@ -588,6 +610,21 @@ def _with_source(header: RunHeader, source: str, fmt: str) -> RunHeader:
     return dataclasses.replace(header, source=source, format=fmt)
 
 
+def _sniff(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            return sniff_format(fh.read(SNIFF_BYTES), str(path))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+
+
 def _file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     try:
@@ -610,9 +647,26 @@ def _reviewer(name: str) -> str:
     return name
 
 
-def _insert_sql(db) -> str:
-    cols = ", ".join(f"[{c}]" for c in TRAJECTORY_COLUMNS)
-    return f"INSERT INTO trajectories ({cols}) VALUES ({', '.join('?' * len(TRAJECTORY_COLUMNS))})"
+def _insert_sql(run_key: str, line_shift: int) -> str:
+    """The INSERT for one block's rows: the run key (64 hex digits) and the line shift (an
+    int) are literals, checked here, so SQLite fills them in rather than Python per row."""
+    if not canonical.HEX64.fullmatch(run_key) or line_shift.__class__ is not int:
+        raise ValueError(f"not a run key and line shift: {run_key!r}, {line_shift!r}")
+    cols = ", ".join(f"[{c}]" for c in ROW_COLUMNS)
+    values = ", ".join(f"? + {line_shift}" if c == "line" else "?" for c in ROW_COLUMNS)
+    return f"INSERT OR IGNORE INTO trajectories ([run_key], {cols}) VALUES ('{run_key}', {values})"
+
+
+def _cross_block_duplicates(db, run_key: str, shift: int, rows: list[tuple]) -> list[tuple]:
+    """The rows of a block that OR IGNORE skipped: their id was already stored from another
+    line (rare, so one query per row is fine)."""
+    out = []
+    for row in rows:
+        stored = db.execute("SELECT line FROM trajectories WHERE run_key = ? AND trajectory_id = ?",
+                            [run_key, row[_COL["trajectory_id"]]]).fetchone()
+        if stored[0] != row[_COL["line"]] + shift:
+            out.append(row)
+    return out
 
 
 _SCORED_COLUMNS = (
@@ -628,22 +682,23 @@ _STANDARD = {e.value: e for e in EvidenceStandard}
 _TERMINATION = {t.value: t for t in Termination}
 
 
-def _scored_from_row(r: dict) -> ScoredTrajectory:
-    ev = r.get("classifier_evidence")
-    sev = r.get("suggestion_evidence")
+def _scored_from_row(r: tuple, evidence: bool = False) -> ScoredTrajectory:
+    """A row of ``_SCORED_COLUMNS`` (+ the two evidence columns) as the aggregator's record.
+    Positional: building a dict per row cost 40 % of loading a 200 k run."""
+    (tid, task, model, status, lenient, intended, fired, reason, reasons, incomplete, classifier, suggestion,
+     standard, recaptured, termination, max_raw, n_calls) = r[:17]
+    ev, sev = r[17:19] if evidence else (None, None)
     return ScoredTrajectory(
-        trajectory_id=r["trajectory_id"], task_id=r["task_id"], model=r["model"], status=_STATUS[r["status"]],
-        lenient_safe=bool(r["lenient_safe"]), intended_category=r["intended_category"],
-        fired_category=r["fired_category"], reason=_REASON[r["reason"]] if r["reason"] else None,
-        reasons=tuple(_REASON[x] for x in r["reasons"].split(",") if x) if r["reasons"] else (),
-        incomplete_call=r["incomplete_call"], classifier=r["classifier"] or "",
+        trajectory_id=tid, task_id=task, model=model, status=_STATUS[status], lenient_safe=bool(lenient),
+        intended_category=intended, fired_category=fired, reason=_REASON[reason] if reason else None,
+        reasons=tuple(_REASON[x] for x in reasons.split(",") if x) if reasons else (),
+        incomplete_call=incomplete, classifier=classifier or "",
         classifier_evidence=tuple(json.loads(ev)) if ev else (),
-        suggestion=Suggestion(label=_LABEL[r["suggestion"]], evidence=tuple(json.loads(sev)) if sev else ())
-        if r["suggestion"] else None,
-        evidence_standard=_STANDARD[r["evidence_standard"]],
-        recaptured_calls=tuple(int(x) for x in r["recaptured_calls"].split(",") if x) if r["recaptured_calls"] else (),
-        termination=_TERMINATION[r["termination"]], max_raw_bytes=r["max_raw_bytes"],
-        tool_call_count=r["tool_call_count"],
+        suggestion=Suggestion(label=_LABEL[suggestion], evidence=tuple(json.loads(sev)) if sev else ())
+        if suggestion else None,
+        evidence_standard=_STANDARD[standard],
+        recaptured_calls=tuple(int(x) for x in recaptured.split(",") if x) if recaptured else (),
+        termination=_TERMINATION[termination], max_raw_bytes=max_raw, tool_call_count=n_calls,
     )
 
 
@@ -720,8 +775,11 @@ def _read_label_file(path: Path) -> list[dict]:
 __all__ = ["Workspace", "ImportResult", "default_db_path", "DB_ENV"]
 
 
-def evaluation(ws: Workspace, run_key: str):
-    """An Evaluation of an imported run, with the reviewers' final labels applied."""
+def evaluation(ws: Workspace, run_key: str, scored: tuple[ScoredTrajectory, ...] | None = None):
+    """An Evaluation of an imported run, with the reviewers' final labels applied.
+
+    ``scored`` is the run's ``ws.scored(run_key)`` when the caller already holds it: scores
+    never change after import, only labels do, so the app loads them once per run."""
     from .aggregate import summarize
     from .model import Run
     from .recapture import RecaptureReport
@@ -735,7 +793,7 @@ def evaluation(ws: Workspace, run_key: str):
         rj = json.loads(row["recapture_json"])
         recap = RecaptureReport(source=row["payloads_path"], applied=rj["applied"],
                                 rejected=tuple(Rejection(**r) for r in rj["rejected"]))
-    scored = ws.scored(run_key)
+    scored = ws.scored(run_key) if scored is None else scored
     run = Run(header=header, trajectories=(), rejected=rejected, records_seen=row["records_seen"],
               content_sha256=run_key)
     return Evaluation(run=run, scored=scored, summary=summarize(scored, ws.final_labels(run_key), group=header.run_id),

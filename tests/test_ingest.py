@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring import ingest
-from scoring.importers._common import decode_json_line
 
 from .conftest import SAMPLES
 
@@ -18,8 +17,8 @@ def rows_both_ways(path, tmp_lines=None):
     data = path.read_bytes() if tmp_lines is None else tmp_lines
     header_line, rest = data.split(b"\n", 1)
     offset = len(header_line) + 1
-    lean = ingest._score_block(header_line, str(path), "k", offset, 2, rest, lean=True)
-    typed = ingest._score_block(header_line, str(path), "k", offset, 2, rest, lean=False)
+    lean = ingest._score_block(header_line, str(path), offset, 2, rest, lean=True)
+    typed = ingest._score_block(header_line, str(path), offset, 2, rest, lean=False)
     return lean, typed
 
 
@@ -29,7 +28,7 @@ def lean_share(path) -> float:
     header, _, _ = ingest._scorers(header_line, str(path))
     known = {c.id for c in header.taxonomy}
     lines = [ln for ln in rest.split(b"\n") if ln.strip()]
-    hits = sum(ingest._lean_row(decode_json_line(ln), header, known, set(), "k", 0, 0, 0) is not None for ln in lines)
+    hits = sum(ingest._lean_row(ln, header, known, set(), 0, 0) is not None for ln in lines)
     return hits / len(lines)
 
 

@@ -298,6 +298,8 @@ def test_parallel_import_equals_the_in_process_import(tmp_path, monkeypatch):
     b = par.trajectory_rows(res.run_key)
     strip = lambda rows: [{k: v for k, v in r.items() if k != "run_key"} for r in rows]  # noqa: E731
     assert strip(a) == strip(b)
+    again = par.import_run(src)  # known only once the overlapped hash is done: still idempotent
+    assert again.already_present and again.run_key == res.run_key and len(par.runs()) == 1
 
 
 def test_agreement_per_run_and_category_through_the_store_and_cli(ws):

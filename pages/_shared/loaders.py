@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from scoring.model import ScoredTrajectory
 from scoring.report import Evaluation
 from scoring.store import Workspace, default_db_path, evaluation
 
@@ -60,8 +61,15 @@ def label_version(run_key: str) -> int:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
+def _scored(db: str, run_key: str) -> tuple[ScoredTrajectory, ...]:
+    # Scores are fixed at import (a run is keyed by its content): only labels change, so a
+    # label costs re-aggregating, not re-reading 200 k scores.
+    return Workspace(db).scored(run_key)
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
 def _evaluation(db: str, run_key: str, version: int) -> Evaluation:
-    return evaluation(Workspace(db), run_key)
+    return evaluation(Workspace(db), run_key, scored=_scored(db, run_key))
 
 
 def run_evaluation(run_key: str) -> Evaluation:
