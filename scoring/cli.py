@@ -272,7 +272,6 @@ def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
 def serve(port: int, address: str) -> None:
     """Start the review app (Streamlit)."""
     import os
-    import subprocess
 
     app = Path(__file__).resolve().parent.parent / "app.py"
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
@@ -281,7 +280,10 @@ def serve(port: int, address: str) -> None:
     # Streamlit reads .streamlit/config.toml (safe defaults) from the working directory: run it
     # from the project, with the workspace database resolved where the user asked for it.
     env = {**os.environ, DB_ENV: str(default_db_path().resolve())}
-    sys.exit(subprocess.call(cmd, cwd=app.parent, env=env))
+    os.chdir(app.parent)
+    # Become Streamlit rather than wait on it: a signal to this process (a service manager's
+    # SIGTERM) then reaches the server, which a child process would survive as an orphan.
+    os.execve(sys.executable, cmd, env)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -96,3 +96,5 @@ def test_serve_starts_the_app_on_localhost(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+    with pytest.raises(OSError):  # the server went with it (no orphan left holding the port)
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)

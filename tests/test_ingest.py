@@ -66,19 +66,40 @@ mutations = st.sampled_from([
     lambda d: d["tool_calls"][0].update(raw_sha256="Z" * 64) if d.get("tool_calls") else None,
     lambda d: d.update(tool_calls=[None]),
     lambda d: d.update(extra_field=1),
+    # what a schema-checking decoder might read differently from the typed path
+    lambda d: d.get("verdict", {}).update(confidence=True),
+    lambda d: d.get("verdict", {}).update(confidence=1),
+    lambda d: d.get("verdict", {}).update(confidence=1.5),
+    lambda d: d.update(messages=None),
+    lambda d: d.update(termination={"reason": "completed", "detail": 5}),
+    lambda d: d["tool_calls"][0].update(raw_size_bytes=float(d["tool_calls"][0].get("raw_size_bytes") or 0))
+    if d.get("tool_calls") else None,
+    lambda d: d["tool_calls"][0].update(raw_sha256=(d["tool_calls"][0].get("raw_sha256") or "").upper())
+    if d.get("tool_calls") else None,
+    lambda d: d["tool_calls"][0].update(arguments="\ud800") if d.get("tool_calls") else None,
     lambda d: None,
+])
+
+# ...and what only the bytes of a line can say
+line_forms = st.sampled_from([
+    lambda b: b,
+    lambda b: b + b"\r",                                   # CRLF
+    lambda b: b'{"id": "shadowed", ' + b[1:],              # a duplicate key: the last one counts
+    lambda b: b"  " + b,                                    # leading blanks
+    lambda b: b + b"\n",                                   # a blank line after
 ])
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 400), mutations), min_size=1, max_size=6))
+@given(st.lists(st.tuples(st.integers(1, 400), mutations, line_forms), min_size=1, max_size=6))
 def test_lean_and_typed_paths_agree_on_mutated_records(picks):
     out = []
-    for i, mutate in picks:
+    for i, mutate, form in picks:
         obj = json.loads(SAMPLE_LINES[i])
         mutate(obj)
-        out.append(json.dumps(obj).encode())
+        out.append(form(json.dumps(obj).encode()))
     data = HEADER + b"\n" + b"\n".join(out) + b"\n"
     lean, typed = rows_both_ways(SAMPLES / "observed-m1.jsonl", data)
     assert lean.rows == typed.rows
     assert [(r.line, r.message) for r in lean.rejected] == [(r.line, r.message) for r in typed.rejected]
+    assert (lean.seen, lean.lines) == (typed.seen, typed.lines)
