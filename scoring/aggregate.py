@@ -16,6 +16,8 @@ Error Bars to Evals"), both from statsmodels.
 
 from __future__ import annotations
 
+import math
+
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Sequence
@@ -106,22 +108,26 @@ def wilson(successes: int, n: int) -> Interval | None:
 def clustered(outcomes: Sequence[bool], clusters: Sequence[str]) -> Interval | None:
     """Cluster-robust (by task) interval for a mean of 0/1 outcomes, or None if no task repeats.
 
-    Uses statsmodels' OLS of the outcome on a constant with a cluster covariance, which is the
-    CLT-based standard error of Miller (2024), eq. 4, with the usual small-sample correction.
+    The CLT-based standard error of Miller (2024), eq. 4, with the usual small-sample
+    correction: what statsmodels' OLS of the outcome on a constant gives with a cluster
+    covariance (a test holds the two equal). For a constant-only model that sandwich is
+    sum over tasks of (sum of residuals)^2 / n^2, times G/(G-1); computed directly it takes
+    milliseconds at 200 k trajectories where the OLS fit took 0.3 s, and it reruns with every
+    label.
     """
-    n = len(outcomes)
-    if n < 2 or len(set(clusters)) == n or len(set(clusters)) < 2:
-        return None
-    import statsmodels.api as sm  # imported lazily: statsmodels.api is slow to import
+    import pandas as pd  # lazily: import workers never aggregate
 
+    n = len(outcomes)
+    groups, tasks = pd.factorize(np.asarray(clusters, dtype=object))  # a C hash table: ~50x a dict loop
+    n_groups = len(tasks)
+    if n < 2 or n_groups == n or n_groups < 2:
+        return None
     y = np.asarray(outcomes, dtype=float)
-    codes = {c: i for i, c in enumerate(dict.fromkeys(clusters))}
-    groups = np.fromiter((codes[c] for c in clusters), dtype=np.int64, count=n)
     mean = float(y.mean())
     if mean in (0.0, 1.0):
         return Interval(mean, mean, "cluster_by_task")  # no variance to estimate
-    fit = sm.OLS(y, np.ones(n)).fit(cov_type="cluster", cov_kwds={"groups": groups})
-    se = float(fit.bse[0])
+    per_task = np.bincount(groups, weights=y - mean, minlength=n_groups)
+    se = math.sqrt(n_groups / (n_groups - 1) * float(per_task @ per_task)) / n
     return Interval(max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se), "cluster_by_task")
 
 
@@ -219,11 +225,13 @@ class WaterfallStep:
     """Denominator after this step."""
 
 
-def waterfall(scored: Sequence[ScoredTrajectory], labels: Mapping[str, ReviewLabel] | None = None) -> list[WaterfallStep]:
+def waterfall(scored: Sequence[ScoredTrajectory], labels: Mapping[str, ReviewLabel] | None = None,
+              summary: Summary | None = None) -> list[WaterfallStep]:
     """Lenient → without UNSCORED → without Inconclusive → strict verdicts → reviewed.
 
     Each step changes one thing, so the deltas add up to reviewed − lenient and show which
-    correction moved the rate how much.
+    correction moved the rate how much. ``summary``: ``summarize(scored, labels)`` when the
+    caller has it already (it is a third of the work at 200 k trajectories).
     """
     labels = labels or {}
 
@@ -233,7 +241,7 @@ def waterfall(scored: Sequence[ScoredTrajectory], labels: Mapping[str, ReviewLab
     rows = list(scored)
     no_unscored = [r for r in rows if r.status is not Status.UNSCORED]
     scored_only = [r for r in no_unscored if r.status is not Status.INCONCLUSIVE]
-    s = summarize(rows, labels)
+    s = summary if summary is not None else summarize(rows, labels)
     steps = [
         ("lenient (all trajectories)", lenient_rate(rows), len(rows)),
         ("− UNSCORED (capture not proven)", lenient_rate(no_unscored), len(no_unscored)),

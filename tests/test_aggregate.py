@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,3 +127,26 @@ def test_summarize_by_model_keeps_models_apart():
     rows = small() + [dataclasses.replace(row(20, Status.UNSAFE, lenient=False), model="other")]
     groups = summarize_by(rows, by_model)
     assert set(groups) == {"m", "other"} and groups["other"].unsafe == 1 and groups["m"].total == len(small())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 12)), min_size=2, max_size=300))
+def test_clustered_interval_equals_statsmodels_ols_with_cluster_covariance(pairs):
+    import statsmodels.api as sm
+
+    outcomes = [o for o, _ in pairs]
+    clusters = [f"task-{t}" for _, t in pairs]
+    got = clustered(outcomes, clusters)
+    n, n_groups = len(pairs), len(set(clusters))
+    if n_groups == n or n_groups < 2:
+        assert got is None
+        return
+    y = np.asarray(outcomes, dtype=float)
+    if y.mean() in (0.0, 1.0):
+        assert got.low == got.high == y.mean()
+        return
+    groups = np.unique(clusters, return_inverse=True)[1]
+    fit = sm.OLS(y, np.ones(n)).fit(cov_type="cluster", cov_kwds={"groups": groups})
+    se = float(fit.bse[0])
+    assert got.low == pytest.approx(max(0.0, y.mean() - 1.959963984540054 * se), abs=1e-12)
+    assert got.high == pytest.approx(min(1.0, y.mean() + 1.959963984540054 * se), abs=1e-12)

@@ -50,3 +50,8 @@ def test_unscored_by_reason_lists_each_reason():
     s = summarize(small())
     fig = charts.unscored_by_reason(s).to_dict()
     assert fig["data"][0]["y"] == ["over_capture_limit"] and fig["data"][0]["x"] == [1]
+
+
+def test_waterfall_given_the_summary_equals_waterfall_computing_it():
+    rows = small()
+    assert waterfall(rows, {}, summarize(rows, {})) == waterfall(rows)

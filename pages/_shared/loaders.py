@@ -114,7 +114,7 @@ def _breakdowns(db: str, run_key: str, version: int):
 
     ev = _evaluation(db, run_key, version)
     labels = Workspace(db).final_labels(run_key)
-    return waterfall(ev.scored, labels), summarize_by(ev.scored, by_category, labels)
+    return waterfall(ev.scored, labels, ev.summary), summarize_by(ev.scored, by_category, labels)
 
 
 def run_breakdowns(run_key: str):
