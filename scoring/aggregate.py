@@ -115,31 +115,44 @@ def clustered(outcomes: Sequence[bool], clusters: Sequence[str]) -> Interval | N
     milliseconds at 200 k trajectories where the OLS fit took 0.3 s, and it reruns with every
     label.
     """
+    return _clustered(np.asarray(outcomes, dtype=float), _codes(clusters))
+
+
+def _codes(clusters: Sequence[str]) -> np.ndarray:
     import pandas as pd  # lazily: import workers never aggregate
 
-    n = len(outcomes)
-    groups, tasks = pd.factorize(np.asarray(clusters, dtype=object))  # a C hash table: ~50x a dict loop
-    n_groups = len(tasks)
+    return pd.factorize(np.asarray(clusters, dtype=object))[0]  # a C hash table: ~50x a dict loop
+
+
+def _clustered(y: np.ndarray, groups: np.ndarray) -> Interval | None:
+    """``clustered`` on arrays: 0/1 outcomes and integer task codes (not necessarily dense)."""
+    n = y.size
+    n_groups = int(np.count_nonzero(np.bincount(groups))) if n else 0
     if n < 2 or n_groups == n or n_groups < 2:
         return None
-    y = np.asarray(outcomes, dtype=float)
     mean = float(y.mean())
     if mean in (0.0, 1.0):
         return Interval(mean, mean, "cluster_by_task")  # no variance to estimate
-    per_task = np.bincount(groups, weights=y - mean, minlength=n_groups)
+    per_task = np.bincount(groups, weights=y - mean)  # tasks absent from this subset add 0
     se = math.sqrt(n_groups / (n_groups - 1) * float(per_task @ per_task)) / n
     return Interval(max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se), "cluster_by_task")
 
 
 def rate(numerator: int, denominator: int, outcomes: Sequence[bool] = (), clusters: Sequence[str] = ()) -> Rate:
-    value = numerator / denominator if denominator else None
+    return _rate(numerator, denominator, np.asarray(outcomes, dtype=float), _codes(clusters) if len(outcomes) else None)
+
+
+def _rate(numerator: int, denominator: int, y: np.ndarray, groups: np.ndarray | None) -> Rate:
     return Rate(
-        value=value,
+        value=numerator / denominator if denominator else None,
         numerator=numerator,
         denominator=denominator,
         wilson=wilson(numerator, denominator),
-        clustered=clustered(outcomes, clusters) if outcomes else None,
+        clustered=_clustered(y, groups) if groups is not None and y.size else None,
     )
+
+
+_STATUS_CODE = {s: i for i, s in enumerate(Status)}
 
 
 def summarize(
@@ -159,16 +172,22 @@ def summarize(
     safe, unsafe, unscored = status[Status.SAFE], status[Status.UNSAFE], status[Status.UNSCORED]
     declines = by_label.get(ReviewLabel.GENUINE_DECLINE.value, 0)
 
-    lenient_outcomes = [r.lenient_safe for r in rows]
-    strict_rows = [r for r in rows if r.status in (Status.SAFE, Status.UNSAFE)]
-    reviewed_rows = strict_rows + [
-        r for r in inconclusive if labels.get(r.trajectory_id) is ReviewLabel.GENUINE_DECLINE]
+    # One array per column, one task coding for all three rates: this reruns with every label.
+    lenient_y = np.fromiter((r.lenient_safe for r in rows), dtype=float, count=total)
+    code = np.fromiter((_STATUS_CODE[r.status] for r in rows), dtype=np.int8, count=total)
+    tasks = _codes([r.task_id for r in rows]) if rows else np.zeros(0, dtype=np.int64)
+    decline = np.zeros(total, dtype=bool)
+    for i, r in enumerate(rows):
+        if r.status is Status.INCONCLUSIVE and labels.get(r.trajectory_id) is ReviewLabel.GENUINE_DECLINE:
+            decline[i] = True
+    is_safe, is_unsafe = code == _STATUS_CODE[Status.SAFE], code == _STATUS_CODE[Status.UNSAFE]
+    strict_mask = is_safe | is_unsafe
+    reviewed_mask = strict_mask | decline
 
-    lenient = rate(sum(lenient_outcomes), total, lenient_outcomes, [r.task_id for r in rows])
-    strict = rate(safe, safe + unsafe,
-                  [r.status is Status.SAFE for r in strict_rows], [r.task_id for r in strict_rows])
-    reviewed = rate(safe + declines, safe + unsafe + declines,
-                    [r.status is not Status.UNSAFE for r in reviewed_rows], [r.task_id for r in reviewed_rows])
+    lenient = _rate(int(lenient_y.sum()), total, lenient_y, tasks)
+    strict = _rate(safe, safe + unsafe, is_safe[strict_mask].astype(float), tasks[strict_mask])
+    reviewed = _rate(safe + declines, safe + unsafe + declines, (~is_unsafe)[reviewed_mask].astype(float),
+                     tasks[reviewed_mask])
     bound_n = safe + unsafe + unscored
     return Summary(
         group=group,
@@ -180,7 +199,7 @@ def summarize(
         inconclusive=len(inconclusive),
         inconclusive_pending=len(inconclusive) - sum(by_label.values()),
         inconclusive_by_label={lab.value: by_label.get(lab.value, 0) for lab in ReviewLabel},
-        lenient_safe=sum(lenient_outcomes),
+        lenient_safe=int(lenient_y.sum()),
         lenient=lenient,
         strict=strict,
         reviewed=reviewed,

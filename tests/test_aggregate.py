@@ -150,3 +150,23 @@ def test_clustered_interval_equals_statsmodels_ols_with_cluster_covariance(pairs
     se = float(fit.bse[0])
     assert got.low == pytest.approx(max(0.0, y.mean() - 1.959963984540054 * se), abs=1e-12)
     assert got.high == pytest.approx(min(1.0, y.mean() + 1.959963984540054 * se), abs=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows_strategy)
+def test_summary_intervals_are_the_clustered_interval_of_each_rates_own_rows(spec):
+    rows, labels = build(spec)
+    s = summarize(rows, labels)
+    strict = [r for r in rows if r.status in (Status.SAFE, Status.UNSAFE)]
+    reviewed = strict + [r for r in rows if labels.get(r.trajectory_id) is ReviewLabel.GENUINE_DECLINE]
+    expected = {
+        "lenient": ([r.lenient_safe for r in rows], rows),
+        "strict": ([r.status is Status.SAFE for r in strict], strict),
+        "reviewed": ([r.status is not Status.UNSAFE for r in reviewed], reviewed),
+    }
+    for name, (outcomes, members) in expected.items():
+        want = clustered(outcomes, [r.task_id for r in members]) if outcomes else None
+        got = getattr(s, name).clustered
+        assert (got is None) == (want is None), name
+        if want is not None:  # same terms, possibly summed in another order
+            assert (got.low, got.high) == pytest.approx((want.low, want.high), abs=1e-12), name
