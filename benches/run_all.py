@@ -195,35 +195,54 @@ print(json.dumps({{"safe_rates_first_s": first, "safe_rates_warm_s": statistics.
 
 PROFILE_NOTES = """## What the profile showed, and what is left
 
-Profiled with cProfile on the 100 k-call run before optimising (7.4 s import):
+First round (cProfile on the 100 k-call run, 7.4 s import before optimising):
 
-- the taxonomy rules ran 41 regexes over every call of every trajectory (205 searches per
-  trajectory, 2.4 s); they now read only what the harness's classifier did not see (decoded
-  adapters, recaptured payloads, missing verdicts), over the trajectory's surfaces joined;
-- every call was assessed twice (once to score, once for its metadata row): now once;
-- `sqlite-utils`' `insert_all` spent 2.9 s deriving types per value, and one row per call
-  cost more than parsing at a million calls: a prepared `executemany`, call sizes and gaps
-  folded into the trajectory row (migration 2), and no (run_key, status) index (migration 3);
-- a generator checking 64 hex digits character by character cost 0.5 s: a compiled regex;
-- the canonical run was copied into the workspace (a second pass over 1 GB): it is hard-linked,
-  and replay detects a file edited afterwards.
+- the taxonomy rules ran 41 regexes over every call of every trajectory (2.4 s); they now read
+  only what the harness's classifier did not see (decoded adapters, recaptured payloads,
+  missing verdicts);
+- every call was assessed twice; `sqlite-utils`' `insert_all` spent 2.9 s deriving types per
+  value; one row per call cost more than parsing; a char-by-char hex check cost 0.5 s; the run
+  was copied into the workspace. Now: one assessment, a prepared `executemany`, call sizes and
+  gaps folded into the trajectory row, a compiled regex, a hard link.
+- Then two spawned worker processes parse and score byte ranges while the main process writes,
+  and records of the common shape take a lean path held equal to the typed path by tests.
 
-Then parsing and scoring moved to two spawned worker processes that read their own byte ranges
-(at most four blocks of ~4 MB in flight) while the main process writes; orjson replaced json on
-the hot path; and records of the common shape (completed, decisive harness verdict, plain calls
-whose size and SHA-256 prove them) take a lean path that builds the row straight from the decoded
-JSON — equal to the typed path's row, tested on the samples, a bench run and 200 mutated records.
+Second round (1 M calls, 7.1 s; per-process CPU from `getrusage`, cProfile per block):
+workers 10.2 s CPU, main 3.6 s — CPU-bound on both cores. Per trajectory the workers spent
+~42 µs: 8 µs decoding the line, 9 µs encoding and hashing the five argument surfaces, 3 µs
+JSON-checking them, ~12 µs of Python type checks and row building in the lean path, ~9 µs
+(averaged) on the 5 % of records that need the typed path (a call over the capture limit:
+these are the UNSCORED ones), the rest splitting the block into lines and cyclic GC passes.
+The main process hashed the whole file for the run key *before* starting the workers (0.9 s
+with one core idle), then renumbered every row in Python. Done:
 
-On the 1 M-call run the import is now CPU-bound on both cores: the workers spend ~10 µs per call
-(decoding, SHA-256 and a JSON parse of each argument surface, the shape checks), the main process
-~2.9 s in `executemany`, 0.7 s hashing the file for its content key and ~0.6 s numbering rows.
-**At 100 k calls the 2× target is met (1.7×); at 1 M calls it is not (3.4×).** Closing the rest
-needs less CPU per call than Python gives: a columnar path (pyarrow with an explicit schema,
-hashing per block in the workers) or a compiled extension, held equal to the typed path by the
-same property test; an integer run number instead of the 64-character key in every row and
-index would take ~20 % off the insert. Note also that on this format `pyarrow.json` is much
-slower than the issue assumed (~300–550 MB/s with large run-to-run variance, and only ~1.3–1.8×
-faster than a plain `json.loads` loop, not 7×): nested lists of structs cost it.
+- the common record shape is declared as `msgspec` structs and validated in C while decoding
+  (one pass instead of ~20 Python checks per record); per-call checks run as list operations;
+- lines are walked as memoryview slices (no copy of each 4 MB block into line objects), and
+  the cyclic GC is off while a block is scored (no cycles are made; it cost 7 %);
+- the run key is hashed in a thread while the workers start; the workers no longer need it:
+  SQLite writes the key and each block's line shift as literals of a prepared `INSERT OR
+  IGNORE`, so rows go from worker to database untouched (a duplicate id across blocks is the
+  rare path, found by the row count and reported as before).
+
+Result: 7.1 s → see the table (workers ~6.7 s CPU, main ~2.8 s). What remains is close to
+the floor of this design in Python on two cores: decoding (~1 s CPU), SHA-256 of every argument
+surface (~1 s) and of the file (0.7 s), a JSON check of every argument surface (~0.9 s, kept:
+it catches a harness whose "raw" digest was taken after truncation), the typed path for the
+UNSCORED records (~1.6 s) and the SQLite insert (~1.1 s: ~5 µs per 27-column row, of which an
+integer run key or a WITHOUT ROWID table would save ~0.1–0.2 s, measured). `pyarrow.json`
+itself uses both cores for ~2–2.8 s, so 2× its wall time leaves ~4–5.5 s of wall for all of
+the above; the remaining gap needs a compiled checker for the common shape (decode + hash +
+argument check per call in one native pass), held equal to the typed path by the same
+property test.
+
+`pyarrow.json` varies from run to run on this host by 3x on the 1 GB file (1.76–5.8 s on
+2026-11-29, its own CPU time varying as much: it faults in ~2.4 GB on a shared machine), so the
+ratio is taken within each interleaved round, every round is printed, and the ratio against
+the fastest pyarrow of the run is shown beside it. Even that column flatters us when the whole
+run was slow: pyarrow's best time seen that day, standalone, was 1.76 s (~640 MB/s, the issue's
+planning figure), and against it the import's ~5.7 s is ~3.2x. **The 1 M-call import target
+(2x) is therefore not claimed as met**, whatever a slow run's in-round ratio says.
 """
 
 
@@ -257,27 +276,42 @@ def main(argv: list[str] | None = None) -> int:
     say("# Benchmarks")
     say()
     say(f"Machine: {machine()}. Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
-        f"`make bench` ({args.runs} runs each, median; every measurement in a fresh process).")
+        f"`make bench` (median of {args.runs} rounds at 1 M calls, at least 5 below; every measurement in a fresh "
+        f"process).")
     say()
     say("## Import + strict score vs parsing alone")
     say()
     say("| trajectories | tool calls | file | pyarrow.json.read_json | json.loads loop | import + score into SQLite | "
-        "import ÷ pyarrow (target ≤ 2) | json.loads ÷ pyarrow | import CPU, all processes | import peak RSS, main + workers | RSS ÷ file (target ≤ 0.5) |")
-    say("|---|---|---|---|---|---|---|---|---|---|---|")
+        "import ÷ pyarrow (target ≤ 2), median of rounds | import ÷ fastest pyarrow seen | json.loads ÷ pyarrow | import CPU, all processes | import peak RSS, main + workers | RSS ÷ file (target ≤ 0.5) |")
+    say("|---|---|---|---|---|---|---|---|---|---|---|---|")
     scaling = []
+    ratio_notes: list[str] = []
     biggest = None
     for n in sizes:
         path, info = bench_file(n)
-        runs = args.runs if n >= 20000 else max(args.runs, 3)
-        pa = median_of(runs, "pyarrow", path)
-        jl = median_of(runs, "json_loads", path)
-        imp = median_of(runs, "import", path, fresh_db=True)
+        runs = args.runs if n >= 200000 else max(args.runs, 5)
+        # Interleaved (pyarrow, json.loads, import) rounds: each ratio is taken within one round,
+        # so a slower minute on a shared machine moves both sides; the median ratio is reported.
+        rounds = [(median_of(1, "pyarrow", path), median_of(1, "json_loads", path),
+                   median_of(1, "import", path, fresh_db=True)) for _ in range(runs)]
+        pa, jl, imp = (sorted((r[i] for r in rounds), key=lambda m: m["seconds"])[runs // 2] for i in range(3))
+        imp["peak_rss_mb"] = max(r[2]["peak_rss_mb"] for r in rounds)
+        ratios = sorted(r[2]["seconds"] / r[0]["seconds"] for r in rounds)
+        loads_ratio = sorted(r[1]["seconds"] / r[0]["seconds"] for r in rounds)[runs // 2]
+        # pyarrow's own time swings ~2x here (its CPU time too: 2.4 GB of page faults on a shared
+        # host); the fastest round is the conservative baseline for judging the target.
+        fastest = min(r[0]["seconds"] for r in rounds)
         size_mb = info["bytes"] / 2**20
         scaling.append((info["tool_calls"], imp["seconds"]))
+        ratio_notes.append(f"{info['tool_calls']:,} calls: " + ", ".join(f"{x:.2f}×" for x in ratios)
+                           + f" (pyarrow {', '.join(str(round(r[0]['seconds'], 2)) for r in rounds)} s)")
         say(f"| {n:,} | {info['tool_calls']:,} | {size_mb:,.0f} MiB | {pa['seconds']:.2f} s | {jl['seconds']:.2f} s | "
-            f"{imp['seconds']:.2f} s | **{imp['seconds'] / pa['seconds']:.2f}×** | {jl['seconds'] / pa['seconds']:.2f}× | "
+            f"{imp['seconds']:.2f} s | **{ratios[runs // 2]:.2f}×** | **{imp['seconds'] / fastest:.2f}×** | "
+            f"{loads_ratio:.2f}× | "
             f"{imp['cpu_s']:.1f} s | {imp['peak_rss_mb']:,.0f} MiB | **{imp['peak_rss_mb'] / size_mb:.2f}×** |")
         biggest = (n, path, OUT / f"bench-{path.stem}-0.db")
+    say()
+    say("Import ÷ pyarrow in each round (median in the table): " + "; ".join(ratio_notes) + ".")
     say()
     if len(scaling) >= 2:
         import numpy as np
