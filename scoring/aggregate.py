@@ -95,14 +95,17 @@ class Summary:
 
 
 def wilson(successes: int, n: int) -> Interval | None:
+    """Wilson score interval at 95 %: statsmodels' ``proportion_confint(method="wilson")``
+    written out (a test holds the two equal), because importing statsmodels.stats.proportion
+    cost 0.6 s of every cold page load for five lines of arithmetic."""
     if n == 0:
         return None
-    from statsmodels.stats.proportion import (
-        proportion_confint,  # lazy: ~0.9 s to import
-    )
-
-    low, high = proportion_confint(successes, n, alpha=0.05, method="wilson")
-    return Interval(float(low), float(high), "wilson")
+    p = successes / n
+    z2 = Z95 * Z95
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return Interval(center - half, center + half, "wilson")
 
 
 def clustered(outcomes: Sequence[bool], clusters: Sequence[str]) -> Interval | None:

@@ -170,3 +170,14 @@ def test_summary_intervals_are_the_clustered_interval_of_each_rates_own_rows(spe
         assert (got is None) == (want is None), name
         if want is not None:  # same terms, possibly summed in another order
             assert (got.low, got.high) == pytest.approx((want.low, want.high), abs=1e-12), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 10**6).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_wilson_equals_statsmodels_proportion_confint(pair):
+    from statsmodels.stats.proportion import proportion_confint
+
+    successes, n = pair
+    low, high = proportion_confint(successes, n, alpha=0.05, method="wilson")
+    iv = wilson(successes, n)
+    assert (iv.low, iv.high) == pytest.approx((float(low), float(high)), abs=1e-12)
