@@ -216,12 +216,13 @@ class Workspace:
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
         side log's hash and the Inspect verdict mapping, when given: they change the scores)."""
         path = Path(path)
+        before = _file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
         if fmt == "auto":
             fmt = _sniff(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and IMPORT_WORKERS > 1 \
                 and _size(path) >= PARALLEL_MIN_BYTES:
-            return self._import_parallel(path, progress)
+            return self._import_parallel(path, progress, before)
         content = _file_sha256(path)
         parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else [])
         run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
@@ -237,9 +238,9 @@ class Workspace:
                        for off, n in block_ranges(fh, header_end, stored.stat().st_size))
             return self._write_run(run_key, header, results, stored, pay, progress,
                                    self._conversion_rejections(run_key if verdict_map else content),
-                                   first_line + 1)
+                                   first_line + 1, (path, before))
 
-    def _import_parallel(self, path: Path, progress) -> "ImportResult":
+    def _import_parallel(self, path: Path, progress, before: tuple[int, int]) -> "ImportResult":
         """A large canonical run on two cores: worker processes parse and score blocks of lines
         while this process hashes the file for its run key (in a thread: hashlib releases the
         GIL) and then writes. Nothing is written before the key is known, and a run already
@@ -259,7 +260,8 @@ class Workspace:
                     return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
                 stored = self._store_file(path, run_key, canonical.NAME)
                 blocks = itertools.chain([first] if first is not None else [], results)
-                return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1)
+                return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1,
+                                       (path, before))
             finally:
                 results.close()
 
@@ -315,7 +317,7 @@ class Workspace:
         return [Rejection(**r) for r in json.loads(side.read_text())]
 
     def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: Path, pay, progress,
-                   rejected: list[Rejection], next_line: int) -> "ImportResult":
+                   rejected: list[Rejection], next_line: int, source: tuple[Path, tuple[int, int]]) -> "ImportResult":
         n_traj, n_calls, seen = 0, 0, len(rejected)
         with self.connect() as db, _immediate(db):
             # The run row goes first (the foreign keys point at it); its counts are filled in
@@ -355,6 +357,12 @@ class Workspace:
                 n_traj += inserted
                 if progress:
                     progress(n_traj)
+            path, before = source
+            if _file_state(path) != before:
+                # A harness still writing its log: the run key (the hash) and the records read
+                # would describe different files. Nothing is stored; the transaction rolls back.
+                raise InputError("the file changed while it was being imported (is the harness still writing "
+                                 "it?); import it again once it is complete", source=str(path))
             recap = pay.report(header.run_id) if pay is not None else None
             db["runs"].update(run_key, {
                 "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
@@ -626,6 +634,15 @@ def _sniff(path: Path) -> str:
             return sniff_format(fh.read(SNIFF_BYTES), str(path))
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+
+
+def _file_state(path: Path) -> tuple[int, int]:
+    """(size, modification time in ns): what tells that a file changed under an import."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    return st.st_size, st.st_mtime_ns
 
 
 def _size(path: Path) -> int:

@@ -348,3 +348,27 @@ def test_search_finds_what_only_the_recaptured_payload_holds(tmp_path, generator
     # the planted mismatching payload (never joined to its call) is not a hit
     bad = json.loads(PAYLOADS.read_text().splitlines()[-1])["trajectory_id"]
     assert bad not in search_run(ws, side, "api.tampered")
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_file_that_grows_during_import_is_refused_and_nothing_is_stored(tmp_path, monkeypatch, parallel):
+    from scoring import ingest, store
+
+    if parallel:
+        monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
+    src = tmp_path / "growing.jsonl"
+    lines = OBSERVED.read_text().splitlines(keepends=True)
+    src.write_text("".join(lines[:-1]))
+    ws = Workspace(tmp_path / "w.db")
+
+    def harness_appends(_n):  # the harness writes its last record while we import
+        if src.stat().st_size < OBSERVED.stat().st_size:
+            with src.open("a") as fh:
+                fh.write(lines[-1])
+
+    with pytest.raises(InputError, match="changed while it was being imported"):
+        ws.import_run(src, progress=harness_appends)
+    assert ws.runs() == []
+    res = ws.import_run(src)  # complete now: imports normally
+    assert res.run["trajectories"] == len(lines) - 1 and not res.already_present
