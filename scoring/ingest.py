@@ -29,9 +29,12 @@ from .recapture import PayloadJoin
 from .score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
-BLOCK_BYTES = 4 * 1024 * 1024
+BLOCK_BYTES = 16 * 1024 * 1024
+"""Lines per unit of work. 16 MB blocks imported 1 M calls ~6 % faster than 4 MB ones (median
+of 5 alternating runs: 5.04 s vs 5.34 s; fewer round trips and INSERT batches) and the same at
+100 k calls."""
 IMPORT_WORKERS = min(2, os.cpu_count() or 1)
-PARALLEL_WINDOW = 16
+PARALLEL_WINDOW = 8
 """Blocks in flight: enough to keep both workers busy while the writer waits for the run key
 (~1 s of hashing a 1 GB file), few enough that memory holds a few blocks, not the file."""
 
@@ -129,7 +132,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
     seen_ids: set[str] = set()
     rows, rejected, seen = [], [], 0
     lean = lean and pay is None
-    # Lines are walked as memoryview slices (msgspec decodes them in place): splitting a 4 MB
+    # Lines are walked as memoryview slices (msgspec decodes them in place): splitting a 16 MB
     # block into bytes objects copied it once more for nothing.
     view, end_of_data, start, lines = memoryview(data), len(data), 0, 0
     while start < end_of_data:
