@@ -227,7 +227,7 @@ with one core idle), then renumbered every row in Python. Done:
   IGNORE`, so rows go from worker to database untouched (a duplicate id across blocks is the
   rare path, found by the row count and reported as before).
 
-Result: 7.1 s → see the table (workers ~6.7 s CPU, main ~2.8 s). What remains is close to
+Result: 7.1 s → 5.3–6.2 s over the runs of 2026-11-29 (~10 s CPU in all processes). What remains is close to
 the floor of this design in Python on two cores: decoding (~1 s CPU), SHA-256 of every argument
 surface (~1 s) and of the file (0.7 s), a JSON check of every argument surface (~0.9 s, kept:
 it catches a harness whose "raw" digest was taken after truncation), the typed path for the
@@ -243,7 +243,7 @@ property test.
 ratio is taken within each interleaved round, every round is printed, and the ratio against
 the fastest pyarrow of the run is shown beside it. Even that column flatters us when the whole
 run was slow: pyarrow's best time seen that day, standalone, was 1.76 s (~640 MB/s, the issue's
-planning figure), and against it the import's ~5.7 s is ~3.2x. **The 1 M-call import target
+planning figure), and against it the import's 5.3–6.2 s is 3.0–3.5x. **The 1 M-call import target
 (2x) is therefore not claimed as met**, whatever a slow run's in-round ratio says.
 
 App. After a new label the Safe rates page used to reload all 200 k scores (~4 s) because its
