@@ -252,7 +252,7 @@ import) and only the aggregates rerun: the Wilson and cluster-robust intervals a
 closed form (each held equal to statsmodels by a property test; the OLS fit per rate took 0.3 s
 and the statsmodels import 0.6 s of every cold load), tasks are coded once per summary, and the
 waterfall reuses the summary (0.70 s and 1.05 s in two runs on this host). A cold first render
-in a fresh process (~3.4 s) is ~1 s of imports, ~1.5–2 s building 200 k frozen score objects
+in a fresh process (2.7–3.4 s) is ~1 s of imports, ~1.5–2 s building 200 k frozen score objects
 (5 µs each, most of it the frozen dataclass's `__init__`) and ~0.5 s reading a million call sizes;
 a columnar aggregate straight from SQLite would remove the middle part but would be a second
 aggregation path to keep equal, so it is left for later.
