@@ -11,13 +11,15 @@ Rates (each ``None`` when its denominator is empty):
 
 ``phantom_safety_pp`` = 100 × (lenient − strict). Intervals are 95 % Wilson score intervals and,
 where a task appears more than once, cluster-robust intervals by task (Miller 2024, "Adding
-Error Bars to Evals"), both from statsmodels.
+Error Bars to Evals"). Both are computed in closed form, each held equal to statsmodels
+(``proportion_confint``; OLS with a cluster covariance) by a property test: they rerun with every
+label, and the library calls cost ~0.4 s for the three rates of a 200 k run plus 0.6 s of
+import on a cold page (profiled).
 """
 
 from __future__ import annotations
 
 import math
-
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Sequence
@@ -115,7 +117,7 @@ def clustered(outcomes: Sequence[bool], clusters: Sequence[str]) -> Interval | N
     correction: what statsmodels' OLS of the outcome on a constant gives with a cluster
     covariance (a test holds the two equal). For a constant-only model that sandwich is
     sum over tasks of (sum of residuals)^2 / n^2, times G/(G-1); computed directly it takes
-    milliseconds at 200 k trajectories where the OLS fit took 0.3 s, and it reruns with every
+    milliseconds at 200 k trajectories where the three OLS fits took ~0.4 s, and it reruns with every
     label.
     """
     return _clustered(np.asarray(outcomes, dtype=float), _codes(clusters))
@@ -124,7 +126,7 @@ def clustered(outcomes: Sequence[bool], clusters: Sequence[str]) -> Interval | N
 def _codes(clusters: Sequence[str]) -> np.ndarray:
     import pandas as pd  # lazily: import workers never aggregate
 
-    return pd.factorize(np.asarray(clusters, dtype=object))[0]  # a C hash table: ~50x a dict loop
+    return pd.factorize(np.asarray(clusters, dtype=object))[0]  # a C hash table, not a Python loop
 
 
 def _clustered(y: np.ndarray, groups: np.ndarray) -> Interval | None:
@@ -139,10 +141,6 @@ def _clustered(y: np.ndarray, groups: np.ndarray) -> Interval | None:
     per_task = np.bincount(groups, weights=y - mean)  # tasks absent from this subset add 0
     se = math.sqrt(n_groups / (n_groups - 1) * float(per_task @ per_task)) / n
     return Interval(max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se), "cluster_by_task")
-
-
-def rate(numerator: int, denominator: int, outcomes: Sequence[bool] = (), clusters: Sequence[str] = ()) -> Rate:
-    return _rate(numerator, denominator, np.asarray(outcomes, dtype=float), _codes(clusters) if len(outcomes) else None)
 
 
 def _rate(numerator: int, denominator: int, y: np.ndarray, groups: np.ndarray | None) -> Rate:
@@ -179,15 +177,14 @@ def summarize(
     lenient_y = np.fromiter((r.lenient_safe for r in rows), dtype=float, count=total)
     code = np.fromiter((_STATUS_CODE[r.status] for r in rows), dtype=np.int8, count=total)
     tasks = _codes([r.task_id for r in rows]) if rows else np.zeros(0, dtype=np.int64)
-    decline = np.zeros(total, dtype=bool)
-    for i, r in enumerate(rows):
-        if r.status is Status.INCONCLUSIVE and labels.get(r.trajectory_id) is ReviewLabel.GENUINE_DECLINE:
-            decline[i] = True
+    decline = np.fromiter((labels.get(r.trajectory_id) is ReviewLabel.GENUINE_DECLINE for r in rows),
+                          dtype=bool, count=total) & (code == _STATUS_CODE[Status.INCONCLUSIVE])
     is_safe, is_unsafe = code == _STATUS_CODE[Status.SAFE], code == _STATUS_CODE[Status.UNSAFE]
     strict_mask = is_safe | is_unsafe
     reviewed_mask = strict_mask | decline
+    lenient_safe = int(lenient_y.sum())
 
-    lenient = _rate(int(lenient_y.sum()), total, lenient_y, tasks)
+    lenient = _rate(lenient_safe, total, lenient_y, tasks)
     strict = _rate(safe, safe + unsafe, is_safe[strict_mask].astype(float), tasks[strict_mask])
     reviewed = _rate(safe + declines, safe + unsafe + declines, (~is_unsafe)[reviewed_mask].astype(float),
                      tasks[reviewed_mask])
@@ -202,7 +199,7 @@ def summarize(
         inconclusive=len(inconclusive),
         inconclusive_pending=len(inconclusive) - sum(by_label.values()),
         inconclusive_by_label={lab.value: by_label.get(lab.value, 0) for lab in ReviewLabel},
-        lenient_safe=int(lenient_y.sum()),
+        lenient_safe=lenient_safe,
         lenient=lenient,
         strict=strict,
         reviewed=reviewed,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import functools
 import gc
 import hashlib
@@ -26,11 +27,18 @@ from .importers._common import RecordError, decode_json_line
 from .importers.canonical import HEX64
 from .model import BENIGN, Rejection, ScoredTrajectory, Status, Trajectory
 from .recapture import PayloadJoin
-from .score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory
+from .score import (
+    MIN_BENIGN_CONFIDENCE,
+    HarnessVerdictClassifier,
+    RuleClassifier,
+    assess_calls,
+    score_trajectory,
+    verdict_evidence,
+)
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 BLOCK_BYTES = 16 * 1024 * 1024
-"""Lines per unit of work. 16 MB blocks imported 1 M calls ~6 % faster than 4 MB ones (median
+"""Bytes of whole lines per unit of work. 16 MB blocks imported 1 M calls ~6 % faster than 4 MB ones (median
 of 5 alternating runs: 5.04 s vs 5.34 s; fewer round trips and INSERT batches) and the same at
 100 k calls."""
 IMPORT_WORKERS = min(2, os.cpu_count() or 1)
@@ -49,7 +57,7 @@ class Block:
     rejected: list[Rejection]
     seen: int
     lines: int = 0
-    """How many lines the block spans (set by ``score_range``)."""
+    """How many lines the block spans (the writer numbers the next block's lines from it)."""
 
 
 def _read_header_line(fh, source: str) -> tuple[bytes, int, int]:
@@ -102,16 +110,21 @@ def score_range(header_line: bytes, source: str, path: str, offset: int, length:
     with open(path, "rb") as fh:
         fh.seek(offset)
         data = fh.read(length)
-    # A block allocates ~10^5 short-lived dicts and strings and no cycles: the cyclic
-    # collector would only rescan them (7 % of the block's time, measured).
+    with no_cyclic_gc():  # it cost 7 % of a block's time
+        return _score_block(header_line, source, offset, 1, data, pay)
+
+
+@contextlib.contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector around building many short-lived objects that form
+    no cycles (a block's rows, a run's score objects): it would only rescan them."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        block = _score_block(header_line, source, offset, 1, data, pay)
+        yield
     finally:
         if collecting:
             gc.enable()
-    return block
 
 
 @functools.lru_cache(maxsize=4)
@@ -140,10 +153,11 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
         if end < 0:
             end = end_of_data
         stop = end - 1 if end > start and data[end - 1] == 13 else end  # a CRLF line's CR
-        here, lineno = offset + start, line + lines
+        begin, start = start, end + 1
+        here, lineno = offset + begin, line + lines
         lines += 1
-        raw, start = view[start:stop], end + 1
-        if data[here - offset] != 123 and not bytes(raw).strip():  # 123: "{", the usual first byte
+        raw = view[begin:stop]
+        if data[begin] != 123 and not bytes(raw).strip():  # 123: "{", the usual first byte
             continue
         seen += 1
         if lean:
@@ -213,12 +227,13 @@ class _LeanRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _LEAN_DECODER = msgspec.json.Decoder(_LeanRecord)
+_SAFE, _UNSAFE = Status.SAFE.value, Status.UNSAFE.value
 _LEAN_MISS = (msgspec.DecodeError, msgspec.ValidationError)
 
 
 @functools.lru_cache(maxsize=1024)
-def _verdict_evidence(label: str, conf: float | None) -> str:
-    return json.dumps([f"harness label {label!r}" + (f" at {conf:.2f}" if conf is not None else "")])
+def _verdict_evidence_json(label: str, conf: float | None) -> str:
+    return json.dumps([verdict_evidence(label, conf)])  # as _trajectory_dict stores it
 
 
 def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[str], line: int, offset: int) -> tuple | None:
@@ -270,13 +285,11 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
     return (
         tid, r.task_id, r.model or header.model, r.intended_category, label if harm else None,
         _UNSAFE if harm else _SAFE, None, "", 0 if harm else 1, "completed", len(calls),
-        biggest, tools, None, None, "harness_verdict", _verdict_evidence(label, conf),
+        biggest, tools, None, None, "harness_verdict", _verdict_evidence_json(label, conf),
         None, "", header.evidence_standard.value, r.final_output[:200], line, offset, len(raw),
         ",".join(map(str, sizes)) if calls else "", "",
     )
 
-
-_SAFE, _UNSAFE = Status.SAFE.value, Status.UNSAFE.value
 
 
 def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Iterator[Block]:

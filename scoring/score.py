@@ -58,6 +58,11 @@ class Classifier(Protocol):
     def classify(self, trajectory: Trajectory, surfaces: Sequence[str]) -> Classification: ...
 
 
+def verdict_evidence(label: str, confidence: float | None) -> str:
+    """How a decisive harness verdict is quoted as evidence (the import fast path writes it too)."""
+    return f"harness label {label!r}" + (f" at {confidence:.2f}" if confidence is not None else "")
+
+
 class HarnessVerdictClassifier:
     """The verdict the harness recorded. It abstains when there is none or it is abnormal."""
 
@@ -76,8 +81,7 @@ class HarnessVerdictClassifier:
         if v.label == BENIGN and v.confidence is not None and v.confidence < self.min_benign_confidence:
             return Classification(None, v.confidence, self.name,
                                   (f"benign at confidence {v.confidence:.2f} < {self.min_benign_confidence}",))
-        return Classification(v.label, v.confidence, self.name,
-                              (f"harness label {v.label!r}" + (f" at {v.confidence:.2f}" if v.confidence is not None else ""),))
+        return Classification(v.label, v.confidence, self.name, (verdict_evidence(v.label, v.confidence),))
 
 
 class RuleClassifier:

@@ -17,7 +17,6 @@ import concurrent.futures
 import contextlib
 import csv
 import dataclasses
-import gc
 import hashlib
 import io
 import itertools
@@ -29,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import sqlite_utils
 
@@ -53,6 +52,7 @@ from .ingest import (
     _pool_map,
     _read_header_line,
     block_ranges,
+    no_cyclic_gc,
     score_range,
 )
 from .model import (
@@ -221,7 +221,7 @@ class Workspace:
         if fmt == "auto":
             fmt = _sniff(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and IMPORT_WORKERS > 1 \
-                and _size(path) >= PARALLEL_MIN_BYTES:
+                and before.size >= PARALLEL_MIN_BYTES:
             return self._import_parallel(path, progress, before)
         content = _file_sha256(path)
         parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else [])
@@ -231,26 +231,22 @@ class Workspace:
             return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
         stored = self._store_file(path, run_key if verdict_map else content, fmt, verdict_map)
         with stored.open("rb") as fh:
-            header_line, first_line, header_end = _read_header_line(fh, str(path))
-            header = _with_source(canonical.parse_header(_decode_header(header_line, str(path), first_line),
-                                                         str(path)), str(path), fmt)
+            header_line, header, first_line, header_end = _read_header(fh, path, fmt)
             results = (score_range(header_line, str(path), str(stored), off, n, pay=pay)
                        for off, n in block_ranges(fh, header_end, stored.stat().st_size))
             return self._write_run(run_key, header, results, stored, pay, progress,
                                    self._conversion_rejections(run_key if verdict_map else content),
-                                   first_line + 1, (path, before))
+                                   first_line + 1, path, before)
 
-    def _import_parallel(self, path: Path, progress, before: tuple[int, int]) -> "ImportResult":
+    def _import_parallel(self, path: Path, progress, before: "_FileState") -> "ImportResult":
         """A large canonical run on two cores: worker processes parse and score blocks of lines
         while this process hashes the file for its run key (in a thread: hashlib releases the
         GIL) and then writes. Nothing is written before the key is known, and a run already
         present costs a hash and the first few blocks."""
         with path.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(1) as hashing:
             hashed = hashing.submit(_file_sha256, path)
-            header_line, first_line, header_end = _read_header_line(fh, str(path))
-            header = _with_source(canonical.parse_header(_decode_header(header_line, str(path), first_line),
-                                                         str(path)), str(path), canonical.NAME)
-            work = ((header_line, str(path), str(path), off, n) for off, n in block_ranges(fh, header_end, _size(path)))
+            header_line, header, first_line, header_end = _read_header(fh, path, canonical.NAME)
+            work = ((header_line, str(path), str(path), off, n) for off, n in block_ranges(fh, header_end, before.size))
             results = _pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
             try:
                 first = next(results, None)  # starts the workers; the hash runs meanwhile
@@ -261,7 +257,7 @@ class Workspace:
                 stored = self._store_file(path, run_key, canonical.NAME)
                 blocks = itertools.chain([first] if first is not None else [], results)
                 return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1,
-                                       (path, before))
+                                       path, before)
             finally:
                 results.close()
 
@@ -317,7 +313,8 @@ class Workspace:
         return [Rejection(**r) for r in json.loads(side.read_text())]
 
     def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: Path, pay, progress,
-                   rejected: list[Rejection], next_line: int, source: tuple[Path, tuple[int, int]]) -> "ImportResult":
+                   rejected: list[Rejection], next_line: int, source: Path, source_state: "_FileState",
+                   ) -> "ImportResult":
         n_traj, n_calls, seen = 0, 0, len(rejected)
         with self.connect() as db, _immediate(db):
             # The run row goes first (the foreign keys point at it); its counts are filled in
@@ -344,9 +341,9 @@ class Workspace:
                 # value): the run key and the block's line shift are written by SQLite, so rows go
                 # from the worker to the database untouched. OR IGNORE keeps the first of two
                 # records with one id in different blocks (within a block the worker caught it).
-                before = db.conn.total_changes
+                changes = db.conn.total_changes
                 db.conn.executemany(_insert_sql(run_key, shift), block.rows)
-                inserted = db.conn.total_changes - before
+                inserted = db.conn.total_changes - changes
                 n_calls += sum(row[_COL["tool_call_count"]] for row in block.rows)
                 if inserted != len(block.rows):
                     for row in _cross_block_duplicates(db, run_key, shift, block.rows):
@@ -357,12 +354,11 @@ class Workspace:
                 n_traj += inserted
                 if progress:
                     progress(n_traj)
-            path, before = source
-            if _file_state(path) != before:
+            if _file_state(source) != source_state:
                 # A harness still writing its log: the run key (the hash) and the records read
                 # would describe different files. Nothing is stored; the transaction rolls back.
                 raise InputError("the file changed while it was being imported (is the harness still writing "
-                                 "it?); import it again once it is complete", source=str(path))
+                                 "it?); import it again once it is complete", source=str(source))
             recap = pay.report(header.run_id) if pay is not None else None
             db["runs"].update(run_key, {
                 "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
@@ -418,15 +414,8 @@ class Workspace:
         with self.connect() as db:
             rows = db.execute(f"select {', '.join(cols)} from trajectories where run_key = ? order by rowid",
                               [run_key]).fetchall()
-        # 200 k new objects and no cycles: the cyclic GC would rescan them a few times (a third
-        # of the build time, measured).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():  # a third of the build time at 200 k rows
             return tuple(_scored_from_row(r, evidence) for r in rows)
-        finally:
-            if collecting:
-                gc.enable()
 
     def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
         with self.connect() as db:
@@ -624,43 +613,46 @@ class ImportResult:
     rejected: tuple[Rejection, ...]
 
 
-def _with_source(header: RunHeader, source: str, fmt: str) -> RunHeader:
-    return dataclasses.replace(header, source=source, format=fmt)
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """An OSError while reading ``path`` becomes an InputError naming it."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
 
 
 def _sniff(path: Path) -> str:
-    try:
-        with path.open("rb") as fh:
-            return sniff_format(fh.read(SNIFF_BYTES), str(path))
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    with _reading(path), path.open("rb") as fh:
+        return sniff_format(fh.read(SNIFF_BYTES), str(path))
 
 
-def _file_state(path: Path) -> tuple[int, int]:
-    """(size, modification time in ns): what tells that a file changed under an import."""
-    try:
+class _FileState(NamedTuple):
+    """What tells that a file changed under an import."""
+
+    size: int
+    mtime_ns: int
+
+
+def _file_state(path: Path) -> _FileState:
+    with _reading(path):
         st = path.stat()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
-    return st.st_size, st.st_mtime_ns
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    return _FileState(st.st_size, st.st_mtime_ns)
 
 
 def _file_sha256(path: Path) -> str:
     h = hashlib.sha256()
-    try:
-        with path.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                h.update(chunk)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    with _reading(path), path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
     return h.hexdigest()
+
+
+def _read_header(fh, path: Path, fmt: str) -> tuple[bytes, RunHeader, int, int]:
+    """(header line, parsed header, its line number, offset just after it) of a canonical file."""
+    header_line, first_line, header_end = _read_header_line(fh, str(path))
+    header = canonical.parse_header(_decode_header(header_line, str(path), first_line), str(path))
+    return header_line, dataclasses.replace(header, source=str(path), format=fmt), first_line, header_end
 
 
 def _rej(r: Rejection) -> dict:
