@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import msgspec
-import orjson
 
 from .errors import InputError
 from .importers import canonical
@@ -228,7 +227,14 @@ class _LeanRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 _LEAN_DECODER = msgspec.json.Decoder(_LeanRecord)
 _SAFE, _UNSAFE = Status.SAFE.value, Status.UNSAFE.value
-_LEAN_MISS = (msgspec.DecodeError, msgspec.ValidationError)
+_LEAN_MISS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
+_JSON_SYNTAX = msgspec.json.Decoder(msgspec.Raw)
+"""Checks that a text is one JSON value without building it (2.7x faster than orjson.loads on
+the arguments of the bench file). It accepts only what the typed path's parse check accepts:
+its own nesting limit is lower than orjson's, and the two texts it passes that orjson refuses
+(invalid UTF-8, which an encoded ``str`` cannot hold, and a number out of float range) the
+standard library accepts. ``test_json_syntax_check_is_never_laxer`` holds it to that."""
+_SYNTAX_MISS = (msgspec.DecodeError, RecursionError)  # deep nesting raises RecursionError
 
 
 @functools.lru_cache(maxsize=1024)
@@ -276,8 +282,8 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
             return None
         try:
             for t in texts:
-                orjson.loads(t)
-        except orjson.JSONDecodeError:
+                _JSON_SYNTAX.decode(t)
+        except _SYNTAX_MISS:
             return None  # the typed path decides (the standard library may still accept it)
         tools = ",".join(dict.fromkeys([c.tool for c in calls]))
     seen_ids.add(tid)

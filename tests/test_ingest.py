@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoring import ingest
+from scoring import capture, ingest
 
 from .conftest import SAMPLES
 
@@ -49,6 +50,18 @@ def test_lean_and_typed_paths_agree_on_a_bench_run_and_lean_does_most_of_it(tmp_
 SAMPLE_LINES = (SAMPLES / "observed-m1.jsonl").read_bytes().split(b"\n")
 HEADER = SAMPLE_LINES[0]
 
+# Arguments that are not plain JSON objects, each with a size and digest that prove it: only
+# the parse check can tell the lean path's answer from the typed path's.
+TRICKY_ARGUMENTS = ('{"a":1e999}', '{"a":NaN}', '[1,]', '{"a":1}x', '\ufeff{}', '{"a":"\\ud800"}', '1 2',
+                    '[' * 990 + ']' * 990, '[' * 1010 + ']' * 1010, ' {} ', '{"a":"\x01"}', '"\ud800"')
+
+
+def _reprove(d: dict, text: str) -> None:
+    if d.get("tool_calls"):
+        raw = text.encode("utf-8", "surrogatepass")
+        d["tool_calls"][0].update(arguments=text, raw_size_bytes=len(raw), raw_sha256=hashlib.sha256(raw).hexdigest())
+
+
 mutations = st.sampled_from([
     lambda d: d.pop("verdict", None),
     lambda d: d.update(verdict={"label": "benign", "confidence": 0.3}),
@@ -77,6 +90,7 @@ mutations = st.sampled_from([
     lambda d: d["tool_calls"][0].update(raw_sha256=(d["tool_calls"][0].get("raw_sha256") or "").upper())
     if d.get("tool_calls") else None,
     lambda d: d["tool_calls"][0].update(arguments="\ud800") if d.get("tool_calls") else None,
+    *[lambda d, text=text: _reprove(d, text) for text in TRICKY_ARGUMENTS],
     lambda d: None,
 ])
 
@@ -103,3 +117,69 @@ def test_lean_and_typed_paths_agree_on_mutated_records(picks):
     assert lean.rows == typed.rows
     assert [(r.line, r.message) for r in lean.rejected] == [(r.line, r.message) for r in typed.rejected]
     assert (lean.seen, lean.lines) == (typed.seen, typed.lines)
+
+
+def _first_lean_record() -> dict:
+    header, _, _ = ingest._scorers(HEADER, "sample")
+    known = {c.id for c in header.taxonomy}
+    for line in SAMPLE_LINES[1:]:
+        if line.strip() and json.loads(line).get("tool_calls") \
+                and ingest._lean_row(line, header, known, set(), 0, 0) is not None:
+            return json.loads(line)
+    raise AssertionError("no sample record takes the lean path")
+
+
+@pytest.mark.parametrize("text", TRICKY_ARGUMENTS)
+def test_lean_and_typed_paths_agree_on_arguments_only_the_parse_check_can_judge(text):
+    record = _first_lean_record()
+    _reprove(record, text)
+    data = HEADER + b"\n" + json.dumps(record).encode() + b"\n"
+    lean, typed = rows_both_ways(SAMPLES / "observed-m1.jsonl", data)
+    assert lean.rows == typed.rows and len(lean.rows) == 1
+
+
+JSON_ISH = st.sampled_from(list('{}[],:"\\ue0E-+. \t\n\r\x0b\x0c\x00\x1f\x7ftrnlfasNI\ufeff\xa0\u2028\ud800é19x'))
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+).map(json.dumps)
+
+
+@st.composite
+def near_json(draw) -> str:
+    """Valid JSON with a few characters inserted, deleted or replaced, or JSON-ish noise."""
+    if draw(st.booleans()):
+        return "".join(draw(st.lists(JSON_ISH, max_size=14)))
+    text = list(draw(json_values))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(text)))
+        op = draw(st.sampled_from(["insert", "delete", "replace"]))
+        if op == "insert":
+            text.insert(at, draw(JSON_ISH))
+        elif text:
+            at = min(at, len(text) - 1)
+            if op == "delete":
+                del text[at]
+            else:
+                text[at] = draw(JSON_ISH)
+    return "".join(text)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(near_json())
+def test_json_syntax_check_is_never_laxer_than_the_typed_path(text):
+    # The lean path checks arguments with a non-building JSON syntax check; whatever it passes
+    # the typed path's parse check (orjson, then the standard library) must pass too, or a record
+    # the typed path holds UNSCORED (unparseable arguments) would be scored.
+    try:
+        ingest._JSON_SYNTAX.decode(text.encode("utf-8", "surrogatepass"))
+    except ingest._SYNTAX_MISS:
+        return
+    assert capture._parse_gap(text, "json") is None
+
+
+def test_json_syntax_check_refuses_what_json_refuses():
+    for text in ['{"a":1,}', '{"a":1}x', '[' * 1010 + ']' * 1010, '{"a":NaN}', "", "1 2", '{"a":"\x01"}']:
+        with pytest.raises(ingest._SYNTAX_MISS):
+            ingest._JSON_SYNTAX.decode(text.encode())
