@@ -36,8 +36,20 @@ def main():
     extra = {{}}
     if kind == "pyarrow":
         import pyarrow.json as pj
-        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=1 << 24))
+        opts = pj.ReadOptions(block_size=1 << 24)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        table = pj.read_json(path, read_options=opts)
+        cold = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_SELF)
         extra["rows"] = table.num_rows
+        extra["cold_sys_s"] = after.ru_stime - before.ru_stime
+        extra["cold_user_s"] = after.ru_utime - before.ru_utime
+        # Parsed again in the same process: its memory is already faulted in (mimalloc keeps
+        # it), so this is the parse alone, without the kernel's cost of handing out ~2 GB.
+        del table
+        warm_start = time.perf_counter()
+        table = pj.read_json(path, read_options=opts)
+        extra["warm_seconds"] = time.perf_counter() - warm_start
     elif kind == "json_loads":
         n = 0
         with open(path, "rb") as fh:
@@ -61,7 +73,7 @@ def main():
         log = read_eval_log(path)
         extra["tool_calls"] = sum(len(m.tool_calls or []) for s in log.samples for m in s.messages
                                   if m.role == "assistant")
-    seconds = time.perf_counter() - t
+    seconds = cold if kind == "pyarrow" else time.perf_counter() - t
     # Worker processes count too: the peak of the whole import is at most this process's
     # peak plus each worker's (RUSAGE_CHILDREN gives the largest finished child).
     workers = 0
@@ -293,9 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     say()
     say("## Import + strict score vs parsing alone")
     say()
-    say("| trajectories | tool calls | file | pyarrow.json.read_json | json.loads loop | import + score into SQLite | "
-        "import ÷ pyarrow (target ≤ 2), median of rounds | import ÷ fastest pyarrow seen | json.loads ÷ pyarrow | import CPU, all processes | import peak RSS, main + workers | RSS ÷ file (target ≤ 0.5) |")
-    say("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    say("| trajectories | tool calls | file | pyarrow.json.read_json, fresh process | pyarrow, parsing again in that process | "
+        "json.loads loop | import + score into SQLite | import ÷ pyarrow fresh (target ≤ 2) | "
+        "import ÷ pyarrow again (target ≤ 2) | json.loads ÷ pyarrow fresh | import CPU, all processes | "
+        "import peak RSS, main + workers | RSS ÷ file (target ≤ 0.5) |")
+    say("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     scaling = []
     ratio_notes: list[str] = []
     biggest = None
@@ -309,21 +323,28 @@ def main(argv: list[str] | None = None) -> int:
         pa, jl, imp = (sorted((r[i] for r in rounds), key=lambda m: m["seconds"])[runs // 2] for i in range(3))
         imp["peak_rss_mb"] = max(r[2]["peak_rss_mb"] for r in rounds)
         ratios = sorted(r[2]["seconds"] / r[0]["seconds"] for r in rounds)
+        # pyarrow in a fresh process pays the kernel for ~2 GB of new memory (seconds of system
+        # time on this VM, and that cost swings with the host); parsing again in the same process
+        # is the parse alone: the stricter baseline, and the one the issue's ~600 MB/s describes.
+        warm_ratios = sorted(r[2]["seconds"] / r[0]["warm_seconds"] for r in rounds)
+        warm = sorted(r[0]["warm_seconds"] for r in rounds)[runs // 2]
         loads_ratio = sorted(r[1]["seconds"] / r[0]["seconds"] for r in rounds)[runs // 2]
-        # pyarrow's own time swings ~2x here (its CPU time too: 2.4 GB of page faults on a shared
-        # host); the fastest round is the conservative baseline for judging the target.
-        fastest = min(r[0]["seconds"] for r in rounds)
         size_mb = info["bytes"] / 2**20
         scaling.append((info["tool_calls"], imp["seconds"]))
-        ratio_notes.append(f"{info['tool_calls']:,} calls: " + ", ".join(f"{x:.2f}×" for x in ratios)
-                           + f" (pyarrow {', '.join(str(round(r[0]['seconds'], 2)) for r in rounds)} s)")
-        say(f"| {n:,} | {info['tool_calls']:,} | {size_mb:,.0f} MiB | {pa['seconds']:.2f} s | {jl['seconds']:.2f} s | "
-            f"{imp['seconds']:.2f} s | **{ratios[runs // 2]:.2f}×** | **{imp['seconds'] / fastest:.2f}×** | "
-            f"{loads_ratio:.2f}× | "
+        ratio_notes.append(
+            f"{info['tool_calls']:,} calls: " + ", ".join(f"{x:.2f}×" for x in ratios) + " and "
+            + ", ".join(f"{x:.2f}×" for x in warm_ratios)
+            + f" (pyarrow fresh {', '.join(str(round(r[0]['seconds'], 2)) for r in rounds)} s, of which system time "
+            + ", ".join(str(round(r[0]['cold_sys_s'], 1)) for r in rounds)
+            + f" s; again {', '.join(str(round(r[0]['warm_seconds'], 2)) for r in rounds)} s)")
+        say(f"| {n:,} | {info['tool_calls']:,} | {size_mb:,.0f} MiB | {pa['seconds']:.2f} s | {warm:.2f} s | "
+            f"{jl['seconds']:.2f} s | {imp['seconds']:.2f} s | **{ratios[runs // 2]:.2f}×** | "
+            f"**{warm_ratios[runs // 2]:.2f}×** | {loads_ratio:.2f}× | "
             f"{imp['cpu_s']:.1f} s | {imp['peak_rss_mb']:,.0f} MiB | **{imp['peak_rss_mb'] / size_mb:.2f}×** |")
         biggest = (n, path)
     say()
-    say("Import ÷ pyarrow in each round (median in the table): " + "; ".join(ratio_notes) + ".")
+    say("Import ÷ pyarrow fresh, then ÷ pyarrow parsing again, in each round (medians in the table): "
+        + "; ".join(ratio_notes) + ".")
     say()
     if len(scaling) >= 2:
         import numpy as np
