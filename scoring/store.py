@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
+import numpy as np
 import sqlite_utils
 
 from .errors import (
@@ -425,10 +426,12 @@ class Workspace:
             return [dict(zip(cols, r)) for r in cur.fetchall()]
 
     def call_sizes(self, run_key: str) -> list[int]:
-        """Every tool call's raw argument size (captured size where no raw size was recorded)."""
+        """Every tool call's raw argument size (captured size where no raw size was recorded),
+        in no particular order."""
         with self.connect() as db:
-            rows = db.execute("select call_sizes from trajectories where run_key = ?", [run_key]).fetchall()
-        return [int(x) for (sizes,) in rows if sizes for x in sizes.split(",")]
+            (joined,) = db.execute("select group_concat(call_sizes, ',') from trajectories "
+                                   "where run_key = ? and call_sizes != ''", [run_key]).fetchone()
+        return _int_list(joined) if joined else []
 
     def load_trajectory(self, run_key: str, trajectory_id: str) -> Trajectory:
         """The full trajectory (heavy text), read back from the stored run file by byte range."""
@@ -699,6 +702,21 @@ _REASON = {r.value: r for r in ReasonCode}
 _LABEL = {lab.value: lab for lab in ReviewLabel}
 _STANDARD = {e.value: e for e in EvidenceStandard}
 _TERMINATION = {t.value: t for t in Termination}
+
+
+def _int_list(joined: str) -> list[int]:
+    """Comma-separated integers as a list: numpy's C parser, 0.08 s instead of 0.44 s for a
+    million call sizes (the cold Safe rates page reads them). Where it could differ from int()
+    (it clamps beyond 64 bits, and stops at a trailing comma) int() decides, and raises as before
+    on anything that is not a number."""
+    try:
+        values = np.fromstring(joined, dtype=np.int64, sep=",")
+    except ValueError:
+        values = None
+    info = np.iinfo(np.int64)
+    if values is None or len(values) != joined.count(",") + 1 or values.max() == info.max or values.min() == info.min:
+        return [int(x) for x in joined.split(",")]
+    return values.tolist()
 
 
 def _scored_from_row(r: tuple, evidence: bool = False) -> ScoredTrajectory:

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scoring.agreement import agreement, cohen_kappa, krippendorff_alpha
 from scoring.errors import (
@@ -372,3 +374,25 @@ def test_a_file_that_grows_during_import_is_refused_and_nothing_is_stored(tmp_pa
     assert ws.runs() == []
     res = ws.import_run(src)  # complete now: imports normally
     assert res.run["trajectories"] == len(lines) - 1 and not res.already_present
+
+
+def test_call_sizes_are_every_calls_raw_size_or_captured_size(ws):
+    from scoring.importers import load_run
+    run = load_run(OBSERVED)
+    expected = [c.raw_size_bytes if c.raw_size_bytes is not None else c.captured_bytes
+                for t in run.trajectories for c in t.tool_calls]
+    assert sorted(ws.call_sizes(ws.key)) == sorted(expected) and len(expected) > 100
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=-(2**70), max_value=2**70), min_size=1))
+def test_int_list_reads_what_str_join_wrote(values):
+    from scoring.store import _int_list
+    assert _int_list(",".join(map(str, values))) == values
+
+
+@pytest.mark.parametrize("text", ["1,2,", "1,x", "1,,2", "1.5"])
+def test_int_list_refuses_what_int_refuses(text):
+    from scoring.store import _int_list
+    with pytest.raises(ValueError):
+        _int_list(text)
