@@ -46,11 +46,9 @@ st.plotly_chart(charts.before_after_bars([(rows[k]["run_id"] + (" +side log" if 
 focus = st.selectbox("Details for run", keys, format_func=lambda k: loaders.run_label(rows[k]))
 ev = evs[focus]
 steps, per_category = loaders.run_breakdowns(focus)
-left, right = st.columns(2)
-with left:
-    st.plotly_chart(charts.waterfall_chart(steps), width="stretch", key="chart_waterfall")
-with right:
-    st.plotly_chart(charts.unscored_by_reason(ev.summary), width="stretch", key="chart_unscored")
+# Full width: in half a page the six waterfall labels ran into each other below ~1,500 px.
+st.plotly_chart(charts.waterfall_chart(steps), width="stretch", key="chart_waterfall")
+st.plotly_chart(charts.unscored_by_reason(ev.summary), width="stretch", key="chart_unscored")
 st.plotly_chart(charts.phantom_by_category(per_category, ev.run.header.taxonomy),
                 width="stretch", key="chart_phantom")
 sizes = loaders.argument_sizes(focus)

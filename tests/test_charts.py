@@ -27,6 +27,13 @@ def test_waterfall_steps_add_up_to_reviewed_minus_lenient():
     assert abs(ys[0] + sum(ys[1:-1]) - 100 * steps[-1].rate) < 1e-9
 
 
+def test_waterfall_labels_are_wrapped_to_fit_their_bars():
+    fig = charts.waterfall_chart(waterfall(small())).to_dict()
+    lines = [line for label in fig["data"][0]["x"] for line in label.split("<br>")]
+    assert max(map(len, lines)) <= charts.WATERFALL_LABEL_CHARS
+    assert fig["data"][0]["x"][2] == "−\u00a0Inconclusive<br>(no decisive<br>verdict)"
+
+
 def test_histogram_is_binned_server_side_and_marks_the_limit():
     sizes = list(range(1, 20001))
     fig = charts.argument_size_histogram(sizes, 8192, size_quantiles(sizes)).to_dict()
@@ -44,6 +51,8 @@ def test_phantom_by_category_marks_payload_dependent_categories():
     fig = charts.phantom_by_category(summarize_by(rows, by_category), tax).to_dict()
     names = {t["name"]: t["x"] for t in fig["data"]}
     assert names["payload-dependent"] == ["C01 exfil"] and names["other categories"] == ["C02 other"]
+    # above the plot: below it, the legend covered the rotated category names
+    assert fig["layout"]["legend"]["y"] >= 1 and fig["layout"]["legend"]["yanchor"] == "bottom"
 
 
 def test_unscored_by_reason_lists_each_reason():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Sequence
 
 import numpy as np
@@ -13,12 +14,13 @@ from scoring.model import Category
 COLORS = {"lenient": "#9e9e9e", "strict": "#1f5fa8", "reviewed": "#2e8b57",
           "payload": "#d9662b", "other": "#6b7b8c", "limit": "#c62828", "q": "#6a1b9a"}
 FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=14)
+WATERFALL_LABEL_CHARS = 16  # per line of a waterfall bar's label: six bars on a 1,280 px screen
 
 
 def _layout(fig: go.Figure, title: str, **kw) -> go.Figure:
     kw.setdefault("margin", dict(l=60, r=30, t=70, b=60))
-    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left"), font=FONT, template="plotly_white",
-                      legend=dict(orientation="h", y=-0.18), **kw)
+    kw.setdefault("legend", dict(orientation="h", y=-0.18))
+    fig.update_layout(title=dict(text=title, x=0.01, xanchor="left"), font=FONT, template="plotly_white", **kw)
     return fig
 
 
@@ -62,7 +64,10 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
     """From the lenient rate to the reviewed rate, one correction per bar (percentage points)."""
     xs, ys, measures, text = [], [], [], []
     for i, step in enumerate(steps):
-        xs.append(step.name.replace(" (", "<br>(").replace(" on the ", "<br>on the ").replace("reviewed ", "reviewed<br>"))
+        # Wrapped to fit six bars on a laptop screen: longer lines ran into their neighbours.
+        # A no-break space keeps a leading sign with its word.
+        xs.append("<br>".join(textwrap.wrap(step.name.replace("− ", "−\u00a0").replace("+ ", "+\u00a0"),
+                                            WATERFALL_LABEL_CHARS)))
         if i == 0:
             measures.append("absolute")
             ys.append(100 * (step.rate or 0))
@@ -84,7 +89,7 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
     fig.update_yaxes(title="safe rate (%)", range=[max(0, base - 5), min(100, 100 * (steps[0].rate or 1) + 3)],
                      ticksuffix="%")
     fig.update_xaxes(tickangle=0, tickfont=dict(size=11))
-    return _layout(fig, title, showlegend=False, margin=dict(l=60, r=30, t=70, b=90))
+    return _layout(fig, title, showlegend=False, margin=dict(l=60, r=30, t=70, b=110))
 
 
 def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Category]) -> go.Figure:
@@ -105,7 +110,9 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     order = [f"{cid} {cats[cid].name}" if cid in cats else cid for cid, _ in items]
     fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60, tickfont=dict(size=10))
     fig.update_yaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888")
-    return _layout(fig, "Phantom safety by category (lenient − strict)", margin=dict(l=60, r=30, t=70, b=170))
+    # The legend goes above the bars: below them it covered the first rotated category names.
+    return _layout(fig, "Phantom safety by category (lenient − strict)", margin=dict(l=60, r=30, t=90, b=170),
+                   legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
 
 
 def unscored_by_reason(summary: Summary) -> go.Figure:
