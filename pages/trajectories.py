@@ -14,13 +14,13 @@ run_key = st.selectbox("Run", keys, key=state.TRAJ_RUN, format_func=lambda k: lo
 df = loaders.trajectory_frame(run_key)
 
 f = st.columns(6)
-status = f[0].multiselect("Status", key="filter_status", options=sorted(df["status"].unique()))
-reason = f[1].multiselect("Reason", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique()))
-category = f[2].multiselect("Category", key="filter_category", options=sorted(c for c in df["intended_category"].dropna().unique()))
-termination = f[3].multiselect("Termination", key="filter_termination", options=sorted(df["termination"].unique()))
+status = f[0].multiselect("Status", placeholder="all", key="filter_status", options=sorted(df["status"].unique()))
+reason = f[1].multiselect("Reason", placeholder="all", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique()))
+category = f[2].multiselect("Category", placeholder="all", key="filter_category", options=sorted(c for c in df["intended_category"].dropna().unique()))
+termination = f[3].multiselect("Termination", placeholder="all", key="filter_termination", options=sorted(df["termination"].unique()))
 tools = sorted({t for ts in df["tools"].dropna() for t in ts.split(",") if t})
-tool = f[4].multiselect("Tool", key="filter_tool", options=tools)
-model = f[5].multiselect("Model", key="filter_model", options=sorted(df["model"].dropna().unique()))
+tool = f[4].multiselect("Tool", placeholder="all", key="filter_tool", options=tools)
+model = f[5].multiselect("Model", placeholder="all", key="filter_model", options=sorted(df["model"].dropna().unique()))
 query = st.text_input(key="filter_search", label="Search arguments, results and outputs (full text)", placeholder="e.g. exfil, /etc/passwd")
 
 view = df

@@ -56,6 +56,9 @@ def test_runs_page_lists_imported_runs(app):
 def test_trajectories_page_filters_and_replays(app, tmp_path):
     app.switch_page("pages/trajectories.py").run()
     assert not app.exception
+    # an empty filter means all (Streamlit's "Choose options" was cut to "Choose optio" in six columns)
+    filters = ("status", "reason", "category", "termination", "tool", "model")
+    assert {app.multiselect(key=f"filter_{f}").proto.placeholder for f in filters} == {"all"}
     app.multiselect(key="filter_status").select("unscored").run()
     assert all(app.dataframe[0].value["status"] == "unscored")
     app.session_state[state.TRAJ_TABLE] = {"selection": {"rows": [0], "columns": [], "cells": []}}
@@ -102,6 +105,10 @@ def test_report_page_offers_every_export(app):
     assert not app.exception
     text = "\n".join(t.value for t in app.text)
     assert "content sha256" in text and "scorer version" in text
+    # rates in percent, each shown with two decimals (the table's format is "%.2f%%")
+    table = app.dataframe[0].value
+    assert table["safe_rate_strict"].between(50, 100).all()
+    assert table["safe_rate_lenient"].between(50, 100).all()
 
 
 def test_a_locked_database_gives_a_clear_error_in_the_review_page(app, tmp_path, monkeypatch):
