@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import sqlite3
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -231,13 +232,15 @@ class Workspace:
         if existing is not None:
             return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
         stored = self._store_file(path, run_key if verdict_map else content, fmt, verdict_map)
-        with stored.open("rb") as fh:
-            header_line, header, first_line, header_end = _read_header(fh, path, fmt)
-            results = (score_range(header_line, str(path), str(stored), off, n, pay=pay)
-                       for off, n in block_ranges(fh, header_end, stored.stat().st_size))
-            return self._write_run(run_key, header, results, stored, pay, progress,
-                                   self._conversion_rejections(run_key if verdict_map else content),
-                                   first_line + 1, path, before)
+        try:
+            with stored.read.open("rb") as fh:
+                header_line, header, first_line, header_end = _read_header(fh, path, fmt)
+                results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay)
+                           for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
+                return self._write_run(run_key, header, results, stored, pay, progress, list(stored.rejections),
+                                       first_line + 1, path, before)
+        finally:
+            stored.discard()  # nothing once the run is committed
 
     def _import_parallel(self, path: Path, progress, before: "_FileState") -> "ImportResult":
         """A large canonical run on two cores: worker processes parse and score blocks of lines
@@ -257,55 +260,55 @@ class Workspace:
                     return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
                 stored = self._store_file(path, run_key, canonical.NAME)
                 blocks = itertools.chain([first] if first is not None else [], results)
-                return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1,
-                                       path, before)
+                try:
+                    return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1,
+                                           path, before)
+                finally:
+                    stored.discard()  # nothing once the run is committed
             finally:
                 results.close()
 
-    def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None) -> Path:
-        """Keep a canonical copy of the run in the workspace folder for replay.
+    def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None) -> "_PendingCopy":
+        """The workspace's canonical copy of the run, for replay.
 
         Canonical files are hard-linked (or copied across file systems), so byte offsets point
-        into an identical file; other formats are converted once to canonical JSONL.
+        into an identical file; other formats are converted once to canonical JSONL. A copy
+        made by this import keeps a temporary name until the run is committed, so an import
+        that fails (a file still being written, a crash) leaves no copy behind that no run
+        points at.
         """
         self.files.mkdir(parents=True, exist_ok=True)
         dest = self.files / f"{content}.jsonl"
         if dest.exists():
-            return dest
-        tmp = dest.with_suffix(f".tmp{os.getpid()}")
-        if fmt == canonical.NAME:
-            try:
-                # A hard link costs nothing at any size (a copy of a 1 GB run is a second pass
-                # over it); replay checks each record's id, so a file edited in place after
-                # import is reported, never silently misread.
-                os.link(path, tmp)
-            except OSError:
-                shutil.copyfile(path, tmp)
-        else:
-            run = load_run(path, fmt, verdict_map=verdict_map)
-            with tmp.open("w", encoding="utf-8") as out:
-                out.write(json.dumps(canonical.dump_header(run.header), ensure_ascii=False) + "\n")
-                for t in run.trajectories:
-                    out.write(json.dumps(canonical.dump_trajectory(t), ensure_ascii=False) + "\n")
-            if run.rejected:
-                # The converted file holds only what parsed; keep the rejections beside it so
-                # the import report still lists them.
-                (self.files / f"{content}.rejected.json").write_text(json.dumps([_rej(r) for r in run.rejected]))
-        os.replace(tmp, dest)
-        return dest
+            return _PendingCopy(dest, dest, tuple(self._conversion_rejections(content)))
+        copy = _PendingCopy(_temporary_name(dest), dest)
+        try:
+            if fmt == canonical.NAME:
+                _link_or_copy(path, copy.read)
+            else:
+                run = load_run(path, fmt, verdict_map=verdict_map)
+                with copy.read.open("w", encoding="utf-8") as out:
+                    out.write(json.dumps(canonical.dump_header(run.header), ensure_ascii=False) + "\n")
+                    for t in run.trajectories:
+                        out.write(json.dumps(canonical.dump_trajectory(t), ensure_ascii=False) + "\n")
+                # The converted file holds only what parsed; its rejections are kept beside it
+                # (at commit) so the import report still lists them.
+                copy.rejections = tuple(run.rejected)
+                copy.side = self.files / f"{content}.rejected.json" if run.rejected else None
+        except BaseException:
+            copy.discard()
+            raise
+        return copy
 
-    def _keep(self, path: Path, name: str) -> Path:
+    def _keep(self, path: Path, name: str) -> "_PendingCopy":
         """A copy (hard link where possible) of ``path`` in the workspace folder, so replay does
         not depend on a file that may be deleted (an upload's temporary file, say)."""
         dest = self.files / name
-        if not dest.exists():
-            tmp = dest.with_suffix(f".tmp{os.getpid()}")
-            try:
-                os.link(path, tmp)
-            except OSError:
-                shutil.copyfile(path, tmp)
-            os.replace(tmp, dest)
-        return dest
+        if dest.exists():
+            return _PendingCopy(dest, dest)
+        copy = _PendingCopy(_temporary_name(dest), dest)
+        _link_or_copy(path, copy.read)
+        return copy
 
     def _conversion_rejections(self, content: str) -> list[Rejection]:
         side = self.files / f"{content}.rejected.json"
@@ -313,18 +316,28 @@ class Workspace:
             return []
         return [Rejection(**r) for r in json.loads(side.read_text())]
 
-    def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: Path, pay, progress,
+    def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy", pay, progress,
                    rejected: list[Rejection], next_line: int, source: Path, source_state: "_FileState",
                    ) -> "ImportResult":
+        kept = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl") if pay else None
+        try:
+            return self._write_run_rows(run_key, header, results, stored, kept, pay, progress, rejected, next_line,
+                                        source, source_state)
+        finally:
+            if kept is not None:
+                kept.discard()  # nothing once the run is committed
+
+    def _write_run_rows(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy",
+                        kept: "_PendingCopy | None", pay, progress, rejected: list[Rejection], next_line: int,
+                        source: Path, source_state: "_FileState") -> "ImportResult":
         n_traj, n_calls, seen = 0, 0, len(rejected)
         with self.connect() as db, _immediate(db):
             # The run row goes first (the foreign keys point at it); its counts are filled in
             # at the end of the same transaction, so nobody sees a half-imported run.
             db["runs"].insert({
                 "run_key": run_key, "run_id": header.run_id, "model": header.model, "format": header.format,
-                "source": header.source, "stored_path": str(stored),
-                "payloads_path": str(self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl"))
-                if pay else None,
+                "source": header.source, "stored_path": str(stored.final),
+                "payloads_path": str(kept.final) if kept else None,
                 "harness_name": header.harness_name, "harness_version": header.harness_version,
                 "capture_limit_bytes": header.capture_limit_bytes,
                 "evidence_standard": header.evidence_standard.value,
@@ -367,6 +380,14 @@ class Workspace:
                 "recapture_json": json.dumps({"applied": recap.applied,
                                               "rejected": [_rej(r) for r in recap.rejected]}) if recap else None,
             })
+            # Last step before the commit: the copies take their names (a failed commit after
+            # this leaves a correct, content-named copy that a re-import reuses).
+            try:
+                for copy in (kept, stored):
+                    if copy is not None:
+                        copy.publish()
+            except OSError as exc:
+                raise InputError(f"cannot keep a copy of the run in {self.files}: {exc}", source=str(source)) from exc
         return ImportResult(run_key=run_key, already_present=False, run=self.run(run_key), rejected=tuple(rejected))
 
     def runs(self) -> list[dict]:
@@ -667,6 +688,53 @@ def _reviewer(name: str) -> str:
     if not name:
         raise InputError("a reviewer name is required to label", source="label")
     return name
+
+
+@dataclass
+class _PendingCopy:
+    """A file this import keeps in the workspace folder: under a temporary name until the run
+    is committed (``publish``), removed if the import fails (``discard``). ``read == final``
+    when an earlier import made it."""
+
+    read: Path
+    final: Path
+    rejections: tuple[Rejection, ...] = ()
+    """A converted run's rejected records (kept beside the copy, as ``side``)."""
+    side: Path | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.read != self.final
+
+    def publish(self) -> None:
+        if not self.pending:
+            return
+        if self.side is not None:
+            # Before the copy itself: a copy that exists always has its rejections beside it.
+            tmp = _temporary_name(self.side)
+            tmp.write_text(json.dumps([_rej(r) for r in self.rejections]))
+            os.replace(tmp, self.side)
+        os.replace(self.read, self.final)
+        self.read = self.final
+
+    def discard(self) -> None:
+        if self.pending:
+            self.read.unlink(missing_ok=True)
+
+
+def _temporary_name(dest: Path) -> Path:
+    # Unique per import: two sessions of one server may import the same content at once.
+    return dest.with_name(f"{dest.name}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+def _link_or_copy(path: Path, dest: Path) -> None:
+    try:
+        # A hard link costs nothing at any size (a copy of a 1 GB run is a second pass over
+        # it); replay checks each record's id, so a file edited in place after import is
+        # reported, never silently misread.
+        os.link(path, dest)
+    except OSError:
+        shutil.copyfile(path, dest)
 
 
 def _insert_sql(run_key: str, line_shift: int) -> str:

@@ -372,8 +372,39 @@ def test_a_file_that_grows_during_import_is_refused_and_nothing_is_stored(tmp_pa
     with pytest.raises(InputError, match="changed while it was being imported"):
         ws.import_run(src, progress=harness_appends)
     assert ws.runs() == []
+    assert list(ws.files.iterdir()) == []  # no copy of the refused file is left behind
     res = ws.import_run(src)  # complete now: imports normally
     assert res.run["trajectories"] == len(lines) - 1 and not res.already_present
+    assert [p.name for p in ws.files.iterdir()] == [Path(res.run["stored_path"]).name]
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "converted", "with side log"])
+def test_a_failed_import_leaves_no_copy_and_a_later_one_keeps_its_own(tmp_path, monkeypatch, fmt):
+    # A copy keeps a temporary name until its run is committed; before, a failed import left a
+    # content-named copy that no run pointed at (a hard link that outlives a deleted source).
+    from scoring import store
+
+    source, payloads = {
+        "canonical": (OBSERVED, None),
+        "converted": (ROOT / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl", None),
+        "with side log": (OBSERVED, PAYLOADS),
+    }[fmt]
+    ws = Workspace(tmp_path / "w.db")
+
+    def fail_at_commit(*_a, **_k):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(store._PendingCopy, "publish", fail_at_commit)
+        with pytest.raises(InputError, match="cannot keep a copy"):
+            ws.import_run(source, payloads=payloads)
+    assert ws.runs() == [] and list(ws.files.iterdir()) == []
+    run = ws.import_run(source, payloads=payloads).run
+    kept = sorted(p.name for p in ws.files.iterdir())
+    assert Path(run["stored_path"]).name in kept and not any(".tmp" in name for name in kept)
+    if payloads:
+        assert Path(run["payloads_path"]).exists()
+    assert ws.load_trajectory(run["run_key"], ws.trajectory_rows(run["run_key"])[0]["trajectory_id"])
 
 
 def test_call_sizes_are_every_calls_raw_size_or_captured_size(ws):
