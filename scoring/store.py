@@ -321,74 +321,81 @@ class Workspace:
                    ) -> "ImportResult":
         kept = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl") if pay else None
         try:
-            return self._write_run_rows(run_key, header, results, stored, kept, pay, progress, rejected, next_line,
-                                        source, source_state)
+            with self.connect() as db, _immediate(db):
+                # Another import of the same content may have committed while this one was
+                # hashing or scoring (two sessions uploading one run): then the run is theirs.
+                raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
+                if not raced:
+                    self._insert_rows(db, run_key, header, results, stored, kept, pay, progress, rejected, next_line,
+                                      source, source_state)
         finally:
             if kept is not None:
                 kept.discard()  # nothing once the run is committed
+        return ImportResult(run_key=run_key, already_present=raced, run=self.run(run_key),
+                            rejected=() if raced else tuple(rejected))
 
-    def _write_run_rows(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy",
-                        kept: "_PendingCopy | None", pay, progress, rejected: list[Rejection], next_line: int,
-                        source: Path, source_state: "_FileState") -> "ImportResult":
+    def _insert_rows(self, db, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy",
+                     kept: "_PendingCopy | None", pay, progress, rejected: list[Rejection], next_line: int,
+                     source: Path, source_state: "_FileState") -> None:
+        """The run row, its trajectory rows, its counts and its copies, in the caller's transaction.
+        Adds the rejections found on the way to ``rejected``."""
         n_traj, n_calls, seen = 0, 0, len(rejected)
-        with self.connect() as db, _immediate(db):
-            # The run row goes first (the foreign keys point at it); its counts are filled in
-            # at the end of the same transaction, so nobody sees a half-imported run.
-            db["runs"].insert({
-                "run_key": run_key, "run_id": header.run_id, "model": header.model, "format": header.format,
-                "source": header.source, "stored_path": str(stored.final),
-                "payloads_path": str(kept.final) if kept else None,
-                "harness_name": header.harness_name, "harness_version": header.harness_version,
-                "capture_limit_bytes": header.capture_limit_bytes,
-                "evidence_standard": header.evidence_standard.value,
-                "taxonomy_json": json.dumps(canonical.dump_header(header)["taxonomy"]),
-                "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
-            })
-            for block in results:
-                seen += block.seen
-                shift = next_line - 1  # block line numbers count from 1
-                next_line += block.lines
-                rejected.extend(dataclasses.replace(r, line=r.line + shift) for r in block.rejected)
-                if not block.rows:
-                    continue
-                # executemany on a prepared INSERT (sqlite-utils' insert_all re-derives types per
-                # value): the run key and the block's line shift are written by SQLite, so rows go
-                # from the worker to the database untouched. OR IGNORE keeps the first of two
-                # records with one id in different blocks (within a block the worker caught it).
-                changes = db.conn.total_changes
-                db.conn.executemany(_insert_sql(run_key, shift), block.rows)
-                inserted = db.conn.total_changes - changes
-                n_calls += sum(row[_COL["tool_call_count"]] for row in block.rows)
-                if inserted != len(block.rows):
-                    for row in _cross_block_duplicates(db, run_key, shift, block.rows):
-                        n_calls -= row[_COL["tool_call_count"]]
-                        rejected.append(Rejection(source=header.source, line=row[_COL["line"]] + shift,
-                                                  record_id=row[_COL["trajectory_id"]],
-                                                  message=f"duplicate trajectory id {row[_COL['trajectory_id']]!r}"))
-                n_traj += inserted
-                if progress:
-                    progress(n_traj)
-            if _file_state(source) != source_state:
-                # A harness still writing its log: the run key (the hash) and the records read
-                # would describe different files. Nothing is stored; the transaction rolls back.
-                raise InputError("the file changed while it was being imported (is the harness still writing "
-                                 "it?); import it again once it is complete", source=str(source))
-            recap = pay.report(header.run_id) if pay is not None else None
-            db["runs"].update(run_key, {
-                "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
-                "rejected_json": json.dumps([_rej(r) for r in rejected]),
-                "recapture_json": json.dumps({"applied": recap.applied,
-                                              "rejected": [_rej(r) for r in recap.rejected]}) if recap else None,
-            })
-            # Last step before the commit: the copies take their names (a failed commit after
-            # this leaves a correct, content-named copy that a re-import reuses).
-            try:
-                for copy in (kept, stored):
-                    if copy is not None:
-                        copy.publish()
-            except OSError as exc:
-                raise InputError(f"cannot keep a copy of the run in {self.files}: {exc}", source=str(source)) from exc
-        return ImportResult(run_key=run_key, already_present=False, run=self.run(run_key), rejected=tuple(rejected))
+        # The run row goes first (the foreign keys point at it); its counts are filled in
+        # at the end of the same transaction, so nobody sees a half-imported run.
+        db["runs"].insert({
+            "run_key": run_key, "run_id": header.run_id, "model": header.model, "format": header.format,
+            "source": header.source, "stored_path": str(stored.final),
+            "payloads_path": str(kept.final) if kept else None,
+            "harness_name": header.harness_name, "harness_version": header.harness_version,
+            "capture_limit_bytes": header.capture_limit_bytes,
+            "evidence_standard": header.evidence_standard.value,
+            "taxonomy_json": json.dumps(canonical.dump_header(header)["taxonomy"]),
+            "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
+        })
+        for block in results:
+            seen += block.seen
+            shift = next_line - 1  # block line numbers count from 1
+            next_line += block.lines
+            rejected.extend(dataclasses.replace(r, line=r.line + shift) for r in block.rejected)
+            if not block.rows:
+                continue
+            # executemany on a prepared INSERT (sqlite-utils' insert_all re-derives types per
+            # value): the run key and the block's line shift are written by SQLite, so rows go
+            # from the worker to the database untouched. OR IGNORE keeps the first of two
+            # records with one id in different blocks (within a block the worker caught it).
+            changes = db.conn.total_changes
+            db.conn.executemany(_insert_sql(run_key, shift), block.rows)
+            inserted = db.conn.total_changes - changes
+            n_calls += sum(row[_COL["tool_call_count"]] for row in block.rows)
+            if inserted != len(block.rows):
+                for row in _cross_block_duplicates(db, run_key, shift, block.rows):
+                    n_calls -= row[_COL["tool_call_count"]]
+                    rejected.append(Rejection(source=header.source, line=row[_COL["line"]] + shift,
+                                              record_id=row[_COL["trajectory_id"]],
+                                              message=f"duplicate trajectory id {row[_COL['trajectory_id']]!r}"))
+            n_traj += inserted
+            if progress:
+                progress(n_traj)
+        if _file_state(source) != source_state:
+            # A harness still writing its log: the run key (the hash) and the records read
+            # would describe different files. Nothing is stored; the transaction rolls back.
+            raise InputError("the file changed while it was being imported (is the harness still writing "
+                             "it?); import it again once it is complete", source=str(source))
+        recap = pay.report(header.run_id) if pay is not None else None
+        db["runs"].update(run_key, {
+            "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
+            "rejected_json": json.dumps([_rej(r) for r in rejected]),
+            "recapture_json": json.dumps({"applied": recap.applied,
+                                          "rejected": [_rej(r) for r in recap.rejected]}) if recap else None,
+        })
+        # Last step before the commit: the copies take their names (a failed commit after
+        # this leaves a correct, content-named copy that a re-import reuses).
+        try:
+            for copy in (kept, stored):
+                if copy is not None:
+                    copy.publish()
+        except OSError as exc:
+            raise InputError(f"cannot keep a copy of the run in {self.files}: {exc}", source=str(source)) from exc
 
     def runs(self) -> list[dict]:
         """Every imported run's row, newest first."""

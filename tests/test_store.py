@@ -427,3 +427,28 @@ def test_int_list_refuses_what_int_refuses(text):
     from scoring.store import _int_list
     with pytest.raises(ValueError):
         _int_list(text)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_an_import_that_loses_a_race_with_the_same_content_reports_it_present(tmp_path, monkeypatch, parallel):
+    # Two sessions upload one run: both see no run when they start, one commits first. The
+    # other used to fail with "UNIQUE constraint failed: runs.run_key".
+    from scoring import ingest, store
+
+    if parallel:
+        monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
+    ws = Workspace(tmp_path / "w.db")
+    first = ws.import_run(OBSERVED)
+    looked = []
+    real_run = Workspace.run
+
+    def not_yet_on_the_first_look(self, run_key):
+        looked.append(run_key)
+        return None if len(looked) == 1 else real_run(self, run_key)
+
+    monkeypatch.setattr(Workspace, "run", not_yet_on_the_first_look)
+    second = ws.import_run(OBSERVED)
+    assert second.already_present and second.run_key == first.run_key and second.run == first.run
+    assert len(ws.runs()) == 1
+    assert [p.name for p in ws.files.iterdir()] == [Path(first.run["stored_path"]).name]
