@@ -249,7 +249,7 @@ argument check per call in one native pass), held equal to the typed path by the
 property test.
 
 Third round (2026-11-29, later): why pyarrow's time swung 3x. In a fresh process,
-`read_json` on the 1 GB file spends 5.3–6.4 s of *system* time (the kernel handing it ~2.4 GB
+`read_json` on the 1 GB file spends 4.8–6.4 s of *system* time (the kernel handing it ~2.4 GB
 of new memory on this VM) inside a 4.0–4.9 s wall; parsed a second time in the same process,
 with its memory already mapped, it takes 1.48–1.87 s (600–760 MB/s: the parse alone, and
 the issue's ~600 MB/s). Our import maps little new memory (0.9 s of system time). Both pyarrow
@@ -271,7 +271,7 @@ check ~2 µs; the rest is walking lines through data not yet in cache) — plus 
 file's SHA-256 (0.85 s), the SQLite insert (1.35 s) and unpickling rows (0.2–0.3 s). Twice
 pyarrow's second parse is ~3–3.7 s of wall, ~6 s of CPU on two cores: out of reach for this
 design in Python. **The 1 M-call import target is not met against pyarrow's parse alone
-(3.0–3.5x); against pyarrow in a fresh process it is (1.1–1.3x), but that baseline is inflated
+(3.0–3.5x); against pyarrow in a fresh process it is (1.1–1.4x), but that baseline is inflated
 by the kernel's memory cost, so the target is not claimed.** What would meet it is a native
 checker for the common record shape (decode, hash and JSON-check each call in one pass, on
 both cores), held equal to the typed path by the existing property tests.
