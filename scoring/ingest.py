@@ -229,11 +229,12 @@ _LEAN_DECODER = msgspec.json.Decoder(_LeanRecord)
 _SAFE, _UNSAFE = Status.SAFE.value, Status.UNSAFE.value
 _LEAN_MISS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _JSON_SYNTAX = msgspec.json.Decoder(msgspec.Raw)
-"""Checks that a text is one JSON value without building it (2.7x faster than orjson.loads on
-the arguments of the bench file). It accepts only what the typed path's parse check accepts:
-its own nesting limit is lower than orjson's, and the two texts it passes that orjson refuses
-(invalid UTF-8, which an encoded ``str`` cannot hold, and a number out of float range) the
-standard library accepts. ``test_json_syntax_check_is_never_laxer`` holds it to that."""
+"""Checks that a text is one JSON value without building it (0.45 µs against orjson.loads'
+1.23 µs for a 900-byte argument). It accepts only what the typed path's parse check accepts:
+its nesting limit is lower than orjson's, and what it passes that orjson refuses (bytes that are
+not UTF-8, here only an encoded lone surrogate, which the record decoder refuses anyway; numbers
+beyond float range) the standard library accepts.
+``test_json_syntax_check_is_never_laxer_than_the_typed_path`` holds it to that."""
 _SYNTAX_MISS = (msgspec.DecodeError, RecursionError)  # deep nesting raises RecursionError
 
 
