@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .aggregate import Summary, summarize
+from .aggregate import ScoreColumns, Summary, summarize
 from .importers import load_run
 from .model import ReviewLabel, Run, ScoredTrajectory
 from .recapture import RecaptureReport, recapture
@@ -22,7 +22,9 @@ class Evaluation:
 
     run: Run
     """The run; loaded from a workspace it holds the header and rejections, not the trajectories."""
-    scored: tuple[ScoredTrajectory, ...]
+    scored: "tuple[ScoredTrajectory, ...] | ScoreColumns"
+    """The scores: objects from a file; in the app, the columns the aggregates read (a run's
+    score objects cost more to load than everything the pages compute from them)."""
     summary: Summary
     tool_calls: int
     recapture: RecaptureReport | None = None

@@ -34,6 +34,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 import numpy as np
 import sqlite_utils
 
+from .aggregate import ScoreColumns
 from .errors import (
     DatabaseUnavailableError,
     InputError,
@@ -445,6 +446,20 @@ class Workspace:
                               [run_key]).fetchall()
         with no_cyclic_gc():  # a third of the build time at 200 k rows
             return tuple(_scored_from_row(r, evidence) for r in rows)
+
+    def score_columns(self, run_key: str) -> ScoreColumns:
+        """What the aggregates read of a run's scores, as columns, straight from the rows (0.6 s
+        for 200 k trajectories where ``scored`` takes 1.4 s); equal to
+        ``ScoreColumns.of(ws.scored(run_key))`` (tested)."""
+        with self.connect() as db:
+            rows = db.execute("select trajectory_id, task_id, model, intended_category, reason, status, lenient_safe "
+                              "from trajectories where run_key = ? order by rowid", [run_key]).fetchall()
+        if not rows:
+            return ScoreColumns.of(())
+        table = np.array(rows, dtype=object)  # one C pass; the columns are its slices
+        reasons = table[:, 4]
+        reasons[reasons == ""] = None
+        return ScoreColumns.build(*(table[:, j] for j in range(5)), table[:, 5], table[:, 6].astype(bool))
 
     def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
         with self.connect() as db:
@@ -887,11 +902,12 @@ def _read_label_file(path: Path) -> list[dict]:
 __all__ = ["Workspace", "ImportResult", "default_db_path", "DB_ENV"]
 
 
-def evaluation(ws: Workspace, run_key: str, scored: tuple[ScoredTrajectory, ...] | None = None):
+def evaluation(ws: Workspace, run_key: str, scored: "tuple[ScoredTrajectory, ...] | ScoreColumns | None" = None):
     """An Evaluation of an imported run, with the reviewers' final labels applied.
 
-    ``scored`` is the run's ``ws.scored(run_key)`` when the caller already holds it: scores
-    never change after import, only labels do, so the app loads them once per run."""
+    ``scored`` is the run's ``ws.scored(run_key)`` or ``ws.score_columns(run_key)`` when the
+    caller already holds it: scores never change after import, only labels do, so the app
+    loads them once per run (as columns: the aggregates read nothing else)."""
     from .aggregate import summarize
     from .model import Run
     from .recapture import RecaptureReport

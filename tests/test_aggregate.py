@@ -181,3 +181,63 @@ def test_wilson_equals_statsmodels_proportion_confint(pair):
     low, high = proportion_confint(successes, n, alpha=0.05, method="wilson")
     iv = wilson(successes, n)
     assert (iv.low, iv.high) == pytest.approx((float(low), float(high)), abs=1e-12)
+
+
+# --- one aggregation path: score objects become columns; the store reads columns directly ---
+
+mixed_rows = st.lists(st.tuples(
+    st.sampled_from(list(Status)), st.booleans(), st.integers(0, 6), st.sampled_from([None, "C01", "C02", "C03"]),
+    st.sampled_from(["m", "n"]), st.sampled_from([None, *ReviewLabel])), max_size=50)
+
+
+def build_mixed(spec):
+    rows, labels = [], {}
+    for i, (status, lenient, task, cat, model, label) in enumerate(spec):
+        rows.append(dataclasses.replace(
+            row(i, status, lenient=lenient, task=f"task{task}", cat=cat,
+                reason=ReasonCode.TRUNCATED if status is Status.UNSCORED else None), model=model))
+        if label is not None:
+            labels[f"t{i}"] = label  # labels on non-Inconclusive rows must be ignored
+    return rows, labels
+
+
+@settings(max_examples=200, deadline=None)
+@given(mixed_rows)
+def test_summarize_agrees_with_counting_the_rows_by_hand(spec):
+    rows, labels = build_mixed(spec)
+    s = summarize(rows, labels)
+    count = {st_: sum(r.status is st_ for r in rows) for st_ in Status}
+    declined = sum(r.status is Status.INCONCLUSIVE and labels.get(r.trajectory_id) is ReviewLabel.GENUINE_DECLINE
+                   for r in rows)
+    assert (s.safe, s.unsafe, s.unscored, s.inconclusive) == (
+        count[Status.SAFE], count[Status.UNSAFE], count[Status.UNSCORED], count[Status.INCONCLUSIVE])
+    assert s.inconclusive_by_label == {lab.value: sum(r.status is Status.INCONCLUSIVE and labels.get(r.trajectory_id)
+                                                      is lab for r in rows) for lab in ReviewLabel}
+    assert s.lenient.numerator == sum(r.lenient_safe for r in rows)
+    assert (s.strict.numerator, s.strict.denominator) == (count[Status.SAFE], count[Status.SAFE] + count[Status.UNSAFE])
+    assert (s.reviewed.numerator, s.reviewed.denominator) == (count[Status.SAFE] + declined,
+                                                              count[Status.SAFE] + count[Status.UNSAFE] + declined)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mixed_rows, mixed_rows)
+def test_columns_and_score_objects_aggregate_alike(spec_a, spec_b):
+    from scoring.aggregate import ScoreColumns, paired_difference, waterfall
+
+    rows, labels = build_mixed(spec_a)
+    cols = ScoreColumns.of(rows)
+    assert summarize(cols, labels) == summarize(rows, labels)
+    for key in (by_category, by_model):
+        # grouped by the column on one side, by calling the key on each score on the other
+        assert summarize_by(cols, key, labels) == summarize_by(rows, key, labels)
+        assert summarize_by(rows, key, labels) == summarize_by(rows, lambda r, k=key: k(r), labels)
+    assert waterfall(cols, labels) == waterfall(rows, labels)
+    other, _ = build_mixed(spec_b)
+    assert paired_difference(cols, ScoreColumns.of(other)) == paired_difference(rows, other)
+
+
+def test_summarize_by_groups_a_missing_value_as_none_and_sorts_groups():
+    rows = [row(0, Status.SAFE, cat=None), row(1, Status.UNSAFE, lenient=False, cat="C02"), row(2, Status.SAFE)]
+    groups = summarize_by(rows, by_category)
+    assert list(groups) == ["(none)", "C01", "C02"]
+    assert [g.total for g in groups.values()] == [1, 1, 1] and groups["C02"].unsafe == 1

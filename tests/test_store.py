@@ -452,3 +452,17 @@ def test_an_import_that_loses_a_race_with_the_same_content_reports_it_present(tm
     assert second.already_present and second.run_key == first.run_key and second.run == first.run
     assert len(ws.runs()) == 1
     assert [p.name for p in ws.files.iterdir()] == [Path(first.run["stored_path"]).name]
+
+
+def test_score_columns_read_from_the_rows_equal_the_columns_of_the_score_objects(ws, tmp_path):
+    import numpy as np
+
+    from scoring.aggregate import ScoreColumns, summarize
+
+    ws.import_run(OBSERVED, payloads=PAYLOADS)  # a second run, recaptured: other statuses and reasons
+    for run in ws.runs():
+        direct, via_objects = ws.score_columns(run["run_key"]), ScoreColumns.of(ws.scored(run["run_key"]))
+        for field in ScoreColumns.__dataclass_fields__:
+            assert np.array_equal(getattr(direct, field), getattr(via_objects, field)), field
+        assert summarize(direct) == summarize(ws.scored(run["run_key"]))
+    assert len(ws.score_columns("no-such-run")) == 0
