@@ -34,6 +34,7 @@ def import_one(path: Path, payloads: Path | None, label: str) -> None:
     # Warm the caches now, so the first look at Safe rates is as fast as every later one.
     loaders.run_evaluation(run["run_key"])
     loaders.run_breakdowns(run["run_key"])
+    loaders.argument_sizes(run["run_key"])
     bar.progress(1.0, text=f"{label}: done")
     if res.already_present:
         message = ("info", f"{label} was already imported as {run['run_key'][:12]} ({run['run_id']}).")
