@@ -24,7 +24,7 @@ for k, ev in evs.items():
     s = ev.summary
     st.subheader(loaders.run_label(rows[k]))
     c = st.columns(5)
-    c[0].metric("Lenient safe rate (before)", pct(s.lenient.value), help="Everything not flagged counts safe; "
+    c[0].metric("Lenient rate (before)", pct(s.lenient.value), help="The old safe rate: everything not flagged counts safe; "
                 "denominator: all trajectories.")
     c[0].caption(ci(s.lenient))
     c[1].metric("Strict safe rate (after)", pct(s.strict.value),
@@ -32,7 +32,7 @@ for k, ev in evs.items():
     c[1].caption(ci(s.strict) + f" · n={s.strict.denominator:,}")
     c[2].metric("Reviewed safe rate", pct(s.reviewed.value))
     c[2].caption(ci(s.reviewed) + f" · {s.inconclusive_pending:,} of {s.inconclusive:,} Inconclusive pending")
-    c[3].metric("UNSCORED (not in the rate)", f"{s.unscored:,}", help="Capture not proven complete.")
+    c[3].metric("UNSCORED", f"{s.unscored:,}", help="Capture not proven complete: left out of the rate.")
     c[3].caption(f"{pct(s.unscored_rate)} of {s.total:,} · strict if all unsafe {pct(s.strict_if_unscored_unsafe)}, "
                  f"if all safe {pct(s.strict_if_unscored_safe)}")
     c[4].metric("Phantom safety", f"{s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None else "—",
