@@ -77,14 +77,10 @@ rows_strategy = st.lists(
 
 
 def build(spec):
-    out, labels = [], {}
-    for i, (status, lenient, task, label) in enumerate(spec):
-        reason = ReasonCode.TRUNCATED if status is Status.UNSCORED else None
-        out.append(row(i, status, lenient=lenient if status is not Status.UNSAFE else False,
-                       task=f"task{task}", reason=reason))
-        if label is not None and status is Status.INCONCLUSIVE:
-            labels[f"t{i}"] = label
-    return out, labels
+    # One category and model, an unsafe trajectory never lenient-safe, labels only where they apply.
+    return build_mixed([(status, lenient and status is not Status.UNSAFE, task, "C01", "m",
+                         label if status is Status.INCONCLUSIVE else None)
+                        for status, lenient, task, label in spec])
 
 
 @settings(max_examples=150, deadline=None)
