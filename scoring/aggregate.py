@@ -196,6 +196,11 @@ class ScoreColumns:
     lenient: np.ndarray
     """What the old pipeline said: safe (bool)."""
 
+    def __post_init__(self) -> None:
+        # The app caches one of these per run for every session: no aggregate may change it.
+        for name in self.__dataclass_fields__:
+            getattr(self, name).flags.writeable = False
+
     def __len__(self) -> int:
         return len(self.ids)
 

@@ -237,3 +237,14 @@ def test_summarize_by_groups_a_missing_value_as_none_and_sorts_groups():
     groups = summarize_by(rows, by_category)
     assert list(groups) == ["(none)", "C01", "C02"]
     assert [g.total for g in groups.values()] == [1, 1, 1] and groups["C02"].unsafe == 1
+
+
+def test_score_columns_are_read_only():
+    # the app shares one per run between sessions
+    from scoring.aggregate import ScoreColumns
+
+    cols = ScoreColumns.of(small())
+    with pytest.raises(ValueError):
+        cols.status[0] = 0
+    with pytest.raises(ValueError):
+        cols.take(np.array([0, 1])).ids[0] = "x"
