@@ -31,7 +31,7 @@ from .score import SCORER_VERSION, score_run, score_strict
 
 _LAZY = {
     "evaluate": "report", "evaluate_run": "report", "Evaluation": "report",
-    "summarize": "aggregate", "summarize_by": "aggregate", "Summary": "aggregate",
+    "summarize": "aggregate", "summarize_by": "aggregate", "Summary": "aggregate", "ScoreColumns": "aggregate",
     "load_run": "importers", "parse_run": "importers", "formats": "importers",
     "recapture": "recapture", "Workspace": "store",
 }
