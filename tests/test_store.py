@@ -466,3 +466,45 @@ def test_score_columns_read_from_the_rows_equal_the_columns_of_the_score_objects
             assert np.array_equal(getattr(direct, field), getattr(via_objects, field)), field
         assert summarize(direct) == summarize(ws.scored(run["run_key"]))
     assert len(ws.score_columns("no-such-run")) == 0
+
+
+def _search_line_by_line(ws, run_key, needle):
+    """The plain reading of what search_run finds in the run file: each trajectory's line,
+    lower-cased, contains the needle (or its JSON-escaped form)."""
+    run = ws.run(run_key)
+    forms = {needle.lower().encode(), json.dumps(needle)[1:-1].lower().encode()}
+    by_line = {r["line"]: r["trajectory_id"] for r in ws.trajectory_rows(run_key)}
+    with open(run["stored_path"], "rb") as fh:
+        return {by_line[n] for n, line in enumerate(fh, start=1)
+                if n in by_line and any(f in line.lower() for f in forms)}
+
+
+@pytest.fixture(scope="module")
+def searchable(tmp_path_factory):
+    ws = Workspace(tmp_path_factory.mktemp("search") / "w.db")
+    key = ws.import_run(OBSERVED).run_key
+    return ws, key, OBSERVED.read_bytes().decode("utf-8").splitlines()
+
+
+@settings(max_examples=80, deadline=None)
+@given(line=st.integers(0, 10_000), at=st.integers(0, 10_000), size=st.integers(1, 24),
+       block=st.sampled_from([61, 1000, 1 << 24]), upper=st.booleans())
+def test_search_by_blocks_finds_what_reading_line_by_line_finds(searchable, line, at, size, block, upper):
+    from scoring import store
+
+    ws, key, lines = searchable
+    text = lines[line % len(lines)]  # the header too: its words must not count
+    needle = text[at % len(text):][:size] or "x"
+    needle = needle.upper() if upper else needle
+    with pytest.MonkeyPatch.context() as mp:  # small blocks: matches straddle them
+        mp.setattr(store, "SEARCH_BLOCK_BYTES", block)
+        assert store.search_run(ws, key, needle) == _search_line_by_line(ws, key, needle)
+
+
+def test_search_never_matches_across_two_records(searchable):
+    from scoring.store import search_run
+
+    ws, key, lines = searchable
+    needle = lines[5][-12:] + "\n" + lines[6][:12]  # the end of one record and the start of the next
+    assert search_run(ws, key, needle) == set() == _search_line_by_line(ws, key, needle)
+    assert search_run(ws, key, lines[6][:40]) == _search_line_by_line(ws, key, lines[6][:40]) != set()
