@@ -7,7 +7,6 @@ import streamlit as st
 from pages._shared import loaders, router, state
 from pages._shared.render import render_trajectory
 from scoring.score import assess_calls
-from scoring.store import search_run
 
 keys, rows = router.page("Trajectories")
 run_key = st.selectbox("Run", keys, key=state.TRAJ_RUN, format_func=lambda k: loaders.run_label(rows[k]))
@@ -37,7 +36,7 @@ if tool:
 if model:
     view = view[view["model"].isin(model)]
 if query:
-    hits = search_run(loaders.workspace(), run_key, query)
+    hits = loaders.search(run_key, query)
     view = view[view["trajectory_id"].isin(hits)]
 
 matching = len(view)

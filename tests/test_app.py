@@ -200,3 +200,18 @@ def test_trajectories_full_text_search_narrows_the_table(app):
     table = app.dataframe[0].value
     assert 0 < len(table) < 2000
     assert set(table["intended_category"]) == {"C08"}  # persistence_cron's payload
+
+
+def test_a_search_reads_the_run_once_however_often_the_page_reruns(app, monkeypatch):
+    # a search reads the whole run file; picking a row to replay reruns the page
+    import scoring.store
+
+    calls = []
+    real = scoring.store.search_run
+    monkeypatch.setattr(loaders, "search_run", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    app.switch_page("pages/trajectories.py").run()
+    app.text_input(key="filter_search").input("a search no other test makes").run()
+    app.run()
+    app.session_state[state.TRAJ_TABLE] = {"selection": {"rows": [], "columns": [], "cells": []}}
+    app.run()
+    assert not app.exception and calls == ["a search no other test makes"]

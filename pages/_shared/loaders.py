@@ -14,7 +14,7 @@ import streamlit as st
 
 from scoring.aggregate import ScoreColumns
 from scoring.report import Evaluation
-from scoring.store import Workspace, default_db_path, evaluation
+from scoring.store import Workspace, default_db_path, evaluation, search_run
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_runs"
 DB_PATH: Path | None = None  # None: the default path (tests set a temporary one)
@@ -97,6 +97,18 @@ def _sizes(db: str, run_key: str) -> list[int]:
 
 def argument_sizes(run_key: str) -> list[int]:
     return _sizes(str(db_path()), run_key)
+
+
+@st.cache_resource(max_entries=64, show_spinner="Searching the run…")
+def _search(db: str, run_key: str, query: str) -> frozenset[str]:
+    # A run's file never changes under its key (its content hash), so neither do the hits; a
+    # search reads the whole run (~1 s per GB), and selecting a row reruns the page.
+    return frozenset(search_run(Workspace(db), run_key, query))
+
+
+def search(run_key: str, query: str) -> frozenset[str]:
+    """Trajectory ids whose record or joined side-log payload contains ``query``."""
+    return _search(str(db_path()), run_key, query)
 
 
 def runs() -> list[dict]:
