@@ -165,7 +165,7 @@ _SAFE, _UNSAFE, _UNSCORED, _INCONCLUSIVE = (_STATUS_CODE[s] for s in (Status.SAF
 
 
 def _objects(values: Iterable) -> np.ndarray:
-    """A 1-D object array of ``values`` (one passes through)."""
+    """A 1-D object array of ``values`` (a 1-D object array passes through unchanged)."""
     if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1:
         return values
     values = list(values)
@@ -177,7 +177,7 @@ def _objects(values: Iterable) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class ScoreColumns:
     """What the aggregates read of a run's scores, one array per field: the cheap view of a
-    run. The store reads it straight from SQLite (0.6 s for 200 k trajectories against 1.4 s
+    run. The store reads it straight from SQLite (0.43 s for 200 k trajectories against 1.4–1.6 s
     for the score objects); every aggregate turns score objects into it first, so there is one
     way to aggregate."""
 
