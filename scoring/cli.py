@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from .errors import LitmusReviewError
-from .importers import SNIFF_BYTES, formats, sniff_format
+from .importers import formats, sniff_file
 from .importers.inspect_log import VerdictMap
 from .report import Evaluation, evaluate
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
@@ -104,10 +104,7 @@ STREAM_SCORE_BYTES = 64 * 1024 * 1024
 def _streams(path: Path, fmt: str) -> bool:
     if path.stat().st_size < STREAM_SCORE_BYTES:
         return False
-    if fmt == "auto":
-        with path.open("rb") as fh:
-            fmt = sniff_format(fh.read(SNIFF_BYTES), str(path))
-    return fmt == "canonical"
+    return (sniff_file(path) if fmt == "auto" else fmt) == "canonical"
 
 
 def _evaluate_streaming(path: Path, payloads: Path | None) -> Evaluation:

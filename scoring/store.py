@@ -43,7 +43,7 @@ from .errors import (
     RunMismatchError,
     StoreError,
 )
-from .importers import SNIFF_BYTES, canonical, load_run, sniff_format
+from .importers import canonical, load_run, sniff_file
 from .importers._common import decode_json_line
 from .ingest import (
     _COL,
@@ -223,7 +223,7 @@ class Workspace:
         before = _file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
         if fmt == "auto":
-            fmt = _sniff(path)
+            fmt = sniff_file(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and IMPORT_WORKERS > 1 \
                 and before.size >= PARALLEL_MIN_BYTES:
             return self._import_parallel(path, progress, before)
@@ -667,11 +667,6 @@ def _reading(path: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
-
-
-def _sniff(path: Path) -> str:
-    with _reading(path), path.open("rb") as fh:
-        return sniff_format(fh.read(SNIFF_BYTES), str(path))
 
 
 class _FileState(NamedTuple):

@@ -44,6 +44,17 @@ def sniff_format(head: bytes, source: str) -> str:
     raise UnknownFormatError(source=source, tried=formats())
 
 
+def sniff_file(path: str | Path) -> str:
+    """``sniff_format`` of a file's first ``SNIFF_BYTES``; InputError naming it if unreadable."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    return sniff_format(head, str(path))
+
+
 def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map=None) -> Run:
     """Parse bytes of a known or sniffed format into a Run.
 
@@ -71,4 +82,4 @@ def load_run(path: str | Path, fmt: str = "auto", *, verdict_map=None) -> Run:
     return parse_run(read_bytes(path), str(path), fmt, verdict_map=verdict_map)
 
 
-__all__ = ["IMPORTERS", "formats", "load_run", "parse_run", "sniff_format"]
+__all__ = ["IMPORTERS", "formats", "load_run", "parse_run", "sniff_file", "sniff_format"]
