@@ -233,16 +233,13 @@ class Workspace:
         existing = self.run(run_key)
         if existing is not None:
             return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
-        stored = self._store_file(path, run_key if verdict_map else content, fmt, verdict_map)
-        try:
-            with stored.read.open("rb") as fh:
-                header_line, header, first_line, header_end = _read_header(fh, path, fmt)
-                results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay)
-                           for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
-                return self._write_run(run_key, header, results, stored, pay, progress, list(stored.rejections),
-                                       first_line + 1, path, before)
-        finally:
-            stored.discard()  # nothing once the run is committed
+        with self._store_file(path, run_key if verdict_map else content, fmt, verdict_map) as stored, \
+                stored.read.open("rb") as fh:
+            header_line, header, first_line, header_end = _read_header(fh, path, fmt)
+            results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay)
+                       for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
+            return self._write_run(run_key, header, results, stored, pay, progress, list(stored.rejections),
+                                   first_line + 1, path, before)
 
     def _import_parallel(self, path: Path, progress, before: "_FileState") -> "ImportResult":
         """A large canonical run on two cores: worker processes parse and score blocks of lines
@@ -260,13 +257,10 @@ class Workspace:
                 existing = self.run(run_key)
                 if existing is not None:
                     return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
-                stored = self._store_file(path, run_key, canonical.NAME)
                 blocks = itertools.chain([first] if first is not None else [], results)
-                try:
+                with self._store_file(path, run_key, canonical.NAME) as stored:
                     return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1,
                                            path, before)
-                finally:
-                    stored.discard()  # nothing once the run is committed
             finally:
                 results.close()
 
@@ -321,18 +315,14 @@ class Workspace:
     def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy", pay, progress,
                    rejected: list[Rejection], next_line: int, source: Path, source_state: "_FileState",
                    ) -> "ImportResult":
-        kept = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl") if pay else None
-        try:
-            with self.connect() as db, _immediate(db):
-                # Another import of the same content may have committed while this one was
-                # hashing or scoring (two sessions uploading one run): then the run is theirs.
-                raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
-                if not raced:
-                    self._insert_rows(db, run_key, header, results, stored, kept, pay, progress, rejected, next_line,
-                                      source, source_state)
-        finally:
-            if kept is not None:
-                kept.discard()  # nothing once the run is committed
+        keeping = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl") if pay else None
+        with keeping or contextlib.nullcontext() as kept, self.connect() as db, _immediate(db):
+            # Another import of the same content may have committed while this one was hashing
+            # or scoring (two sessions uploading one run): then the run is theirs.
+            raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
+            if not raced:
+                self._insert_rows(db, run_key, header, results, stored, kept, pay, progress, rejected, next_line,
+                                  source, source_state)
         return ImportResult(run_key=run_key, already_present=raced, run=self.run(run_key),
                             rejected=() if raced else tuple(rejected))
 
@@ -711,8 +701,9 @@ def _reviewer(name: str) -> str:
 @dataclass
 class _PendingCopy:
     """A file this import keeps in the workspace folder: under a temporary name until the run
-    is committed (``publish``), removed if the import fails (``discard``). ``read == final``
-    when an earlier import made it."""
+    is committed (``publish``), removed if the import fails. ``read == final`` when an earlier
+    import made it. As a context manager it discards itself on the way out (nothing once
+    published)."""
 
     read: Path
     final: Path
@@ -738,6 +729,12 @@ class _PendingCopy:
     def discard(self) -> None:
         if self.pending:
             self.read.unlink(missing_ok=True)
+
+    def __enter__(self) -> "_PendingCopy":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
 
 
 def _temporary_name(dest: Path) -> Path:
