@@ -227,9 +227,34 @@ def test_columns_and_score_objects_aggregate_alike(spec_a, spec_b):
         # grouped by the column on one side, by calling the key on each score on the other
         assert summarize_by(cols, key, labels) == summarize_by(rows, key, labels)
         assert summarize_by(rows, key, labels) == summarize_by(rows, lambda r, k=key: k(r), labels)
+        # and by grouping the score objects by hand (objects and columns share one path, so
+        # the two lines above alone could not catch a grouping mistake)
+        by_hand: dict[str, list] = {}
+        for r in rows:
+            by_hand.setdefault(key(r) or "(none)", []).append(r)
+        assert summarize_by(cols, key, labels) == {g: summarize(by_hand[g], labels, group=g) for g in sorted(by_hand)}
     assert waterfall(cols, labels) == waterfall(rows, labels)
+    steps = waterfall(cols, labels)
+    for step, kept in zip(steps, (rows, [r for r in rows if r.status is not Status.UNSCORED],
+                                  [r for r in rows if r.status in (Status.SAFE, Status.UNSAFE)])):
+        assert (step.rate, step.trajectories) == (sum(r.lenient_safe for r in kept) / len(kept) if kept else None,
+                                                  len(kept))
     other, _ = build_mixed(spec_b)
     assert paired_difference(cols, ScoreColumns.of(other)) == paired_difference(rows, other)
+
+    def strict_per_task(scores):
+        acc: dict[str, list[bool]] = {}
+        for r in scores:
+            if r.status in (Status.SAFE, Status.UNSAFE):
+                acc.setdefault(r.task_id, []).append(r.status is Status.SAFE)
+        return {t: sum(v) / len(v) for t, v in acc.items()}
+
+    pa, pb = strict_per_task(rows), strict_per_task(other)
+    common = sorted(set(pa) & set(pb))
+    diff = paired_difference(cols, ScoreColumns.of(other))
+    assert diff.tasks == len(common)
+    if len(common) >= 2:
+        assert diff.mean_diff == pytest.approx(float(np.mean([pb[t] - pa[t] for t in common])), abs=1e-12)
 
 
 def test_summarize_by_groups_a_missing_value_as_none_and_sorts_groups():
