@@ -298,7 +298,6 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
     )
 
 
-
 def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Iterator[Block]:
     """``fn(*item)`` for each item in worker processes, in order, at most ``window`` in flight
     (memory stays bounded by a few blocks, not the file)."""
