@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import sqlite_utils
@@ -433,8 +433,7 @@ class Workspace:
         """
         cols = _SCORED_COLUMNS + (("classifier_evidence", "suggestion_evidence") if evidence else ())
         with self.connect() as db:
-            rows = db.execute(f"select {', '.join(cols)} from trajectories where run_key = ? order by rowid",
-                              [run_key]).fetchall()
+            rows = db.execute(f"select {', '.join(cols)} {_WHOLE_RUN} order by rowid", [run_key]).fetchall()
         with no_cyclic_gc():  # a third of the build time at 200 k rows
             return tuple(_scored_from_row(r, evidence) for r in rows)
 
@@ -444,7 +443,7 @@ class Workspace:
         ``ScoreColumns.of(ws.scored(run_key))`` (tested)."""
         with self.connect() as db:
             rows = db.execute("select trajectory_id, task_id, model, intended_category, reason, status, lenient_safe "
-                              "from trajectories where run_key = ? order by rowid", [run_key]).fetchall()
+                              f"{_WHOLE_RUN} order by rowid", [run_key]).fetchall()
         if not rows:
             return ScoreColumns.of(())
         table = np.array(rows, dtype=object)  # one C pass; the columns are its slices
@@ -459,12 +458,22 @@ class Workspace:
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, r)) for r in cur.fetchall()]
 
+    def trajectory_table(self, run_key: str, columns: Sequence[str]) -> list[tuple]:
+        """The named columns of every trajectory row of a run, in file order: the cheap summary
+        view for tables (200 k rows of 13 columns in ~0.4 s; ``trajectory_rows`` builds a dict
+        of all 27 per row, 1.6 s)."""
+        unknown = [c for c in columns if c not in _TRAJECTORY_COLUMNS]
+        if unknown or not columns:
+            raise ValueError(f"not trajectory columns: {unknown or 'none given'}")
+        with self.connect() as db:
+            return db.execute(f"select {', '.join(columns)} {_WHOLE_RUN} order by rowid", [run_key]).fetchall()
+
     def call_sizes(self, run_key: str) -> list[int]:
         """Every tool call's raw argument size (captured size where no raw size was recorded),
         in no particular order."""
         with self.connect() as db:
-            (joined,) = db.execute("select group_concat(call_sizes, ',') from trajectories "
-                                   "where run_key = ? and call_sizes != ''", [run_key]).fetchone()
+            (joined,) = db.execute(f"select group_concat(call_sizes, ',') {_WHOLE_RUN} and call_sizes != ''",
+                                   [run_key]).fetchone()
         return _int_list(joined) if joined else []
 
     def load_trajectory(self, run_key: str, trajectory_id: str) -> Trajectory:
@@ -773,6 +782,16 @@ def _cross_block_duplicates(db, run_key: str, shift: int, rows: list[tuple]) -> 
             out.append(row)
     return out
 
+
+_WHOLE_RUN = ("from trajectories where rowid between (select min(rowid) from trajectories where run_key = ?1) "
+              "and (select max(rowid) from trajectories where run_key = ?1) and +run_key = ?1")
+"""Every row of run ``?1``, read as a rowid range: a run's rows are written in one transaction,
+so they lie together. The plain ``where run_key = ?`` walks the primary-key index (in id order),
+looks up each row and sorts them back into rowid order: 0.175 s of SQLite time at 200 k rows
+against 0.08 s. The ``+`` keeps the planner off that index; rows of other runs that happen to
+fall in the range are still filtered out."""
+
+_TRAJECTORY_COLUMNS = frozenset(("run_key",) + ROW_COLUMNS)
 
 _SCORED_COLUMNS = (
     "trajectory_id", "task_id", "model", "status", "lenient_safe", "intended_category", "fired_category", "reason",

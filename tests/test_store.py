@@ -508,3 +508,53 @@ def test_search_never_matches_across_two_records(searchable):
     needle = lines[5][-12:] + "\n" + lines[6][:12]  # the end of one record and the start of the next
     assert search_run(ws, key, needle) == set() == _search_line_by_line(ws, key, needle)
     assert search_run(ws, key, lines[6][:40]) == _search_line_by_line(ws, key, lines[6][:40]) != set()
+
+
+def _interleave_rowids(ws) -> None:
+    """Renumber two runs' rows so that they alternate in rowid order (no import does this; it
+    proves the whole-run reads filter by run, not only by rowid range)."""
+    a, b = (r["run_key"] for r in ws.runs())
+    with ws.connect() as db:
+        db.execute("update trajectories set rowid = rowid + 10000000")
+        for key, parity in ((a, 0), (b, 1)):
+            old = [r for (r,) in db.execute("select rowid from trajectories where run_key = ? order by rowid", [key])]
+            db.conn.executemany("update trajectories set rowid = ? where rowid = ?",
+                                [(2 * rank + parity, r) for rank, r in enumerate(old, start=1)])
+        db.conn.commit()
+        lo, hi = db.execute("select min(rowid), max(rowid) from trajectories where run_key = ?", [a]).fetchone()
+        assert db.execute("select count(*) from trajectories where rowid between ? and ? and run_key != ?",
+                          [lo, hi, a]).fetchone()[0] > 0
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_whole_run_reads_return_that_runs_rows_in_file_order(ws, interleaved):
+    import numpy as np
+
+    from scoring.aggregate import ScoreColumns
+
+    ws.import_run(OBSERVED, payloads=PAYLOADS)
+    if interleaved:
+        _interleave_rowids(ws)
+    for run in ws.runs():
+        key = run["run_key"]
+        rows = sorted(ws.trajectory_rows(key), key=lambda r: r["line"])  # the plain indexed query
+        assert len(rows) > 100
+        assert ws.trajectory_table(key, ["trajectory_id", "status", "line"]) == [
+            (r["trajectory_id"], r["status"], r["line"]) for r in rows]
+        assert sorted(ws.call_sizes(key)) == sorted(int(s) for r in rows if r["call_sizes"]
+                                                    for s in r["call_sizes"].split(","))
+        cols = ws.score_columns(key)
+        assert list(cols.ids) == [r["trajectory_id"] for r in rows]
+        assert list(cols.status) == list(ScoreColumns.build(
+            [r["trajectory_id"] for r in rows], [r["task_id"] for r in rows], [r["model"] for r in rows],
+            [r["intended_category"] for r in rows], [r["reason"] or None for r in rows],
+            [r["status"] for r in rows], [bool(r["lenient_safe"]) for r in rows]).status)
+        assert [s.trajectory_id for s in ws.scored(key)] == [r["trajectory_id"] for r in rows]
+        assert np.array_equal(cols.lenient, [bool(r["lenient_safe"]) for r in rows])
+
+
+def test_trajectory_table_names_only_known_columns(ws):
+    with pytest.raises(ValueError, match="offset; drop"):
+        ws.trajectory_table(ws.key, ["trajectory_id", "offset; drop"])
+    with pytest.raises(ValueError):
+        ws.trajectory_table(ws.key, [])
