@@ -17,7 +17,7 @@ status = f[0].multiselect("Status", placeholder="all", key="filter_status", opti
 reason = f[1].multiselect("Reason", placeholder="all", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique()))
 category = f[2].multiselect("Category", placeholder="all", key="filter_category", options=sorted(c for c in df["intended_category"].dropna().unique()))
 termination = f[3].multiselect("Termination", placeholder="all", key="filter_termination", options=sorted(df["termination"].unique()))
-tools = sorted({t for ts in df["tools"].dropna() for t in ts.split(",") if t})
+tools = sorted({t for ts in df["tools"].dropna().unique() for t in ts.split(",") if t})  # few distinct lists
 tool = f[4].multiselect("Tool", placeholder="all", key="filter_tool", options=tools)
 model = f[5].multiselect("Model", placeholder="all", key="filter_model", options=sorted(df["model"].dropna().unique()))
 query = st.text_input(key="filter_search", label="Search arguments, results and outputs (full text)", placeholder="e.g. exfil, /etc/passwd")
