@@ -23,7 +23,9 @@ import io
 import itertools
 import json
 import os
+import re
 import shutil
+import socket
 import sqlite3
 import uuid
 from collections import defaultdict
@@ -274,6 +276,7 @@ class Workspace:
         points at.
         """
         self.files.mkdir(parents=True, exist_ok=True)
+        sweep_abandoned_copies(self.files)
         dest = self.files / f"{content}.jsonl"
         if dest.exists():
             return _PendingCopy(dest, dest, tuple(self._conversion_rejections(content)))
@@ -746,9 +749,49 @@ class _PendingCopy:
         self.discard()
 
 
+_HOST = socket.gethostname()
+
+
 def _temporary_name(dest: Path) -> Path:
-    # Unique per import: two sessions of one server may import the same content at once.
-    return dest.with_name(f"{dest.name}.tmp-{uuid.uuid4().hex[:12]}")
+    # Unique per import (two sessions of one server may import the same content at once), and
+    # naming its process, so a later import can tell an abandoned copy from one in progress.
+    return dest.with_name(f"{dest.name}.tmp-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+_TEMPORARY = re.compile(r".+\.tmp-(?P<host>.+)-(?P<pid>[0-9]+)-[0-9a-f]{12}")
+
+
+def sweep_abandoned_copies(folder: Path) -> list[Path]:
+    """Remove the temporary copies of imports whose process is gone (killed mid-import: no
+    ``finally`` ran) and return them. Only this host's, and only where the process that named
+    the copy no longer exists; a copy of a live process (an import in another thread, or
+    another server) is left alone. Age is no test: a hard link has its source's mtime."""
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        m = _TEMPORARY.fullmatch(name)
+        if m is None or m["host"] != _HOST or _process_exists(int(m["pid"])):
+            continue
+        path = folder / name
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _link_or_copy(path: Path, dest: Path) -> None:

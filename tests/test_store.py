@@ -4,6 +4,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -226,8 +227,42 @@ def test_sigkill_during_import_leaves_no_partial_run_and_reimport_completes(tmp_
     assert ws.runs() == []
     with ws.connect() as conn:
         assert conn.execute("select count(*) from trajectories").fetchone()[0] == 0
+    # Its copy is left under the temporary name naming its process; or, if the kill fell in the
+    # instant between the copy taking its content name and the commit, under that name (it
+    # holds that content: a re-import reuses it).
+    (abandoned,) = [p.name for p in ws.files.iterdir()]
+    assert f".tmp-{socket.gethostname()}-{proc.pid}-" in abandoned or abandoned.endswith(".jsonl"), abandoned
     res = ws.import_run(big)
     assert not res.already_present and res.run["trajectories"] == 12000
+    # The next import swept the killed one's copy: only the run's own file is left.
+    assert [p.name for p in ws.files.iterdir()] == [Path(res.run["stored_path"]).name]
+
+
+def test_only_copies_of_this_hosts_dead_processes_are_swept(tmp_path):
+    from scoring.store import _temporary_name, sweep_abandoned_copies
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dest = tmp_path / "abc.jsonl"
+        ours = _temporary_name(dest)
+        names = {
+            "dead": ours.name.replace(f"-{os.getpid()}-", f"-{dead.pid}-"),
+            "alive": ours.name.replace(f"-{os.getpid()}-", f"-{alive.pid}-"),
+            "ours": ours.name,
+            "other host": ours.name.replace(f".tmp-{socket.gethostname()}-", ".tmp-elsewhere-").replace(
+                f"-{os.getpid()}-", f"-{dead.pid}-"),
+            "not ours at all": "abc.jsonl.tmp-notes",
+        }
+        for name in names.values():
+            (tmp_path / name).write_text("x")
+        assert sweep_abandoned_copies(tmp_path) == [tmp_path / names["dead"]]
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v for k, v in names.items() if k != "dead")
+    finally:
+        alive.kill()
+        alive.wait()
+    assert sweep_abandoned_copies(tmp_path / "missing") == []
 
 
 def test_read_only_database_gives_a_clear_error(ws, tmp_path):
