@@ -58,10 +58,11 @@ def ws(seeded, tmp_path):
 def test_schema_is_migrated_and_wal_is_on(ws):
     with ws.connect() as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
         assert [r[0] for r in db.execute("select name from sqlite_master where type = 'index' and "
                                          "tbl_name = 'trajectories' and sql is not null")] == []
-    assert ws.migrate() == 3  # idempotent
+        assert "run_columns" in db.table_names()
+    assert ws.migrate() == 4  # idempotent
 
 
 def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
@@ -593,3 +594,85 @@ def test_trajectory_table_names_only_known_columns(ws):
         ws.trajectory_table(ws.key, ["trajectory_id", "offset; drop"])
     with pytest.raises(ValueError):
         ws.trajectory_table(ws.key, [])
+
+
+def _assert_columns_equal(a, b) -> None:
+    import numpy as np
+
+    from scoring.aggregate import ScoreColumns
+
+    for field in ScoreColumns.__dataclass_fields__:
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+        assert getattr(a, field).dtype == getattr(b, field).dtype, field
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_columns_stored_at_import_equal_the_rows_and_are_what_is_read(tmp_path, monkeypatch, parallel):
+    from scoring import ingest, store
+
+    src = tmp_path / "dup.jsonl"
+    lines = OBSERVED.read_text().splitlines(keepends=True)
+    src.write_text("".join(lines) + lines[5])  # a duplicate id in a later block: not stored
+    if parallel:
+        monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
+    ws = Workspace(tmp_path / "w.db")
+    keys = [ws.import_run(src).run_key, ws.import_run(OBSERVED, payloads=PAYLOADS).run_key]
+    for key in keys:
+        from_rows = ws.score_columns_from_rows(key)
+        assert len(from_rows) == len(lines) - 1
+        with monkeypatch.context() as m:  # the stored copy is what score_columns reads
+            m.setattr(Workspace, "score_columns_from_rows", lambda self, k: pytest.fail("read the rows"))
+            _assert_columns_equal(ws.score_columns(key), from_rows)
+
+
+@pytest.mark.parametrize("damage", ["missing", "other format", "truncated", "wrong type", "short field"])
+def test_runs_without_a_readable_column_copy_are_read_from_their_rows(ws, damage):
+    import msgspec
+
+    with ws.connect() as db:
+        fmt, data = db.execute("select format, data from run_columns where run_key = ?", [ws.key]).fetchone()
+        fields = msgspec.json.decode(data)
+        if damage == "missing":  # a run imported before the copy was kept
+            db.execute("delete from run_columns")
+        elif damage == "other format":
+            db.execute("update run_columns set format = ?", [fmt + 1])
+        elif damage == "truncated":
+            db.execute("update run_columns set data = ?", [data[:-10]])
+        elif damage == "wrong type":
+            fields[6][0] = "yes"
+            db.execute("update run_columns set data = ?", [msgspec.json.encode(fields)])
+        else:
+            fields[0].pop()
+            db.execute("update run_columns set data = ?", [msgspec.json.encode(fields)])
+        db.conn.commit()
+    _assert_columns_equal(ws.score_columns(ws.key), ws.score_columns_from_rows(ws.key))
+    assert len(ws.score_columns(ws.key)) > 100
+
+
+_status_values = st.sampled_from(["safe", "unsafe", "unscored", "inconclusive"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(), st.text(), st.none() | st.text(), st.none() | st.text(),
+                          st.none() | st.text(min_size=1), _status_values, st.sampled_from([0, 1])), max_size=30),
+       st.integers(min_value=1, max_value=7))
+def test_stored_columns_round_trip_what_the_rows_say(fields, blocks):
+    import numpy as np
+
+    from scoring.aggregate import ScoreColumns
+    from scoring.ingest import ROW_COLUMNS
+    from scoring.store import _COLUMNS_FROM_ROW, _ColumnsBuilder, _decode_columns
+
+    rows = []
+    for f in fields:  # full rows, as an import writes them, with the score fields in place
+        row = [object()] * len(ROW_COLUMNS)
+        for i, v in zip(_COLUMNS_FROM_ROW, f):
+            row[i] = v
+        rows.append(tuple(row))
+    builder = _ColumnsBuilder()
+    for part in np.array_split(np.arange(len(rows)), blocks):
+        builder.add([rows[i] for i in part])
+    cols = [list(c) for c in zip(*fields)] if fields else [[]] * 7
+    expected = ScoreColumns.build(*cols[:6], [bool(x) for x in cols[6]])
+    _assert_columns_equal(_decode_columns(builder.encode()), expected)
