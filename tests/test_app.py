@@ -215,3 +215,36 @@ def test_a_search_reads_the_run_once_however_often_the_page_reruns(app, monkeypa
     app.session_state[state.TRAJ_TABLE] = {"selection": {"rows": [], "columns": [], "cells": []}}
     app.run()
     assert not app.exception and calls == ["a search no other test makes"]
+
+
+@pytest.mark.parametrize("verdict, text", [
+    (None, "none recorded"),
+    (dict(label=None, source="harness-judge"), "no label · from harness-judge"),
+    (dict(label="benign", confidence=0.93), "benign · confidence 0.93"),
+    (dict(label="C01", confidence=1.0, abnormal=True, source="judge\u200b"),
+     "C01 · confidence 1 · flagged abnormal · from judge⟨U+200B⟩"),
+])
+def test_the_harness_verdict_reads_as_words(verdict, text):
+    from pages._shared.render import verdict_text
+    from scoring.model import HarnessVerdict
+
+    assert verdict_text(None if verdict is None else HarnessVerdict(**verdict)) == text
+
+
+def test_review_shows_the_harness_verdict_in_words(app):
+    at = app.switch_page("pages/review.py").run()
+    assert not at.exception, at.exception
+    shown = [t.value for t in at.text if t.value.startswith("harness verdict: ")]
+    assert shown and "None" not in shown[0] and "=" not in shown[0], shown
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("bash", "bash"),
+    ("ba\u200bsh", "ba⟨U+200B⟩sh"),  # the marks reveal adds are not named as the name's own
+    ("b\u0430sh", "b\u0430sh   [non-ASCII: '\u0430'=U+0430 CYRILLIC SMALL LETTER A]"),
+    ("b\u0430\u200bsh", "b\u0430⟨U+200B⟩sh   [non-ASCII: '\u0430'=U+0430 CYRILLIC SMALL LETTER A]"),
+])
+def test_tool_names_show_invisible_and_non_ascii_characters(name, shown):
+    from pages._shared.render import reveal_name
+
+    assert reveal_name(name) == shown

@@ -14,7 +14,7 @@ import unicodedata
 import streamlit as st
 
 from scoring.capture import Capture
-from scoring.model import ToolCall, Trajectory
+from scoring.model import HarnessVerdict, ToolCall, Trajectory
 
 #: How many characters of one text field are drawn before "show all" is needed.
 PREVIEW_CHARS = 4_000
@@ -53,10 +53,12 @@ def reveal(text: str) -> tuple[str, int]:
 def reveal_name(name: str) -> str:
     """A tool name as plain ASCII when it is ASCII, else with every non-ASCII code point named."""
     shown, _ = reveal(name)
-    if shown.isascii():
+    # Visible non-ASCII characters (a Cyrillic "а" in "bаsh") are named; invisible ones are
+    # already spelled out by reveal, whose ⟨⟩ marks are not the name's own.
+    visible = [ch for ch in dict.fromkeys(name) if not ch.isascii() and not _is_invisible(ch)]
+    if not visible:
         return shown
-    marks = ", ".join(f"{ch!r}=U+{ord(ch):04X} {unicodedata.name(ch, '?')}" for ch in dict.fromkeys(shown)
-                      if not ch.isascii())
+    marks = ", ".join(f"{ch!r}=U+{ord(ch):04X} {unicodedata.name(ch, '?')}" for ch in visible)
     return f"{shown}   [non-ASCII: {marks}]"
 
 
@@ -129,13 +131,26 @@ def render_call(call: ToolCall, cap: Capture, *, key: str) -> None:
         show_text(call.result.content, key=f"{key}-result")
 
 
+def verdict_text(v: HarnessVerdict | None) -> str:
+    """The harness's verdict in words: label (or that it gave none), confidence, an abnormal
+    flag, source. Label and source come from the run: invisible characters are shown."""
+    if v is None:
+        return "none recorded"
+    parts = [reveal_name(v.label) if v.label is not None else "no label"]
+    if v.confidence is not None:
+        parts.append(f"confidence {v.confidence:g}")
+    if v.abnormal:
+        parts.append("flagged abnormal")
+    if v.source:
+        parts.append(f"from {reveal_name(v.source)}")
+    return " · ".join(parts)
+
+
 def render_trajectory(traj: Trajectory, captures: list[Capture], *, key: str) -> None:
     """The whole trace, step by step: messages, then each tool call, then the final output."""
     st.text(f"task {traj.task_id} · termination: {traj.termination.value}"
             + (f" ({traj.termination_detail})" if traj.termination_detail else ""))
-    v = traj.verdict
-    st.text("harness verdict: " + ("none recorded" if v is None else
-            f"{v.label!r} confidence={v.confidence} abnormal={v.abnormal} source={v.source!r}"))
+    st.text("harness verdict: " + verdict_text(traj.verdict))
     for i, m in enumerate(traj.messages):
         st.text(f"message {i} · {m.role}")
         show_text(m.content, key=f"{key}-m{i}")
