@@ -248,3 +248,35 @@ def test_tool_names_show_invisible_and_non_ascii_characters(name, shown):
     from pages._shared.render import reveal_name
 
     assert reveal_name(name) == shown
+
+
+def test_sessions_opened_while_the_samples_import_see_every_sample(tmp_path, monkeypatch):
+    # A fresh server, two browser tabs: the second opened while the first was between its two
+    # sample imports used to see one run and keep that as its selection.
+    import threading
+    import time
+
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
+    first_done, second_started = threading.Event(), threading.Event()
+    real_import = Workspace.import_run
+
+    def import_then_let_the_other_session_in(self, *args, **kwargs):
+        result = real_import(self, *args, **kwargs)
+        if not first_done.is_set():
+            first_done.set()
+            second_started.wait(timeout=10)
+            time.sleep(0.5)  # the second session gets as far as it can meanwhile
+        return result
+
+    monkeypatch.setattr(Workspace, "import_run", import_then_let_the_other_session_in)
+    a, b = (AppTest.from_file(str(ROOT / "app.py"), default_timeout=90) for _ in range(2))
+    runner = threading.Thread(target=a.run)
+    runner.start()
+    assert first_done.wait(timeout=60)
+    second_started.set()
+    b.run()
+    runner.join(timeout=90)
+    expected = len(loaders.sample_files())
+    for at in (a, b):
+        assert not at.exception, at.exception
+        assert len(at.session_state[state.SELECTED_RUNS]) == expected

@@ -7,6 +7,7 @@ exactly the runs it touched and nothing else recomputes.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -42,16 +43,26 @@ def sample_files() -> list[tuple[Path, Path | None]]:
     return out
 
 
+@st.cache_resource(show_spinner=False)
+def _samples_lock(db: str) -> threading.Lock:
+    return threading.Lock()
+
+
 def ensure_samples() -> None:
-    """Import the bundled sample runs (with their side logs) once per workspace."""
+    """Import the bundled sample runs (with their side logs) once per workspace.
+
+    Sessions of one server wait for each other here: a tab opened while another was between
+    two sample imports saw some of the samples and kept them as its selection of runs.
+    """
     key = f"samples_imported::{db_path()}"
     if st.session_state.get(key):
         return
-    ws = workspace()
-    if not ws.runs():
-        with st.spinner("Importing the bundled sample runs…"):
-            for path, side in sample_files():
-                ws.import_run(path, payloads=side)
+    with _samples_lock(str(db_path())):
+        ws = workspace()
+        if not ws.runs():
+            with st.spinner("Importing the bundled sample runs…"):
+                for path, side in sample_files():
+                    ws.import_run(path, payloads=side)
     st.session_state[key] = True
 
 
