@@ -676,3 +676,24 @@ def test_stored_columns_round_trip_what_the_rows_say(fields, blocks):
     cols = [list(c) for c in zip(*fields)] if fields else [[]] * 7
     expected = ScoreColumns.build(*cols[:6], [bool(x) for x in cols[6]])
     _assert_columns_equal(_decode_columns(builder.encode()), expected)
+
+
+def test_runs_imported_before_the_column_copy_get_one_when_the_schema_is_migrated(ws, monkeypatch):
+    ws.import_run(OBSERVED, payloads=PAYLOADS)
+    keys = [r["run_key"] for r in ws.runs()]
+    with ws.connect() as db:  # back to schema 3, as an older version left it
+        db.execute("drop table run_columns")
+        # An empty reason, as older rows may hold: read as no reason either way.
+        db.execute("update trajectories set reason = '' where rowid = (select min(rowid) from trajectories "
+                   "where reason is null)")
+        db.execute("PRAGMA user_version = 3")
+        db.conn.commit()
+    migrated = Workspace(ws.path)
+    assert migrated.migrate() == 4
+    with migrated.connect() as db:
+        assert db.execute("select count(*) from run_columns").fetchone()[0] == len(keys) == 2
+    for key in keys:
+        from_rows = migrated.score_columns_from_rows(key)
+        with monkeypatch.context() as m:
+            m.setattr(Workspace, "score_columns_from_rows", lambda self, k: pytest.fail("read the rows"))
+            _assert_columns_equal(migrated.score_columns(key), from_rows)
