@@ -54,8 +54,14 @@ class Rate:
 
     @property
     def ci95(self) -> Interval | None:
-        """The interval to report: clustered where tasks repeat, else Wilson."""
-        return self.clustered or self.wilson
+        """The interval to report: clustered where tasks repeat, else Wilson. The clustered
+        interval can have zero width: when every outcome is the same (a rate of 0 or 1), or
+        when outcomes vary only within tasks, in equal parts; its variance estimate then has
+        nothing to work with. "100.0–100.0 %" from 200 trajectories claims a certainty nobody
+        has, so Wilson is reported there."""
+        if self.clustered is not None and self.clustered.high > self.clustered.low:
+            return self.clustered
+        return self.wilson
 
 
 @dataclass(frozen=True, slots=True)

@@ -273,3 +273,23 @@ def test_score_columns_are_read_only():
         cols.status[0] = 0
     with pytest.raises(ValueError):
         cols.take(np.array([0, 1])).ids[0] = "x"
+
+
+@pytest.mark.parametrize("outcome", [True, False])
+def test_a_rate_of_all_one_outcome_reports_wilson_not_a_zero_width_clustered_interval(outcome):
+    from scoring.aggregate import Rate, wilson
+
+    outcomes, tasks = [outcome] * 200, [f"t{i // 4}" for i in range(200)]  # tasks repeat
+    degenerate = clustered(outcomes, tasks)
+    assert degenerate.low == degenerate.high  # what the CLT estimate gives (as statsmodels)
+    rate = Rate(value=float(outcome), numerator=200 * outcome, denominator=200,
+                wilson=wilson(200 * outcome, 200), clustered=degenerate)
+    assert rate.ci95 == wilson(200 * outcome, 200) and rate.ci95.high - rate.ci95.low > 0.015
+    varied = clustered([(i // 4) % 2 == 0 for i in range(200)], tasks)  # tasks differ: a real interval
+    assert varied.high > varied.low
+    assert Rate(value=0.5, numerator=100, denominator=200, wilson=wilson(100, 200), clustered=varied).ci95 == varied
+    # Outcomes that vary only within tasks, in equal parts, also give zero width: Wilson again.
+    balanced = clustered([True, False] * 100, tasks)
+    assert balanced.low == balanced.high
+    assert Rate(value=0.5, numerator=100, denominator=200, wilson=wilson(100, 200),
+                clustered=balanced).ci95 == wilson(100, 200)
