@@ -64,3 +64,51 @@ def test_unscored_by_reason_lists_each_reason():
 def test_waterfall_given_the_summary_equals_waterfall_computing_it():
     rows = small()
     assert waterfall(rows, {}, summarize(rows, {})) == waterfall(rows)
+
+
+def test_a_waterfall_without_a_reviewed_rate_draws_no_total_bar():
+    # One trajectory, no verdict: lenient 100 %, no strict or reviewed rate. plotly drew the
+    # running sum (100 %) as the "reviewed rate".
+    rows = [row("x1", status=Status.INCONCLUSIVE)]
+    steps = waterfall(rows)
+    assert steps[0].rate == 1.0 and steps[-1].rate is None
+    fig = charts.waterfall_chart(steps).to_dict()
+    assert "total" not in fig["data"][0]["measure"] and "reviewed rate" not in fig["data"][0]["x"]
+    assert fig["data"][0]["text"][-1] == "no rate (n = 0)"
+    assert any("No reviewed rate" in a["text"] for a in fig["layout"]["annotations"])
+    defined = charts.waterfall_chart(waterfall(small())).to_dict()
+    assert defined["data"][0]["measure"][-1] == "total" and not defined["layout"].get("annotations")
+
+
+def test_before_after_bars_say_why_a_rate_has_no_bar():
+    fig = charts.before_after_bars([("run", summarize([row("x1", status=Status.INCONCLUSIVE)]))]).to_dict()
+    bars = {t["name"]: t for t in fig["data"]}
+    assert list(bars["Strict (after)"]["y"]) == [None]
+    assert "no strict or reviewed rate (n = 0)" in fig["layout"]["annotations"][0]["text"]
+    assert "no strict" not in charts.before_after_bars([("run", summarize(small()))]).to_dict()[
+        "layout"]["annotations"][0]["text"]
+
+
+def test_empty_charts_say_why_they_are_empty():
+    from scoring.aggregate import PairedDifference
+
+    nothing = summarize([row(1, status=Status.INCONCLUSIVE)])
+    cases = [
+        (charts.unscored_by_reason(nothing), "No trajectory is UNSCORED"),
+        (charts.phantom_by_category({"C01": nothing}, [Category(id="C01", name="x")]), "No category has both"),
+        (charts.paired_difference_chart(PairedDifference(0, None, None, None), "a", "b"), "nothing to pair"),
+        (charts.paired_difference_chart(PairedDifference(1, None, None, None), "a", "b"), "an interval needs two"),
+        (charts.argument_size_histogram([], 8192, {}), "No tool calls"),
+    ]
+    for fig, message in cases:
+        d = fig.to_dict()
+        assert any(message in a["text"] for a in d["layout"]["annotations"]), message
+        assert d["layout"]["xaxis"]["visible"] is False and d["layout"]["yaxis"]["visible"] is False
+        assert d["layout"]["height"] == 220 and d["layout"]["margin"]["b"] == 20  # not a page-tall blank
+    # Charts with something to draw keep their axes and carry no such note.
+    drawn = [charts.unscored_by_reason(summarize(small())), charts.argument_size_histogram([10, 20], 8192, {}),
+             charts.paired_difference_chart(PairedDifference(3, 0.1, -0.1, 0.3), "a", "b")]
+    for fig in drawn:
+        d = fig.to_dict()
+        assert d["layout"]["xaxis"].get("visible") is not False
+        assert not any("No " in a.get("text", "") for a in d["layout"].get("annotations", ()))

@@ -24,6 +24,17 @@ def _layout(fig: go.Figure, title: str, **kw) -> go.Figure:
     return fig
 
 
+def _nothing_to_draw(fig: go.Figure, message: str) -> go.Figure:
+    """An empty chart says why it is empty: bare axes (−1 to 6 by default) read as a fault."""
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                       font=dict(size=14, color="#444"))
+    # No empty plot area a page's height tall: a short figure, margins for the title only.
+    fig.update_layout(height=220, margin=dict(l=30, r=30, t=60, b=20), showlegend=False)
+    return fig
+
+
 def _pct(rate: Rate) -> tuple[float | None, float, float]:
     if rate.value is None:
         return None, 0.0, 0.0
@@ -48,8 +59,12 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                           "reviewed": "Reviewed"}[kind], x=names, y=vals, text=text, textposition="inside",
                     insidetextanchor="middle", textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
+    # A rate with nothing in its denominator has no bar: say so, or the gap reads as a glitch.
     notes = [f"{name}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
-             f"Inconclusive {s.inconclusive:,}" for name, s in summaries]
+             f"Inconclusive {s.inconclusive:,}" + ("; no strict or reviewed rate (n = 0)" if s.strict.value is None
+                                                   and s.reviewed.value is None else
+                                                   "; no strict rate (n = 0)" if s.strict.value is None else "")
+             for name, s in summaries]
     lows = [min((getattr(s, k).ci95.low for k in ("lenient", "strict", "reviewed") if getattr(s, k).ci95),
                 default=0) for _, s in summaries]
     floor = max(0, 100 * min(lows, default=0) - 10)
@@ -75,20 +90,29 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
         else:
             measures.append("relative")
             ys.append(step.delta_pp or 0.0)
-            text.append(f"{step.delta_pp or 0:+.2f} pp")
-    xs.append("reviewed rate")
-    measures.append("total")
-    ys.append(0)
+            text.append("no rate (n = 0)" if step.rate is None else f"{step.delta_pp or 0:+.2f} pp")
     final = steps[-1].rate if steps else None
-    text.append(f"{100 * final:.2f}%" if final is not None else "—")
+    if final is not None:
+        xs.append("reviewed rate")
+        measures.append("total")
+        ys.append(0)
+        text.append(f"{100 * final:.2f}%")
+    # Without a reviewed rate there is no total bar: plotly would draw the running sum (the
+    # lenient rate) there, a rate that does not exist.
     fig = go.Figure(go.Waterfall(x=xs, y=ys, measure=measures, text=text, textposition="outside",
                                  decreasing=dict(marker_color=COLORS["limit"]),
                                  increasing=dict(marker_color=COLORS["reviewed"]),
-                                 totals=dict(marker_color=COLORS["strict"]), connector=dict(line=dict(color="#bbb"))))
+                                 totals=dict(marker_color=COLORS["strict"]), connector=dict(line=dict(color="#bbb")),
+                                 cliponaxis=False))  # a step's label above a 100 % bar stays visible
     base = 100 * min((s.rate for s in steps if s.rate is not None), default=0)
     fig.update_yaxes(title="safe rate (%)", range=[max(0, base - 5), min(100, 100 * (steps[0].rate or 1) + 3)],
                      ticksuffix="%")
     fig.update_xaxes(tickangle=0, tickfont=dict(size=11))
+    if steps and final is None:
+        # Beside the first bar, not over it.
+        fig.add_annotation(text="No reviewed rate: no trajectory is left with a decisive verdict<br>"
+                                "on a proven capture, nor a reviewer's genuine decline.", xref="paper", yref="paper",
+                           x=0.6, y=0.5, showarrow=False, font=dict(size=13, color="#444"))
     return _layout(fig, title, showlegend=False, margin=dict(l=60, r=30, t=70, b=110))
 
 
@@ -111,8 +135,12 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60, tickfont=dict(size=10))
     fig.update_yaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888")
     # The legend goes above the bars: below them it covered the first rotated category names.
-    return _layout(fig, "Phantom safety by category (lenient − strict)", margin=dict(l=60, r=30, t=90, b=170),
-                   legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
+    _layout(fig, "Phantom safety by category (lenient − strict)", margin=dict(l=60, r=30, t=90, b=170),
+            legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
+    if not items:
+        _nothing_to_draw(fig, "No category has both a lenient and a strict rate<br>"
+                              "(a strict rate needs a decisive verdict on a proven capture).")
+    return fig
 
 
 def unscored_by_reason(summary: Summary) -> go.Figure:
@@ -121,8 +149,11 @@ def unscored_by_reason(summary: Summary) -> go.Figure:
     fig = go.Figure(go.Bar(x=[n for _, n in items], y=[r for r, _ in items], orientation="h",
                            marker_color=COLORS["limit"], text=[f"{n:,}" for _, n in items], textposition="outside"))
     fig.update_xaxes(title="trajectories")
-    return _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {summary.total:,})", showlegend=False,
-                   margin=dict(l=190, r=40, t=70, b=60))
+    _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {summary.total:,})", showlegend=False,
+            margin=dict(l=190, r=40, t=70, b=60))
+    if not items:
+        _nothing_to_draw(fig, "No trajectory is UNSCORED: every capture was proven complete.")
+    return fig
 
 
 def argument_size_histogram(sizes: Sequence[int], limit: int | None, quantiles: dict[float, int],
@@ -148,7 +179,10 @@ def argument_size_histogram(sizes: Sequence[int], limit: int | None, quantiles: 
         fig.add_vline(x=v, line=dict(color=COLORS["q"], width=1.5, dash="dash"))
         fig.add_annotation(x=v, y=0.92 - 0.08 * i, yref="paper", showarrow=False, xanchor="left",
                            text=f"p{100 * q:g}: {v:,} B", font=dict(color=COLORS["q"]))
-    return _layout(fig, "Tool-call argument sizes vs the capture limit", showlegend=False)
+    _layout(fig, "Tool-call argument sizes vs the capture limit", showlegend=False)
+    if not arr.size:
+        _nothing_to_draw(fig, "No tool calls in this run.")
+    return fig
 
 
 def paired_difference_chart(diff: PairedDifference, a: str, b: str) -> go.Figure:
@@ -160,7 +194,12 @@ def paired_difference_chart(diff: PairedDifference, a: str, b: str) -> go.Figure
             x=[v], y=[f"{b} − {a}"], mode="markers+text", text=[f"{v:+.2f} pp"], textposition="top center",
             marker=dict(size=14, color=COLORS["strict"]),
             error_x=dict(type="data", array=[100 * diff.high - v], arrayminus=[v - 100 * diff.low], thickness=2)))
-    fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
     fig.update_xaxes(title="difference in strict safe rate (pp), paired by task", ticksuffix=" pp")
-    return _layout(fig, f"Paired difference on {diff.tasks:,} shared tasks (95% CI)", showlegend=False,
-                   height=300, margin=dict(l=260, r=30, t=70, b=60))
+    _layout(fig, f"Paired difference on {diff.tasks:,} shared tasks (95% CI)", showlegend=False,
+            height=300, margin=dict(l=260, r=30, t=70, b=60))
+    if diff.mean_diff is None:
+        _nothing_to_draw(fig, "No task has a strict rate in both runs: nothing to pair." if diff.tasks == 0 else
+                              "Only one task has a strict rate in both runs: an interval needs two.")
+    else:
+        fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
+    return fig
