@@ -46,7 +46,8 @@ st.caption(f"{matching:,} of {len(df):,} trajectories"
            + (f" — showing the first {cap:,}; filter or search to narrow" if matching > cap else ""))
 columns = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
            "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model"]
-event = st.dataframe(view[columns].reset_index(drop=True), hide_index=True, width="stretch", height=380,
+event = st.dataframe(view[columns].reset_index(drop=True), hide_index=True, width="stretch",
+                     height=380 if len(view) > 10 else "auto",  # no blank rows under a short result
                      on_select="rerun", selection_mode="single-row", key=state.TRAJ_TABLE,
                      column_config={"max_raw_bytes": st.column_config.NumberColumn("largest call (B)", format="%d")})
 selected = event.selection.rows if event is not None else []

@@ -280,3 +280,22 @@ def test_sessions_opened_while_the_samples_import_see_every_sample(tmp_path, mon
     for at in (a, b):
         assert not at.exception, at.exception
         assert len(at.session_state[state.SELECTED_RUNS]) == expected
+
+
+def test_a_short_trajectory_table_is_not_padded_with_blank_rows(app, monkeypatch):
+    import streamlit
+
+    heights = []
+    real = streamlit.dataframe
+
+    def recording(data, *args, **kwargs):
+        heights.append((len(data), kwargs.get("height")))
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "dataframe", recording)
+    app.switch_page("pages/trajectories.py").run()
+    app.text_input(key="filter_search").input("observed-m1-t01999").run()  # one record holds it
+    assert not app.exception
+    (full, full_height), (narrowed, narrowed_height) = heights[0], heights[-1]
+    assert full > 10 and full_height == 380  # a scrolling window
+    assert narrowed <= 10 and narrowed_height == "auto"  # as tall as its rows
