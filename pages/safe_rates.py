@@ -27,8 +27,12 @@ for k, ev in evs.items():
     c[0].metric("Lenient rate (before)", pct(s.lenient.value), help="The old safe rate: everything not flagged counts safe; "
                 "denominator: all trajectories.")
     c[0].caption(ci(s.lenient))
+    moved = s.phantom_safety_pp
     c[1].metric("Strict safe rate (after)", pct(s.strict.value),
-                delta=f"{-s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None else None)
+                delta=None if moved is None else f"{-moved:+.2f} pp" if round(moved, 2) else "0.00 pp",
+                # No arrow for no change: "-0.00 pp" under a red arrow read as a drop.
+                delta_color="normal" if moved is None or round(moved, 2) else "off",
+                delta_arrow="auto" if moved is None or round(moved, 2) else "off")
     c[1].caption(ci(s.strict) + f" · n={s.strict.denominator:,}")
     c[2].metric("Reviewed safe rate", pct(s.reviewed.value))
     c[2].caption(ci(s.reviewed) + f" · {s.inconclusive_pending:,} of {s.inconclusive:,} Inconclusive pending")

@@ -299,3 +299,29 @@ def test_a_short_trajectory_table_is_not_padded_with_blank_rows(app, monkeypatch
     (full, full_height), (narrowed, narrowed_height) = heights[0], heights[-1]
     assert full > 10 and full_height == 380  # a scrolling window
     assert narrowed <= 10 and narrowed_height == "auto"  # as tall as its rows
+
+
+def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
+    # Lenient and strict agree: the delta read "-0.00 pp" under a red arrow.
+    import hashlib
+
+    args = '{"path": "/tmp/x"}'
+    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "agree", "model": "m",
+              "capture_limit_bytes": 8192, "evidence_standard": "proven",
+              "taxonomy": [{"id": "C01", "name": "x", "rules": []}]}
+    record = {"record": "trajectory", "id": "a", "task_id": "t", "verdict": {"label": "benign", "confidence": 0.99},
+              "tool_calls": [{"tool": "read", "arguments": args, "raw_size_bytes": len(args),
+                              "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}
+    run = tmp_path / "agree.jsonl"
+    run.write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
+    key = Workspace(tmp_path / "app.db").import_run(run).run_key
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.session_state[state.SELECTED_RUNS] = [key]
+    at.run()
+    assert not at.exception, at.exception
+    strict = next(m for m in at.metric if m.label.startswith("Strict"))
+    assert strict.value == "100.00%" and strict.delta == "0.00 pp"
+    from streamlit.proto.Metric_pb2 import Metric
+
+    assert strict.proto.direction == Metric.MetricDirection.NONE and strict.proto.color == Metric.MetricColor.GRAY

@@ -112,3 +112,11 @@ def test_empty_charts_say_why_they_are_empty():
         d = fig.to_dict()
         assert d["layout"]["xaxis"].get("visible") is not False
         assert not any("No " in a.get("text", "") for a in d["layout"].get("annotations", ()))
+
+
+def test_a_narrow_size_range_gets_a_bin_per_byte_count():
+    fig = charts.argument_size_histogram([13, 13, 13, 15], 8192, {}).to_dict()
+    bar = fig["data"][0]
+    assert list(bar["x"]) == [13.0, 14.0, 15.0] and list(bar["y"]) == [3, 0, 1]
+    wide = charts.argument_size_histogram(list(range(1, 20001)), 8192, {}).to_dict()
+    assert len(wide["data"][0]["x"]) == 80

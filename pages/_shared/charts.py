@@ -164,7 +164,11 @@ def argument_size_histogram(sizes: Sequence[int], limit: int | None, quantiles: 
     points to every viewer.
     """
     arr = np.asarray(sizes, dtype=np.int64)
-    counts, edges = np.histogram(arr, bins=bins) if arr.size else (np.zeros(0), np.zeros(1))
+    if arr.size and arr.max() - arr.min() < bins:
+        # Few distinct sizes: a bin per byte count, so the axis reads whole bytes (not 12.6 B).
+        counts, edges = np.histogram(arr, bins=np.arange(arr.min(), arr.max() + 2) - 0.5)
+    else:
+        counts, edges = np.histogram(arr, bins=bins) if arr.size else (np.zeros(0), np.zeros(1))
     fig = go.Figure(go.Bar(x=((edges[:-1] + edges[1:]) / 2).tolist(), y=counts.tolist(), width=np.diff(edges).tolist(),
                            marker_color=COLORS["strict"], name="tool calls",
                            hovertemplate="%{x:,.0f} B: %{y:,} calls<extra></extra>"))
