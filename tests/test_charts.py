@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pages._shared import charts
 from scoring.aggregate import size_quantiles, summarize, waterfall
 from scoring.errors import ReasonCode
@@ -14,9 +16,14 @@ def test_before_after_bars_carry_the_rates_and_intervals():
     s = summarize(small())
     fig = charts.before_after_bars([("run", s)]).to_dict()
     bars = {t["name"]: t for t in fig["data"]}
-    assert bars["Lenient (before)"]["y"][0] == 100 * s.lenient.value
-    assert bars["Strict (after)"]["y"][0] == 100 * s.strict.value
+    top = lambda bar: bar["base"] + bar["y"][0]  # noqa: E731
+    assert top(bars["Lenient (before)"]) == pytest.approx(100 * s.lenient.value)
+    assert top(bars["Strict (after)"]) == pytest.approx(100 * s.strict.value)
+    assert bars["Strict (after)"]["customdata"][0] == 100 * s.strict.value  # what hovering shows
     assert bars["Strict (after)"]["error_y"]["array"][0] > 0
+    # Each bar's value is written in its middle: the middle must lie within the axis.
+    floor = fig["layout"]["yaxis"]["range"][0]
+    assert all(bar["base"] == floor for bar in bars.values())
     assert "UNSCORED 1 of 8" in fig["layout"]["annotations"][0]["text"]
 
 
@@ -120,3 +127,19 @@ def test_a_narrow_size_range_gets_a_bin_per_byte_count():
     assert list(bar["x"]) == [13.0, 14.0, 15.0] and list(bar["y"]) == [3, 0, 1]
     wide = charts.argument_size_histogram(list(range(1, 20001)), 8192, {}).to_dict()
     assert len(wide["data"][0]["x"]) == 80
+
+
+def test_run_labels_are_short_and_distinct():
+    names = ["terminus_2_hello-world-context-summarization-linear-history.trajectory", "same", "same",
+             "observed-m1 +side log"]
+    labels = charts._run_labels(names)
+    lines = [label.split("<br>") for label in labels]
+    assert len(lines[0]) == 2 and lines[0][1].endswith("…")
+    assert all(len(line) <= charts.RUN_LABEL_CHARS for line in lines[0])
+    ten = charts._run_labels([f"run-{i}-" + "x" * 40 for i in range(10)])
+    assert max(len(line) for label in ten for line in label.split("<br>")) <= 10  # ten runs share the axis
+    assert labels[1:3] == ["same (1)", "same (2)"]  # one category would stack their bars
+    assert labels[3] == "observed-m1 +side log" or labels[3] == "observed-m1 +side<br>log"
+    fig = charts.before_after_bars([(n, summarize(small())) for n in names]).to_dict()
+    assert len(set(fig["data"][0]["x"])) == len(names)
+    assert fig["layout"]["margin"]["t"] == 70 + 16 * len(names)  # room for a note line per run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -43,10 +44,38 @@ def _pct(rate: Rate) -> tuple[float | None, float, float]:
     return v, (100 * ci.high - v) if ci else 0.0, (v - 100 * ci.low) if ci else 0.0
 
 
+RUN_LABEL_CHARS = 28
+"""Characters per line of a run's name under its bars (two lines at most): rotated full names of
+ten real runs ran into the legend and off the left edge."""
+
+
+def _run_labels(names: Sequence[str]) -> list[str]:
+    """Short, distinct axis labels: wrapped to two lines (cut with "…"), narrower the more runs
+    share the axis, and numbered where two runs would read alike (plotly draws one category's
+    bars on top of each other)."""
+    width = max(8, min(RUN_LABEL_CHARS, 100 // max(1, len(names))))  # ~750 px of axis, ~7 px a character
+    labels = []
+    for name in names:
+        lines = textwrap.wrap(name, width, break_long_words=True, break_on_hyphens=True) or [name]
+        if len(lines) > 2:
+            lines = [lines[0], lines[1][:width - 1] + "…"]
+        labels.append("<br>".join(lines))
+    seen = Counter(labels)
+    count: Counter = Counter()
+    for i, label in enumerate(labels):
+        if seen[label] > 1:
+            count[label] += 1
+            labels[i] = f"{label} ({count[label]})"
+    return labels
+
+
 def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
     """Lenient, strict and reviewed safe rates per run, with 95 % intervals; UNSCORED annotated."""
     fig = go.Figure()
-    names = [name for name, _ in summaries]
+    names = _run_labels([name for name, _ in summaries])
+    lows = [min((getattr(s, k).ci95.low for k in ("lenient", "strict", "reviewed") if getattr(s, k).ci95),
+                default=0) for _, s in summaries]
+    floor = max(0, 100 * min(lows, default=0) - 10)
     for kind in ("lenient", "strict", "reviewed"):
         vals, up, down, text = [], [], [], []
         for _, s in summaries:
@@ -55,9 +84,13 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
             up.append(hi)
             down.append(lo)
             text.append("—" if v is None else f"{v:.1f}%")
+        # Bars rise from the axis floor, not from 0: their value, written in the middle of the
+        # bar, was drawn below a floor of 70 % and never seen. Each bar ends at its rate.
         fig.add_bar(name={"lenient": "Lenient (before)", "strict": "Strict (after)",
-                          "reviewed": "Reviewed"}[kind], x=names, y=vals, text=text, textposition="inside",
-                    insidetextanchor="middle", textfont=dict(color="white", size=13), marker_color=COLORS[kind],
+                          "reviewed": "Reviewed"}[kind], x=names, y=[None if v is None else v - floor for v in vals],
+                    base=floor, customdata=vals, hovertemplate="%{x}: %{customdata:.2f}%<extra>%{fullData.name}</extra>",
+                    text=text, textposition="inside", insidetextanchor="middle",
+                    textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
     # A rate with nothing in its denominator has no bar: say so, or the gap reads as a glitch.
     notes = [f"{name}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
@@ -65,14 +98,20 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                                                    and s.reviewed.value is None else
                                                    "; no strict rate (n = 0)" if s.strict.value is None else "")
              for name, s in summaries]
-    lows = [min((getattr(s, k).ci95.low for k in ("lenient", "strict", "reviewed") if getattr(s, k).ci95),
-                default=0) for _, s in summaries]
-    floor = max(0, 100 * min(lows, default=0) - 10)
     fig.update_yaxes(title="safe rate (%)", range=[floor, 100], ticksuffix="%")
     fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
                        showarrow=False, align="left", font=dict(size=12, color="#444"))
-    return _layout(fig, "Safe rate before and after strict scoring (95% CI)", barmode="group",
-                   margin=dict(l=60, r=30, t=110, b=60))
+    fig.update_xaxes(tickangle=0)
+    # One note line per run above the plot: the top margin (and the figure) grow with them, so
+    # ten runs' notes do not run into the title.
+    top = 70 + 16 * len(notes)
+    _layout(fig, "Safe rate before and after strict scoring (95% CI)", barmode="group",
+            height=380 + top, margin=dict(l=60, r=30, t=top, b=90),
+            legend=dict(orientation="h", y=-0.22 if len(summaries) > 4 else -0.18))
+    # The title at the very top, the notes between it and the plot (plotly centres a title in
+    # the top margin, over the notes).
+    fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=14)))
+    return fig
 
 
 def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each correction moved") -> go.Figure:
