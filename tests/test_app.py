@@ -325,3 +325,35 @@ def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
     from streamlit.proto.Metric_pb2 import Metric
 
     assert strict.proto.direction == Metric.MetricDirection.NONE and strict.proto.color == Metric.MetricColor.GRAY
+
+
+@pytest.mark.real
+def test_every_page_renders_every_real_run(shared_real, tmp_path, monkeypatch):
+    # Real logs (tau-bench, AgentDojo, Inspect, ATIF, Claude Code) have runs with no strict rate,
+    # one trajectory, no UNSCORED, equal sizes: every page must draw them, and replay each run.
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
+    ws = Workspace(tmp_path / "app.db")
+    logs = [p for p in sorted(shared_real.rglob("*")) if p.suffix in (".json", ".jsonl", ".eval")
+            and "r_judge" not in str(p) and ".cont-" not in p.name]
+    keys = list(dict.fromkeys(ws.import_run(p).run_key for p in logs))
+    assert len(keys) >= 9
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state[state.SELECTED_RUNS] = keys
+    at.run()
+    assert not at.exception, at.exception
+    assert len(at.get("plotly_chart")) == 6  # before/after, then the first run's four and the paired chart
+    for key in keys:
+        at.switch_page("pages/safe_rates.py").run()
+        at.selectbox[0].set_value(key).run()  # "Details for run"
+        assert not at.exception, (key, at.exception)
+        at.switch_page("pages/trajectories.py").run()
+        at.selectbox(key=state.TRAJ_RUN).set_value(key).run()
+        at.session_state[state.TRAJ_TABLE] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+        at.run()
+        assert not at.exception, (key, at.exception)
+        assert any(c.value.startswith(at.dataframe[0].value["trajectory_id"][0]) for c in at.code), key
+        at.switch_page("pages/review.py").run()
+        at.selectbox(key=state.REVIEW_RUN).set_value(key).run()
+        assert not at.exception, (key, at.exception)
+    at.switch_page("pages/report.py").run()
+    assert not at.exception, at.exception
