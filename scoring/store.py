@@ -1043,7 +1043,7 @@ __all__ = ["Workspace", "ImportResult", "default_db_path", "DB_ENV"]
 def evaluation(ws: Workspace, run_key: str, scored: "tuple[ScoredTrajectory, ...] | ScoreColumns | None" = None):
     """An Evaluation of an imported run, with the reviewers' final labels applied.
 
-    The scores are the run's ``ScoreColumns`` (all the aggregates read; 0.43 s for 200 k
+    The scores are the run's ``ScoreColumns`` (all the aggregates read; 0.11–0.16 s for 200 k
     trajectories where score objects take 1.4–1.6 s); ``scored`` passes them in when the caller
     already holds them: they never change after import, only labels do, so the app loads
     them once per run."""

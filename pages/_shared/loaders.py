@@ -75,7 +75,7 @@ def label_version(run_key: str) -> int:
 def _scored(db: str, run_key: str) -> ScoreColumns:
     # Scores are fixed at import (a run is keyed by its content): only labels change, so a
     # label costs re-aggregating, not re-reading 200 k scores. Columns: the aggregates read
-    # nothing else, and they load in 0.43 s where 200 k score objects take 1.4–1.6 s.
+    # nothing else, and they load in 0.11–0.16 s where 200 k score objects take 1.4–1.6 s.
     return Workspace(db).score_columns(run_key)
 
 
@@ -92,7 +92,7 @@ def run_evaluation(run_key: str) -> Evaluation:
 TABLE_COLUMNS = ("trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
                  "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model", "suggestion_evidence")
 """What the Trajectories table and the Review queue read of each row (the rest stays in SQLite:
-all 27 columns as dicts took 2.7 s to become a frame at 200 k rows, these 0.7 s)."""
+all 27 columns as dicts took 2.7 s to become a frame at 200 k rows, these 0.8–1.1 s)."""
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
