@@ -184,8 +184,8 @@ def _objects(values: Iterable) -> np.ndarray:
 class ScoreColumns:
     """What the aggregates read of a run's scores, one array per field: the cheap view of a
     run. The store keeps a copy beside each run's rows (0.11–0.16 s to read for 200 k
-    trajectories, against 1.4–1.6 s for the score objects); every aggregate turns score objects into it first, so there is one
-    way to aggregate."""
+    trajectories, against 1.4–1.6 s for the score objects); every aggregate turns score
+    objects into it first, so there is one way to aggregate."""
 
     ids: np.ndarray
     """Trajectory ids (objects): reviewers' labels are keyed by them."""
