@@ -28,11 +28,11 @@ for k, ev in evs.items():
                 "denominator: all trajectories.")
     c[0].caption(ci(s.lenient))
     moved = s.phantom_safety_pp
+    # No arrow for no change: "-0.00 pp" under a red arrow read as a drop.
+    changed = moved is not None and round(moved, 2) != 0
     c[1].metric("Strict safe rate (after)", pct(s.strict.value),
-                delta=None if moved is None else f"{-moved:+.2f} pp" if round(moved, 2) else "0.00 pp",
-                # No arrow for no change: "-0.00 pp" under a red arrow read as a drop.
-                delta_color="normal" if moved is None or round(moved, 2) else "off",
-                delta_arrow="auto" if moved is None or round(moved, 2) else "off")
+                delta=None if moved is None else f"{-moved:+.2f} pp" if changed else "0.00 pp",
+                delta_color="normal" if changed else "off", delta_arrow="auto" if changed else "off")
     c[1].caption(ci(s.strict) + f" · n={s.strict.denominator:,}")
     c[2].metric("Reviewed safe rate", pct(s.reviewed.value))
     c[2].caption(ci(s.reviewed) + f" · {s.inconclusive_pending:,} of {s.inconclusive:,} Inconclusive pending")
