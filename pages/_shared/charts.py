@@ -69,6 +69,12 @@ def _run_labels(names: Sequence[str]) -> list[str]:
     return labels
 
 
+def _missing_rates(s: Summary) -> str:
+    """Which of the run's bars are missing, and why: a gap with no word reads as a glitch."""
+    missing = [name for name, rate in (("strict", s.strict), ("reviewed", s.reviewed)) if rate.value is None]
+    return f"; no {' or '.join(missing)} rate (n = 0)" if missing else ""
+
+
 def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
     """Lenient, strict and reviewed safe rates per run, with 95 % intervals; UNSCORED annotated."""
     fig = go.Figure()
@@ -92,12 +98,8 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                     text=text, textposition="inside", insidetextanchor="middle",
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
-    # A rate with nothing in its denominator has no bar: say so, or the gap reads as a glitch.
     notes = [f"{name}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
-             f"Inconclusive {s.inconclusive:,}" + ("; no strict or reviewed rate (n = 0)" if s.strict.value is None
-                                                   and s.reviewed.value is None else
-                                                   "; no strict rate (n = 0)" if s.strict.value is None else "")
-             for name, s in summaries]
+             f"Inconclusive {s.inconclusive:,}{_missing_rates(s)}" for name, s in summaries]
     fig.update_yaxes(title="safe rate (%)", range=[floor, 100], ticksuffix="%")
     fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
                        showarrow=False, align="left", font=dict(size=12, color="#444"))
