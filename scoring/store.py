@@ -143,11 +143,8 @@ def _m4(db: sqlite_utils.Database) -> None:
     db["run_columns"].create({"run_key": str, "format": int, "data": bytes}, pk="run_key",
                              foreign_keys=[("run_key", "runs", "run_key")])
     for (run_key,) in db.execute("SELECT run_key FROM runs").fetchall():
-        rows = db.execute(f"SELECT {', '.join(_SCORE_FIELDS)} {_WHOLE_RUN} ORDER BY rowid", [run_key]).fetchall()
-        fields = [list(f) for f in zip(*rows)] if rows else [[] for _ in _SCORE_FIELDS]
-        fields[4] = [reason or None for reason in fields[4]]  # as score_columns_from_rows reads them
         db.execute("INSERT INTO run_columns (run_key, format, data) VALUES (?, ?, ?)",
-                   [run_key, _COLUMNS_FORMAT, msgspec.json.encode(fields)])
+                   [run_key, _COLUMNS_FORMAT, msgspec.json.encode([f.tolist() for f in _score_fields(db, run_key)])])
 
 
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4)
@@ -480,13 +477,8 @@ class Workspace:
         """``score_columns`` read from the trajectory rows (the record the stored copy is
         derived from)."""
         with self.connect() as db:
-            rows = db.execute(f"select {', '.join(_SCORE_FIELDS)} {_WHOLE_RUN} order by rowid", [run_key]).fetchall()
-        if not rows:
-            return ScoreColumns.of(())
-        table = np.array(rows, dtype=object)  # one C pass; the columns are its slices
-        reasons = table[:, 4]
-        reasons[reasons == ""] = None
-        return ScoreColumns.build(*(table[:, j] for j in range(5)), table[:, 5], table[:, 6].astype(bool))
+            fields = _score_fields(db, run_key)
+        return ScoreColumns.build(*fields[:6], np.asarray(fields[6], dtype=bool))
 
     def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
         with self.connect() as db:
@@ -890,6 +882,18 @@ _COLUMNS_DECODER = msgspec.json.Decoder(_StoredColumns)
 _SCORE_FIELDS = ("trajectory_id", "task_id", "model", "intended_category", "reason", "status", "lenient_safe")
 """The trajectory columns ``ScoreColumns`` is built from, in ``_StoredColumns`` order."""
 _COLUMNS_FROM_ROW = tuple(_COL[c] for c in _SCORE_FIELDS)
+
+
+def _score_fields(db, run_key: str) -> list[np.ndarray]:
+    """A run's ``_SCORE_FIELDS`` read from its rows, one object array per field, in file order
+    (an empty reason, as older rows may hold, read as none)."""
+    rows = db.execute(f"SELECT {', '.join(_SCORE_FIELDS)} {_WHOLE_RUN} ORDER BY rowid", [run_key]).fetchall()
+    table = np.empty((len(rows), len(_SCORE_FIELDS)), dtype=object)
+    if rows:
+        table[:] = rows  # one C pass; the fields are its columns
+    fields = [table[:, j] for j in range(len(_SCORE_FIELDS))]
+    fields[4][fields[4] == ""] = None
+    return fields
 
 
 class _ColumnsBuilder:
