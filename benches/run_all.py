@@ -334,7 +334,8 @@ Measured and not adopted: msgspec's syntax check in front of the typed path's or
 the capture limit (would save ~1.3 s of CPU but duplicate the UNSCORED decision, the one
 this tool exists to get right). Done for the app: a run's rows are read as a rowid range
 (the planner walked the primary-key index and sorted back into rowid order: SQLite time
-0.175 → 0.08 s at 200 k rows); the score columns are stored beside the rows at import (schema
+0.175 → 0.08 s at 200 k rows; the third round left it for a 0.05 s gain on the scores alone,
+but it serves every whole-run read); the score columns are stored beside the rows at import (schema
 4), so a first render reads one value (0.39–0.44 → 0.11–0.16 s; the import's writer spends
 ~0.15 s more collecting and encoding them); the Trajectories page's frame reads the 13 columns
 it shows, as tuples (2.4–2.7 → 0.8–1.4 s for its first render). Over the two bench runs of
