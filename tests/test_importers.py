@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from scoring.errors import ReasonCode, UnknownFormatError
-from scoring.importers import formats, load_run
+from scoring.importers import formats, load_run, sniff_format
+from scoring.importers._common import json_key_paths
 from scoring.importers.inspect_log import VerdictMap
 from scoring.importers.inspect_log import parse as parse_inspect
 from scoring.importers.litmus_log import litmus_metrics, load_case_table
@@ -206,6 +207,23 @@ def test_tau2_termination_and_order_pairing_with_repeated_ids():
     sim1 = run.trajectories[0]
     assert [c.result.content for c in sim1.tool_calls] == ["user 1", "user 2"]
     assert sim1.termination is Termination.STEP_LIMIT
+
+
+def test_tau2_is_recognised_when_simulations_come_after_a_long_info_and_tasks(tmp_path):
+    # tau2 writes info and tasks before simulations: in real files the key sits past 64 KiB.
+    doc = json.loads((FIXTURES / "tau2_results.json").read_text())
+    doc = {"timestamp": "t", "info": {"user_info": {"guidelines": "{[\"" * 30_000}, "agent_info": {"llm": "m"}},
+           "tasks": [{"id": str(i), "description": "x" * 100} for i in range(400)], "simulations": doc["simulations"]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc, indent=2))
+    assert path.read_bytes()[:65536].find(b'"simulations"') < 0
+    assert sniff_format(path.read_bytes()[:65536], str(path)) == "tau2"
+    assert len(load_run(path).trajectories) == len(doc["simulations"])
+
+
+def test_key_scan_ignores_keys_inside_strings_and_deeper_levels():
+    head = b'{"a": "{\\"simulations\\": 1}", "b": {"c": {"d": 1}, "e": [{"f": 2}]}, "g"'
+    assert json_key_paths(head) == {("a",), ("b",), ("b", "c"), ("b", "e")}
 
 
 def test_atif_follows_continuation_segments_beside_the_file():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
@@ -114,6 +115,40 @@ def load_json_document(data: bytes, source: str) -> Any:
         raise InputError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from exc
     except RecursionError as exc:
         raise InputError("invalid JSON: nested too deeply", source=source) from exc
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"(\s*:)?|[{}\[\]]')
+
+
+def json_key_paths(head: bytes, max_depth: int = 2) -> set[tuple[str, ...]]:
+    """The object keys of a JSON document's first ``max_depth`` levels, as paths, read from its
+    first bytes (a cut-off head gives the keys seen so far).
+
+    Detection by structure, not by where a key falls: a tau2 ``Results`` document writes
+    ``info`` and ``tasks`` first, so ``simulations`` can sit hundreds of kilobytes in. Strings
+    are matched whole by the regular expression (in C), so braces inside them are never counted.
+    """
+    paths: set[tuple[str, ...]] = set()
+    stack: list[str | None] = []  # a key per open container (None for arrays and the root)
+    pending: str | None = None
+    for m in _JSON_TOKEN.finditer(head):
+        tok = m.group(0)
+        if m.group(1) is not None:  # a string followed by ":" is a key
+            pending = tok[1:tok.rindex(b'"')].decode("utf-8", "replace")
+            if len(stack) <= max_depth and all(k is not None for k in stack[1:]):
+                paths.add(tuple(k for k in stack[1:]) + (pending,))
+        elif tok in (b"{", b"["):
+            stack.append(pending if tok == b"{" else None)
+            pending = None
+        elif tok in (b"}", b"]"):
+            if stack:
+                stack.pop()
+            if not stack:
+                break
+            pending = None
+        else:
+            pending = None
+    return paths
 
 
 def first_line(head: bytes) -> bytes:

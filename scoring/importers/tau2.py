@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..model import EvidenceStandard, Message, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import build_run, load_json_document
+from ._common import build_run, json_key_paths, load_json_document
 
 NAME = "tau2"
 TERMINATION = {
@@ -23,7 +23,16 @@ TERMINATION = {
 
 
 def sniff(head: bytes) -> bool:
-    return head.lstrip().startswith(b"{") and b'"simulations"' in head
+    """A JSON object with ``simulations`` at the top, or (when the head ends before it: tau2
+    writes ``info`` and ``tasks`` first) an ``info`` holding tau2's ``user_info`` or
+    ``agent_info``."""
+    if not head.lstrip().startswith(b"{"):
+        return False
+    if b'"simulations"' not in head and b'"user_info"' not in head:
+        return False  # cheap refusal before the structural scan
+    keys = json_key_paths(head)
+    return ("simulations",) in keys or (
+        ("info", "user_info") in keys or ("info", "agent_info") in keys)
 
 
 def _simulation(sim: dict) -> Trajectory:
