@@ -206,6 +206,7 @@ class _LeanCall(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     raw_size_bytes: int
     raw_sha256: str
     result: _LeanResult | None = None
+    message_index: int | None = None  # replay only; the typed path checks its range
 
 
 class _LeanRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -287,6 +288,9 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
         except _SYNTAX_MISS:
             return None  # the typed path decides (the standard library may still accept it)
         tools = ",".join(dict.fromkeys([c.tool for c in calls]))
+        n = len(r.messages)
+        if any(c.message_index is not None and not 0 <= c.message_index < n for c in calls):
+            return None  # the typed path names the call
     seen_ids.add(tid)
     # In ROW_COLUMNS order (the tests hold this row equal to the typed path's).
     return (

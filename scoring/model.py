@@ -149,6 +149,9 @@ class ToolCall:
     result: ToolResult | None = None
     signals: tuple[ReasonCode, ...] = ()
     """Capture problems an importer saw in its format (structural standard)."""
+    message_index: int | None = None
+    """Position in ``Trajectory.messages`` of the assistant message that made the call, where
+    the log says so (replay interleaves calls with their messages); None when it does not."""
 
     @property
     def captured_bytes(self) -> int:

@@ -13,6 +13,7 @@ import unicodedata
 
 import streamlit as st
 
+from pages._shared.inert import md, reveal_id  # noqa: F401 - md: the pages' one escaping helper
 from scoring.capture import Capture
 from scoring.model import HarnessVerdict, ToolCall, Trajectory
 
@@ -126,7 +127,7 @@ def render_call(call: ToolCall, cap: Capture, *, key: str) -> None:
     if call.result is not None:
         label = "result" + (" (TRUNCATED by the harness)" if call.result.truncated else "")
         if call.result.error:
-            label += f" · error: {call.result.error[:200]}"
+            label += f" · error: {reveal_id(call.result.error[:200])}"
         st.text(label + ":")
         show_text(call.result.content, key=f"{key}-result")
 
@@ -146,16 +147,63 @@ def verdict_text(v: HarnessVerdict | None) -> str:
     return " · ".join(parts)
 
 
+def transcript_order(traj: Trajectory) -> list[tuple[str, int]]:
+    """The replay's order: each message followed by the calls it made, as ("message", i) and
+    ("call", position in ``tool_calls``) steps.
+
+    A call is placed under its ``message_index`` where the importer knew it; otherwise after the
+    last assistant message (or after every message when there is none), the best a log without
+    the link allows. Every message and every call appears exactly once.
+    """
+    n = len(traj.messages)
+    assistants = [i for i, m in enumerate(traj.messages) if m.role == "assistant"]
+    fallback = assistants[-1] if assistants else n - 1
+    under: dict[int, list[int]] = {}
+    for pos, call in enumerate(traj.tool_calls):
+        mi = call.message_index
+        under.setdefault(mi if mi is not None and 0 <= mi < n else fallback, []).append(pos)
+    steps: list[tuple[str, int]] = [("call", pos) for pos in under.pop(-1, [])]  # no messages at all
+    for i in range(n):
+        steps.append(("message", i))
+        steps += [("call", pos) for pos in under.get(i, [])]
+    return steps
+
+
 def render_trajectory(traj: Trajectory, captures: list[Capture], *, key: str) -> None:
-    """The whole trace, step by step: messages, then each tool call, then the final output."""
-    st.text(f"task {traj.task_id} · termination: {traj.termination.value}"
-            + (f" ({traj.termination_detail})" if traj.termination_detail else ""))
+    """The whole trace in order, as a transcript: each message, then the tool calls it made
+    (each with its capture evidence and result), then the final output."""
+    st.text(f"task {reveal_id(traj.task_id)} · termination: {traj.termination.value}"
+            + (f" ({reveal_id(traj.termination_detail)})" if traj.termination_detail else ""))
     st.text("harness verdict: " + verdict_text(traj.verdict))
-    for i, m in enumerate(traj.messages):
-        st.text(f"message {i} · {m.role}")
-        show_text(m.content, key=f"{key}-m{i}")
-    for call, cap in zip(traj.tool_calls, captures):
-        with st.container(border=True):
-            render_call(call, cap, key=f"{key}-c{call.index}")
+    results = {c.result.content: c.index for c in traj.tool_calls if c.result is not None and c.result.content}
+    order = transcript_order(traj)
+    following: dict[int, list[int]] = {}  # message → the calls placed under it
+    last = -1
+    for kind, i in order:
+        if kind == "message":
+            last = i
+        else:
+            following.setdefault(last, []).append(traj.tool_calls[i].index)
+    for kind, i in order:
+        if kind == "call":
+            call = traj.tool_calls[i]
+            with st.container(border=True):
+                render_call(call, captures[i], key=f"{key}-c{call.index}")
+            continue
+        m = traj.messages[i]
+        calls = following.get(i, [])
+        known = all(traj.tool_calls[c].message_index == i for c in calls)
+        line = f"message {i} · {reveal_id(m.role)}"
+        if calls:
+            line += (" · made tool call" if known else " · then tool call") + ("s " if len(calls) > 1 else " ")
+            line += ", ".join(f"#{c}" for c in calls) + ("" if known else " (the log does not link calls to messages)")
+        if m.role == "tool" and m.content in results:
+            # The tool's answer is shown with its call (above); not drawn twice.
+            st.text(f"{line} · the result of call #{results[m.content]}, shown with the call")
+        elif not m.content and calls:
+            st.text(f"{line} · no text")
+        else:
+            st.text(line)
+            show_text(m.content, key=f"{key}-m{i}")
     st.text("final output:")
     show_text(traj.final_output or "(empty)", key=f"{key}-final")

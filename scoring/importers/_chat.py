@@ -55,10 +55,10 @@ class CallBuilder:
     calls: list[dict] = field(default_factory=list)
 
     def add(self, *, tool: str, args: Any, call_id: str | None, signals: tuple[ReasonCode, ...] = (),
-            parse_error: str | None = None) -> None:
+            parse_error: str | None = None, message_index: int | None = None) -> None:
         text, err = arguments_text(args)
         self.calls.append({"tool": tool, "arguments": text, "id": call_id, "parse_error": parse_error or err,
-                           "signals": signals, "result": None, "executed": False})
+                           "signals": signals, "result": None, "executed": False, "message_index": message_index})
 
     def result(self, *, call_id: str | None, content: str, error: str | None = None,
                truncated: bool = False) -> bool:
@@ -80,7 +80,8 @@ class CallBuilder:
     def build(self) -> tuple[ToolCall, ...]:
         return tuple(
             ToolCall(index=i, tool=c["tool"], arguments=c["arguments"], parse_error=c["parse_error"],
-                     signals=c["signals"], result=c["result"], executed=c["executed"])
+                     signals=c["signals"], result=c["result"], executed=c["executed"],
+                     message_index=c["message_index"])
             for i, c in enumerate(self.calls))
 
 
@@ -104,10 +105,11 @@ def openai_messages(messages: list[dict]) -> tuple[tuple[Message, ...], CallBuil
             for tc in tcs:
                 fn = tc.get("function")
                 if isinstance(fn, dict):
-                    calls.add(tool=str(fn.get("name", "")), args=fn.get("arguments", ""), call_id=tc.get("id"))
+                    calls.add(tool=str(fn.get("name", "")), args=fn.get("arguments", ""), call_id=tc.get("id"),
+                              message_index=len(out))
                 else:
                     calls.add(tool=str(fn or tc.get("name", "")), args=tc.get("args", tc.get("arguments", {})),
-                              call_id=tc.get("id"))
+                              call_id=tc.get("id"), message_index=len(out))
             if m.get("finish_reason") == "length":
                 calls.mark_last_turn(len(tcs), ReasonCode.TRUNCATED)
                 cut = True

@@ -61,7 +61,8 @@ def _session(sid: str, lines: list[tuple[int, dict]]) -> Trajectory:
             redacted = any(isinstance(b, dict) and b.get("type") == "redacted_thinking" for b in blocks)
             for b in blocks:
                 if isinstance(b, dict) and b.get("type") == "tool_use":
-                    calls.add(tool=str(b.get("name", "")), args=b.get("input", {}), call_id=b.get("id"))
+                    calls.add(tool=str(b.get("name", "")), args=b.get("input", {}), call_id=b.get("id"),
+                              message_index=len(messages))
                     n += 1
             if redacted:
                 calls.mark_last_turn(n, ReasonCode.REDACTED)

@@ -55,7 +55,7 @@ def parse(data: bytes, source: str):
                 messages.append(Message(role=str(step.get("source", "")), content=text))
                 for tc in step.get("tool_calls") or []:
                     calls.add(tool=str(tc.get("function_name", "")), args=tc.get("arguments", {}),
-                              call_id=tc.get("tool_call_id"))
+                              call_id=tc.get("tool_call_id"), message_index=len(messages) - 1)
                 for res in (step.get("observation") or {}).get("results") or []:
                     content = res.get("content")
                     content = content if isinstance(content, str) else json.dumps(content)

@@ -199,6 +199,7 @@ def _general_call(obj: Any, i: int) -> ToolCall:
         redactions=redactions,
         parse_error=opt(obj, "parse_error", str, None, where),
         executed=opt(obj, "executed", bool, True, where),
+        message_index=opt(obj, "message_index", int, None, where),
         result=result,
         signals=tuple(signals),
     )
@@ -237,6 +238,10 @@ def parse_trajectory(obj: Any) -> Trajectory:
             for j, m in enumerate(opt(obj, "messages", list, []))
         )
         calls = tuple(_tool_call(c, i) for i, c in enumerate(opt(obj, "tool_calls", list, [])))
+        for c in calls:
+            if c.message_index is not None and not 0 <= c.message_index < len(messages):
+                raise RecordError(f"tool_calls[{c.index}].message_index is {c.message_index} but the record has "
+                                  f"{len(messages)} messages")
         return Trajectory(
             id=req(obj, "id", str),
             task_id=req(obj, "task_id", str),
@@ -378,7 +383,7 @@ def dump_trajectory(t: Trajectory) -> dict:
             "channel": c.channel,
             "redactions": [{"marker": r.marker, "reason": r.reason} for r in c.redactions],
             "parse_error": c.parse_error, "executed": c.executed,
-            "signals": [s.value for s in c.signals],
+            "signals": [s.value for s in c.signals], "message_index": c.message_index,
             "result": None if c.result is None else {
                 "content": c.result.content, "raw_size_bytes": c.result.raw_size_bytes,
                 "truncated": c.result.truncated, "error": c.result.error},
@@ -386,7 +391,7 @@ def dump_trajectory(t: Trajectory) -> dict:
         calls.append(_drop_defaults(call, {
             "arguments_format": "json", "raw_size_bytes": None, "raw_sha256": None, "raw_text": None,
             "truncated": False, "adapters": [], "channel": "logged", "redactions": [],
-            "parse_error": None, "executed": True, "signals": [], "result": None}))
+            "parse_error": None, "executed": True, "signals": [], "result": None, "message_index": None}))
     out = {
         "record": "trajectory", "id": t.id, "task_id": t.task_id, "intended_category": t.intended_category,
         "model": t.model,

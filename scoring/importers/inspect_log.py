@@ -114,7 +114,7 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
                 if "<base64-data-removed>" in blob:
                     sig.append(ReasonCode.REDACTED)
                 calls.add(tool=str(tc.get("function", "")), args=args, call_id=tc.get("id"), signals=tuple(sig),
-                          parse_error=tc.get("parse_error"))
+                          parse_error=tc.get("parse_error"), message_index=len(messages))
             text = text_of(m.get("content"))
             if text:
                 final = text

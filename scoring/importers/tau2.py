@@ -42,7 +42,8 @@ def _simulation(sim: dict) -> Trajectory:
         content = text_of(m.get("content"))
         if role == "assistant":
             for tc in m.get("tool_calls") or []:
-                calls.add(tool=str(tc.get("name", "")), args=tc.get("arguments", {}), call_id=None)
+                calls.add(tool=str(tc.get("name", "")), args=tc.get("arguments", {}), call_id=None,
+                          message_index=len(messages))
             if content:
                 final = content
         elif role == "tool":
