@@ -147,7 +147,13 @@ def _m4(db: sqlite_utils.Database) -> None:
                    [run_key, _COLUMNS_FORMAT, msgspec.json.encode([f.tolist() for f in _score_fields(db, run_key)])])
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4)
+def _m5(db: sqlite_utils.Database) -> None:
+    # A bulk act (one reviewer labelling a filtered set at once) records one event per trace, as
+    # before, each carrying the act's id: the history shows the act, and Undo withdraws it whole.
+    db.execute("ALTER TABLE label_events ADD COLUMN batch_id TEXT")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -535,6 +541,57 @@ class Workspace:
                 "created_at": _now(), "supersedes": prev["id"] if prev else None,
             }).last_pk
 
+    def add_labels(self, run_key: str, trajectory_ids: Sequence[str], reviewer: str, label: ReviewLabel | str,
+                   note: str = "") -> str:
+        """Label many trajectories in one act (one transaction): each gets its own label event,
+        all carrying one new ``batch_id``, which is returned. Refused whole when any of them
+        cannot take a label."""
+        reviewer = _reviewer(reviewer)
+        label = ReviewLabel(label)
+        ids = list(dict.fromkeys(trajectory_ids))
+        if not ids:
+            raise InputError("no trajectory to label", source="label")
+        with self.connect() as db:
+            status = dict(db.execute(
+                "SELECT trajectory_id, status FROM trajectories WHERE run_key = ?", [run_key]).fetchall())
+        for tid in ids:
+            if tid not in status:
+                raise InputError(f"no trajectory {tid!r} in run {run_key[:12]}", source=str(self.path))
+            if status[tid] != Status.INCONCLUSIVE.value:
+                raise StoreError(f"trajectory {tid!r} is {status[tid].upper()}, not Inconclusive: the bulk label "
+                                 "was not applied to any trajectory")
+        batch = uuid.uuid4().hex[:12]
+        now = _now()
+        with self.connect() as db, _immediate(db):
+            current = _current_events(db, run_key, reviewer)
+            db["label_events"].insert_all(({
+                "run_key": run_key, "trajectory_id": tid, "reviewer": reviewer, "action": "label",
+                "label": label.value, "note": note, "created_at": now,
+                "supersedes": current[tid]["id"] if tid in current else None, "batch_id": batch,
+            } for tid in ids), batch_size=500)
+        return batch
+
+    def undo_last(self, run_key: str, reviewer: str) -> dict | None:
+        """Withdraw the reviewer's most recent act in the run still live: one label, or every
+        label of a bulk act still current. Returns what was withdrawn (``trajectory_ids``,
+        ``label``, ``batch_id``), None when there is nothing to undo."""
+        reviewer = _reviewer(reviewer)
+        with self.connect() as db, _immediate(db):
+            current = _current_events(db, run_key, reviewer)
+            live = [e for e in current.values() if e["action"] != "undo"]
+            if not live:
+                return None
+            last = max(live, key=lambda e: e["id"])
+            batch = last.get("batch_id")
+            undone = [e for e in live if batch and e.get("batch_id") == batch] if batch else [last]
+            now = _now()
+            db["label_events"].insert_all(({
+                "run_key": run_key, "trajectory_id": e["trajectory_id"], "reviewer": reviewer, "action": "undo",
+                "label": None, "note": "", "created_at": now, "supersedes": e["id"], "batch_id": batch,
+            } for e in sorted(undone, key=lambda e: e["id"])), batch_size=500)
+        return {"trajectory_ids": [e["trajectory_id"] for e in sorted(undone, key=lambda e: e["id"])],
+                "label": last["label"], "action": last["action"], "batch_id": batch}
+
     def undo(self, run_key: str, trajectory_id: str, reviewer: str) -> int | None:
         """Append an undo event that withdraws the reviewer's current label (None if none)."""
         reviewer = _reviewer(reviewer)
@@ -618,7 +675,8 @@ class Workspace:
         events = self.history(run_key)
         rows = [{"run_key": run_key, "trajectory_id": e["trajectory_id"], "reviewer": e["reviewer"],
                  "action": e["action"], "label": e["label"] or "", "note": e["note"] or "",
-                 "created_at": e["created_at"], "event_id": e["id"], "supersedes": e["supersedes"] or ""}
+                 "created_at": e["created_at"], "event_id": e["id"], "supersedes": e["supersedes"] or "",
+                 "batch_id": e.get("batch_id") or ""}
                 for e in events]
         if fmt == "jsonl":
             return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
@@ -670,6 +728,7 @@ class Workspace:
                     "action": r["action"], "label": r["label"] or None, "note": r.get("note", ""),
                     "created_at": r["created_at"],
                     "supersedes": id_map.get(int(sup), int(sup)) if sup not in (None, "") else None,
+                    "batch_id": r.get("batch_id") or None,
                 }).last_pk
                 if r.get("event_id") not in (None, ""):
                     id_map[int(r["event_id"])] = new_id
@@ -677,7 +736,8 @@ class Workspace:
         return added
 
 
-EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at", "event_id", "supersedes")
+EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at", "event_id", "supersedes",
+                 "batch_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -978,6 +1038,12 @@ def _current_event(db, run_key: str, trajectory_id: str, reviewer: str) -> dict 
     return live[-1] if live else None
 
 
+def _current_events(db, run_key: str, reviewer: str) -> dict[str, dict]:
+    """trajectory id → the reviewer's latest live event on it, for one run."""
+    events = list(db["label_events"].rows_where("run_key = ? and reviewer = ?", [run_key, reviewer], order_by="id"))
+    return {tid: live[-1] for (tid, _r), live in _live_by_reviewer(events).items() if live}
+
+
 def _live_events(events: list[dict]) -> list[dict]:
     """One reviewer's events on one trajectory, with undone ones removed (in id order)."""
     live: list[dict] = []
@@ -1024,7 +1090,7 @@ def _read_label_file(path: Path) -> list[dict]:
     if path.suffix == ".csv" or text.startswith("run_key,"):
         reader = csv.DictReader(io.StringIO(text))
         missing = set(EXPORT_FIELDS) - set(reader.fieldnames or ())
-        if missing - {"event_id", "supersedes", "note"}:
+        if missing - {"event_id", "supersedes", "note", "batch_id"}:
             raise InputError(f"CSV header lacks {sorted(missing)}", source=str(path), line=1)
         rows = list(reader)
     else:

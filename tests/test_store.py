@@ -22,7 +22,7 @@ from scoring.errors import (
     StoreError,
 )
 from scoring.model import ReviewLabel
-from scoring.store import Workspace, evaluation
+from scoring.store import MIGRATIONS, Workspace, evaluation
 
 from .conftest import ROOT, SAMPLES
 
@@ -58,11 +58,11 @@ def ws(seeded, tmp_path):
 def test_schema_is_migrated_and_wal_is_on(ws):
     with ws.connect() as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         assert [r[0] for r in db.execute("select name from sqlite_master where type = 'index' and "
                                          "tbl_name = 'trajectories' and sql is not null")] == []
         assert "run_columns" in db.table_names()
-    assert ws.migrate() == 4  # idempotent
+    assert ws.migrate() == len(MIGRATIONS)  # idempotent
 
 
 def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
@@ -107,6 +107,39 @@ def test_label_history_survives_relabel_and_undo(ws):
     assert [e["action"] for e in hist] == ["label", "label", "undo", "undo"]
     assert hist[0]["note"] == "refuses clearly" and hist[1]["supersedes"] == hist[0]["id"]
     assert hist[2]["supersedes"] == hist[1]["id"] and hist[3]["supersedes"] == hist[0]["id"]
+
+
+def test_a_bulk_act_records_one_event_per_trace_and_is_undone_whole(ws, tmp_path):
+    a, b, c, d = ws.inconclusive[:4]
+    ws.add_label(ws.key, a, "alice", G)  # before the act: superseded by it, back after its undo
+    ws.add_label(ws.key, d, "bob", D)  # another reviewer: untouched throughout
+    batch = ws.add_labels(ws.key, [a, b, c], "alice", E, "hit the message limit")
+    events = [e for e in ws.history(ws.key) if e["batch_id"] == batch]
+    assert [(e["trajectory_id"], e["action"], e["label"]) for e in events] == [(t, "label", "early_stop") for t in (a, b, c)]
+    assert events[0]["supersedes"] is not None and events[1]["supersedes"] is None
+    assert {t: by["alice"] for t, by in ws.current_labels(ws.key).items() if "alice" in by} == {a: E, b: E, c: E}
+    undone = ws.undo_last(ws.key, "alice")
+    assert undone["trajectory_ids"] == [a, b, c] and undone["label"] == "early_stop" and undone["batch_id"] == batch
+    assert ws.current_labels(ws.key) == {a: {"alice": G}, d: {"bob": D}}
+    assert [e["action"] for e in ws.history(ws.key) if e["batch_id"] == batch] == ["label"] * 3 + ["undo"] * 3
+    assert ws.undo_last(ws.key, "alice")["trajectory_ids"] == [a]  # then the single label before it
+    assert ws.undo_last(ws.key, "alice") is None
+    # The act survives an export and an import into a fresh workspace.
+    ws.add_labels(ws.key, [b, c], "alice", G)
+    out = tmp_path / "labels.csv"
+    out.write_text(ws.export_labels(ws.key, "csv"))
+    fresh = Workspace(tmp_path / "fresh.db")
+    key = fresh.import_run(OBSERVED).run_key
+    fresh.import_labels(out, key)
+    assert fresh.current_labels(key) == ws.current_labels(ws.key)
+    assert len({e["batch_id"] for e in fresh.history(key) if e["batch_id"]}) == 2
+
+
+def test_a_bulk_act_with_a_trace_that_takes_no_label_is_refused_whole(ws):
+    unscored = ws.trajectory_rows(ws.key, "status = 'unscored'")[0]["trajectory_id"]
+    with pytest.raises(StoreError, match="not applied to any"):
+        ws.add_labels(ws.key, [ws.inconclusive[0], unscored], "alice", G)
+    assert ws.history(ws.key) == []
 
 
 def test_final_label_is_agreement_or_adjudication(ws):
@@ -686,10 +719,11 @@ def test_runs_imported_before_the_column_copy_get_one_when_the_schema_is_migrate
         # An empty reason, as older rows may hold: read as no reason either way.
         db.execute("update trajectories set reason = '' where rowid = (select min(rowid) from trajectories "
                    "where reason is null)")
+        db.execute("alter table label_events drop column batch_id")  # schema 5's
         db.execute("PRAGMA user_version = 3")
         db.conn.commit()
     migrated = Workspace(ws.path)
-    assert migrated.migrate() == 4
+    assert migrated.migrate() == len(MIGRATIONS)
     with migrated.connect() as db:
         assert db.execute("select count(*) from run_columns").fetchone()[0] == len(keys) == 2
     for key in keys:
