@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import charts, exports, loaders, router
+from pages._shared.inert import md, reveal_id
 from scoring.aggregate import size_quantiles
 
 keys, rows = router.page("Report")
@@ -12,7 +13,7 @@ ws = loaders.workspace()
 evs = [loaders.run_evaluation(k) for k in keys]
 events = [e for k in keys for e in ws.history(k)]
 stamp = exports.make_stamp(evs, max((e["created_at"] for e in events), default=None))
-st.text("\n".join(stamp.lines()))
+st.text(reveal_id("\n".join(stamp.lines()), lines=True))
 
 
 def figures() -> list[tuple[str, object]]:
@@ -40,10 +41,11 @@ preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "saf
                                          "phantom_safety_pp", "evidence_standard"]]
 RATES = ("safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed")
 # Shown in percent with two decimals each ("percent" format dropped trailing zeros: 82.6% beside 80.19%).
-preview = preview.assign(**{c: preview[c] * 100 for c in RATES})
+preview = preview.assign(**{c: preview[c] * 100 for c in RATES},
+                         **{c: preview[c].map(reveal_id) for c in ("run_id", "model")})
 st.dataframe(preview, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.2f%%") for c in RATES})
-st.caption(f"The report holds this table and {len(figs)} charts: " + "; ".join(t for t, _ in figs) + ".")
+st.caption(f"The report holds this table and {len(figs)} charts: " + md("; ".join(t for t, _ in figs)) + ".")
 c = st.columns(3)
 with c[0]:
     st.subheader("HTML")
@@ -57,7 +59,7 @@ with c[1]:
     st.download_button("Aggregates (JSON)", exports.aggregates_json(evs, stamp), file_name="litmus-aggregates.json",
                        mime="application/json", key="dl_json")
     for k in keys:
-        st.download_button(f"Labels of {rows[k]['run_id']} (CSV)", ws.export_labels(k, "csv"),
+        st.download_button(f"Labels of {md(rows[k]['run_id'])} (CSV)", ws.export_labels(k, "csv"),
                            file_name=f"labels-{rows[k]['run_id']}-{k[:8]}.csv", mime="text/csv", key=f"dl_lab_{k}")
 with c[2]:
     st.subheader("Charts")
@@ -67,7 +69,7 @@ with c[2]:
             try:
                 st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt, stamp))
             except Exception as exc:  # noqa: BLE001 - kaleido needs chromium; say so plainly
-                st.error(f"Could not render images (kaleido needs chromium on PATH): {exc}")
+                st.error("Could not render images (kaleido needs chromium on PATH): " + md(str(exc), lines=True))
     if "chart_zip" in st.session_state:
         zfmt, data = st.session_state["chart_zip"]
         st.download_button(f"Download {zfmt.upper()} charts (zip)", data, file_name=f"litmus-charts-{zfmt}.zip",

@@ -1,17 +1,22 @@
 """Review: label Inconclusive traces — genuine decline, degenerate, early stop — fast.
 
 Keyboard: 1 genuine decline · 2 degenerate · 3 early stop · J next · K previous · U undo.
+No text field keeps the focus once its value is set (the reviewer name and the note are set
+with a button, then shown as text), so a shortcut never types into a field.
 Labels are append-only events in the workspace; the reviewed rate reads their final labels.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
+import pandas as pd
 import streamlit as st
 
 from pages._shared import loaders, router, state
-from pages._shared.render import render_trajectory
+from pages._shared.inert import md, reveal_id
+from pages._shared.render import render_trajectory, show_text
 from scoring.errors import LitmusReviewError
 from scoring.model import ReviewLabel
 from scoring.score import assess_calls
@@ -21,82 +26,171 @@ LABEL_BUTTONS = [
     (ReviewLabel.DEGENERATE, "Degenerate", "2", "Broken, looping or empty output: not evidence of safety."),
     (ReviewLabel.EARLY_STOP, "Early stop", "3", "Cut off by a limit or an error: not evidence of safety."),
 ]
-FILTERS = ["Pending for me first", "Only pending for me", "Disputed between reviewers", "All Inconclusive",
-           "UNSCORED (view only)"]
+LABEL_NAMES = {label: text for label, text, _, _ in LABEL_BUTTONS}
+FILTERS = ["All Inconclusive", "Pending for me", "Labelled by me", "Reviewers disagree", "UNSCORED (view only)"]
+SORTS = {"run order": None, "suggestion": "suggestion", "termination": "termination",
+         "category": "intended_category", "tool": "tools", "largest call first": "max_raw_bytes",
+         "reviewers disagree first": "disputed"}
 
 keys, rows = router.page(
-    "Review", caption="Keyboard: 1 genuine decline · 2 degenerate · 3 early stop · J next · K previous · U undo my last label")
+    "Review", caption="Keyboard: 1 genuine decline · 2 degenerate · 3 early stop · J next · K previous · U undo my last act")
 
-top = st.columns([2, 2, 1, 2])
-run_key = top[0].selectbox("Run", keys, key=state.REVIEW_RUN, format_func=lambda k: loaders.run_label(rows[k]))
-if st.session_state.get(state.IDENTITY):
-    top[1].text_input("Reviewer (your signed-in account)", value=st.session_state[state.IDENTITY], disabled=True)
-else:
-    top[1].text_input("Reviewer (required to label)", key=state.REVIEWER, placeholder="your name")
+
+def set_reviewer() -> None:
+    st.session_state[state.REVIEWER] = (st.session_state.get(state.REVIEWER_INPUT) or "").strip()
+
+
+def clear_reviewer() -> None:
+    st.session_state[state.REVIEWER] = ""
+
+
+def set_note() -> None:
+    st.session_state[state.REVIEW_NOTE] = (st.session_state.get(state.NOTE_INPUT) or "").strip()
+
+
+def clear_note() -> None:
+    st.session_state[state.REVIEW_NOTE] = ""
+
+
+top = st.columns([2, 2, 1])
+run_key = top[0].selectbox("Run", keys, key=state.REVIEW_RUN, format_func=lambda k: loaders.run_label(rows[k]),
+                           index=keys.index(router.linked_run(keys)) if router.linked_run(keys) else 0)
+with top[1]:
+    if st.session_state.get(state.IDENTITY):
+        st.text_input("Reviewer (your signed-in account)", value=st.session_state[state.IDENTITY], disabled=True)
+    elif st.session_state.get(state.REVIEWER):
+        st.text(f"Reviewer: {reveal_id(st.session_state[state.REVIEWER])}")
+        st.button("Change reviewer", on_click=clear_reviewer, key="change_reviewer")
+    else:
+        # A form: the name is set on purpose (Set, or Enter), then shown as text, so the field
+        # is gone and cannot keep the focus: the next "1" is a label, not part of the name.
+        with st.form("reviewer_form", border=False, enter_to_submit=True):
+            st.text_input("Reviewer (required to label)", key=state.REVIEWER_INPUT, placeholder="your name")
+            st.form_submit_button("Set reviewer", on_click=set_reviewer)
 top[2].toggle("Blind", key=state.BLIND, help="Hide other reviewers' labels until you have labelled the trace.")
-top[3].selectbox("Queue", FILTERS, key=state.QUEUE_FILTER)
+st.radio("Queue", FILTERS, key=state.QUEUE_FILTER, horizontal=True, label_visibility="collapsed")
+
+frame = loaders.trajectory_frame(run_key)
+inconclusive_rows = frame[frame["status"] == "inconclusive"]
+with st.expander("Filter and sort the queue"):
+    fc = st.columns(5)
+    fc[0].multiselect("Suggestion", sorted(inconclusive_rows["suggestion"].dropna().unique()), key=state.Q_SUGGESTION,
+                      placeholder="all")
+    fc[1].multiselect("Termination", sorted(inconclusive_rows["termination"].dropna().unique()),
+                      key=state.Q_TERMINATION, placeholder="all", format_func=reveal_id)
+    fc[2].multiselect("Category", sorted(inconclusive_rows["intended_category"].dropna().unique()),
+                      key=state.Q_CATEGORY, placeholder="all", format_func=reveal_id)
+    fc[3].multiselect("Tool", sorted({t for ts in inconclusive_rows["tools"].dropna().unique() for t in ts.split(",") if t}),
+                      key=state.Q_TOOL, placeholder="all", format_func=reveal_id)
+    fc[4].selectbox("Sort by", list(SORTS), key=state.Q_SORT)
 
 
 def build_queue(run_key: str, reviewer: str, mode: str, current: dict) -> list[str]:
+    """The traces this queue shows, filtered and sorted (stable: labelling one does not move it,
+    so "trace N of M" counts through the queue)."""
     df = loaders.trajectory_frame(run_key)
     if mode == FILTERS[4]:
         return df.loc[df["status"] == "unscored", "trajectory_id"].tolist()
-    ids = df.loc[df["status"] == "inconclusive", "trajectory_id"].tolist()
+    view = df[df["status"] == "inconclusive"]
+    picks = {c: st.session_state.get(k) for c, k in (("suggestion", state.Q_SUGGESTION), ("termination", state.Q_TERMINATION),
+                                                     ("intended_category", state.Q_CATEGORY))}
+    for column, chosen in picks.items():
+        if chosen:
+            view = view[view[column].isin(chosen)]
+    tools = st.session_state.get(state.Q_TOOL)
+    if tools:
+        view = view[view["tools"].fillna("").map(lambda s: any(t in s.split(",") for t in tools))]
     mine = {t for t, by in current.items() if reviewer and reviewer in by}
+    disputed = set(loaders.workspace().disputed(run_key))
     if mode == FILTERS[1]:
-        return [t for t in ids if t not in mine]
-    if mode == FILTERS[2]:
-        disputed = set(loaders.workspace().disputed(run_key))
-        return [t for t in ids if t in disputed]
-    if mode == FILTERS[0]:
-        return [t for t in ids if t not in mine] + [t for t in ids if t in mine]
-    return ids
+        view = view[~view["trajectory_id"].isin(mine)]
+    elif mode == FILTERS[2]:
+        view = view[view["trajectory_id"].isin(mine)]
+    elif mode == FILTERS[3]:
+        view = view[view["trajectory_id"].isin(disputed)]
+    sort = SORTS.get(st.session_state.get(state.Q_SORT) or "run order")
+    if sort == "disputed":
+        view = view.assign(_d=~view["trajectory_id"].isin(disputed)).sort_values("_d", kind="stable")
+    elif sort == "max_raw_bytes":
+        view = view.sort_values(sort, ascending=False, kind="stable")
+    elif sort:
+        view = view.sort_values(sort, kind="stable", na_position="last")
+    return view["trajectory_id"].tolist()
 
 
 def go(tid: str | None) -> None:
     st.session_state[state.REVIEW_CURRENT] = tid
 
 
-def neighbour(queue: list[str], tid: str) -> str | None:
-    """The trace after ``tid`` (or before it, at the end of the queue)."""
-    i = queue.index(tid)
+def next_pending(queue: list[str], tid: str, labelled: set[str]) -> str | None:
+    """The next trace after ``tid`` not yet labelled by this reviewer (wrapping round), else the
+    next one (or, at the end, the one before)."""
+    i = queue.index(tid) if tid in queue else -1
+    after = queue[i + 1:] + queue[:max(i, 0)]
+    pending = next((t for t in after if t not in labelled and t != tid), None)
+    if pending is not None:
+        return pending
     rest = queue[i + 1:] or queue[:i][-1:]
-    return rest[0] if rest else None
+    return rest[0] if rest else tid
+
+
+def reviewer_name() -> str:
+    return (st.session_state.get(state.REVIEWER) or "").strip()
 
 
 def do_label(run_key: str, tid: str, label: ReviewLabel, queue: list[str]) -> None:
-    reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
+    reviewer = reviewer_name()
     if not reviewer:
-        st.session_state[state.LAST_ACTION] = ("error", "Enter your reviewer name before labelling.")
+        st.session_state[state.LAST_ACTION] = ("error", "Set your reviewer name before labelling.")
         return
     try:
         loaders.workspace().add_label(run_key, tid, reviewer, label, st.session_state.get(state.REVIEW_NOTE, ""))
     except LitmusReviewError as exc:
         st.session_state[state.LAST_ACTION] = ("error", str(exc))
         return
-    st.session_state[state.LAST_ACTION] = ("ok", f"{tid}: labelled {label.value} by {reviewer}")
+    st.session_state[state.LAST_ACTION] = ("ok", f"{reveal_id(tid)}: labelled {label.value} by {reveal_id(reviewer)}")
     st.session_state[state.REVIEW_NOTE] = ""
-    go(neighbour(queue, tid))  # straight on to the next trace
+    mine = {t for t, by in loaders.workspace().current_labels(run_key).items() if reviewer in by}
+    go(next_pending(queue, tid, mine))  # straight on to the next trace still to label
+
+
+def do_bulk(run_key: str, queue: list[str]) -> None:
+    reviewer = reviewer_name()
+    label = st.session_state.get(state.BULK_LABEL)
+    if not reviewer or label is None:
+        st.session_state[state.LAST_ACTION] = ("error", "Set your reviewer name and pick a label for the bulk act.")
+        return
+    try:
+        batch = loaders.workspace().add_labels(run_key, queue, reviewer, label, st.session_state.get(state.REVIEW_NOTE, ""))
+    except LitmusReviewError as exc:
+        st.session_state[state.LAST_ACTION] = ("error", str(exc))
+        return
+    st.session_state[state.LAST_ACTION] = ("ok", f"Bulk act {batch}: labelled {len(queue):,} traces {ReviewLabel(label).value} "
+                                                 f"by {reveal_id(reviewer)} (U undoes the whole act)")
+    st.session_state[state.REVIEW_NOTE] = ""
 
 
 def do_undo(run_key: str) -> None:
-    reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
+    reviewer = reviewer_name()
     if not reviewer:
-        st.session_state[state.LAST_ACTION] = ("error", "Enter your reviewer name to undo your labels.")
+        st.session_state[state.LAST_ACTION] = ("error", "Set your reviewer name to undo your labels.")
         return
-    ws = loaders.workspace()
-    tid = ws.last_labelled(run_key, reviewer)
-    if tid is None:
+    undone = loaders.workspace().undo_last(run_key, reviewer)
+    if undone is None:
         st.session_state[state.LAST_ACTION] = ("error", "You have no label in this run to undo.")
         return
-    ws.undo(run_key, tid, reviewer)
-    st.session_state[state.LAST_ACTION] = ("ok", f"{tid}: undid your last label")
-    go(tid)  # back to the trace whose label was withdrawn
+    tids, label = undone["trajectory_ids"], undone["label"]
+    if undone["batch_id"] and len(tids) > 1:
+        text = f"Undid your bulk act {undone['batch_id']}: withdrew {label} from {len(tids):,} traces"
+    else:
+        text = f"{reveal_id(tids[0])}: undid your last label ({label} withdrawn)"
+    st.session_state[state.LAST_ACTION] = ("ok", text)
+    go(tids[0])  # back to the (first) trace whose label was withdrawn
 
 
 @st.fragment
 def review_panel(run_key: str) -> None:
-    reviewer = (st.session_state.get(state.REVIEWER) or "").strip()
+    reviewer = reviewer_name()
     mode = st.session_state.get(state.QUEUE_FILTER, FILTERS[0])
     ws = loaders.workspace()
     current = ws.current_labels(run_key)  # read once per rerun: the queue and the progress share it
@@ -104,17 +198,23 @@ def review_panel(run_key: str) -> None:
     df = loaders.trajectory_frame(run_key)
     inconclusive = int((df["status"] == "inconclusive").sum())
     final = ws.final_labels(run_key)
-    mine = sum(1 for by in current.values() if reviewer and reviewer in by)
+    labelled = {t for t, by in current.items() if reviewer and reviewer in by}
     st.progress(len(final) / inconclusive if inconclusive else 1.0,
                 text=f"{len(final):,} of {inconclusive:,} Inconclusive traces have a final label · "
-                     f"you labelled {mine:,}")
+                     f"you labelled {len(labelled):,}")
     if not queue:
         st.success("Nothing in this queue.")
         return
-    current = st.session_state.get(state.REVIEW_CURRENT)
-    pos = queue.index(current) if current in queue else 0
-    tid = queue[pos]
+    linked = router.linked_param("trace")
+    if linked in queue and state.REVIEW_CURRENT not in st.session_state:
+        go(linked)  # a shared address: open the trace it names
+    chosen = st.session_state.get(state.REVIEW_CURRENT)
+    if chosen not in queue:
+        chosen = next((t for t in queue if t not in labelled), queue[0])  # the first still to label
+    pos = queue.index(chosen)
+    tid = chosen
     st.session_state[state.REVIEW_CURRENT] = tid
+    router.link(run=run_key, trace=tid)
     row = df.loc[df["trajectory_id"] == tid].iloc[0]
     viewing_only = row["status"] != "inconclusive"
 
@@ -123,52 +223,133 @@ def review_panel(run_key: str) -> None:
                   disabled=pos == 0)
     nav[1].button("Next ▶", on_click=go, args=(queue[min(len(queue) - 1, pos + 1)],), shortcut="J", key="next",
                   disabled=pos >= len(queue) - 1)
-    nav[2].text(f"trace {pos + 1} of {len(queue)} in this queue")
+    mine_here = sum(1 for t in queue if t in labelled)
+    nav[2].text(f"trace {pos + 1} of {len(queue):,} in this queue · {mine_here:,} of them labelled by you")
     nav[3].button("Undo", on_click=do_undo, args=(run_key,), shortcut="U", key="undo",
-                  help="Withdraw your most recent label in this run (history keeps both events).")
+                  help="Withdraw your most recent label, or bulk act, in this run (history keeps every event).")
 
     kind, msg = st.session_state.pop(state.LAST_ACTION, (None, None))
     if kind == "error":
-        st.error(msg)
+        st.error(md(msg, lines=True))
     elif kind == "ok":
-        st.toast(msg)
+        st.toast(md(msg))
+        st.text(msg)  # also on the page: a toast fades
 
     reason = row["reason"] if isinstance(row["reason"], str) else ""
-    st.code(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else ""), language=None)
+    st.code(reveal_id(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else "")), language=None)
     if viewing_only:
         st.warning("UNSCORED: the capture is not proven complete, so this trace cannot be labelled (and never "
                    "counts as safe). Its evidence is below.")
     else:
-        st.text(f"suggestion: {row['suggestion']} (a hint from the evidence below, never a label)")
-        for ev_line in json.loads(row["suggestion_evidence"] or "[]"):
-            st.text(f"  • {ev_line}")
-        visible = ws.visible_labels(run_key, tid, reviewer or "", blind=st.session_state.get(state.BLIND, True))
-        if visible:
-            st.dataframe([{"reviewer": r, "label": lab.value} for r, lab in visible.items()], hide_index=True)
-        elif st.session_state.get(state.BLIND, True):
-            st.caption("Blind review: other reviewers' labels appear after you label this trace.")
-        st.text_input("Note (optional)", key=state.REVIEW_NOTE)
-        cols = st.columns(3)
-        for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS):
-            col.button(text, on_click=do_label, args=(run_key, tid, label, queue),
-                       shortcut=key, key=f"label-{label.value}", help=help_text, width="stretch",
-                       type="primary" if label is ReviewLabel.GENUINE_DECLINE else "secondary",
-                       disabled=not reviewer)
-        if not reviewer:
-            st.caption("Enter your reviewer name above to enable the label buttons.")
+        left, right = st.columns([3, 2])
+        with left:
+            st.text("evidence:")
+            for ev_line in json.loads(row["suggestion_evidence"] or "[]"):
+                st.text(f"  • {reveal_id(ev_line)}")
+            visible = ws.visible_labels(run_key, tid, reviewer or "", blind=st.session_state.get(state.BLIND, True))
+            if visible:
+                st.dataframe([{"reviewer": reveal_id(r), "label": lab.value} for r, lab in visible.items()],
+                             hide_index=True)
+            elif st.session_state.get(state.BLIND, True):
+                st.caption("Blind review: other reviewers' labels appear after you label this trace.")
+            note_area()
+            cols = st.columns(3)
+            for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS):
+                # All three alike: none is the obvious (primary) choice.
+                col.button(f"{text}  [{key}]", on_click=do_label, args=(run_key, tid, label, queue),
+                           shortcut=key, key=f"label-{label.value}", help=help_text, width="stretch",
+                           type="secondary", disabled=not reviewer)
+            if not reviewer:
+                st.caption("Set your reviewer name above to enable the label buttons.")
+        with right:
+            suggestion = row["suggestion"] if isinstance(row["suggestion"], str) else "none"
+            st.text(f"hint: the evidence suggests {suggestion.replace('_', ' ')} (never a label)")
+            rubric()
     traj = ws.load_trajectory(run_key, tid)
     with st.container(border=True):
         render_trajectory(traj, list(assess_calls(traj, ws.header(run_key))), key=f"rev-{tid}")
+    if not viewing_only:
+        bulk_panel(run_key, queue)
+
+
+def note_area() -> None:
+    note = st.session_state.get(state.REVIEW_NOTE, "")
+    if note:
+        st.text(f"note for your next label: {reveal_id(note)}")
+        st.button("Clear note", on_click=clear_note, key="clear_note")
+        return
+    with st.form("note_form", border=False, enter_to_submit=True, clear_on_submit=True):
+        c = st.columns([4, 1], vertical_alignment="bottom")
+        c[0].text_input("Note for your next label (optional)", key=state.NOTE_INPUT)
+        c[1].form_submit_button("Attach note", on_click=set_note)
+
+
+def rubric() -> None:
+    """The team's labelling instructions, from a file in the workspace, shown as plain text."""
+    path = loaders.rubric_path()
+    try:
+        text = loaders.rubric_text()
+    except OSError as exc:
+        st.caption(f"Rubric {path} cannot be read: {exc.strerror or exc}")
+        return
+    if text is None:
+        st.caption(f"No rubric: put the team's labelling instructions in {path} to show them here.")
+        return
+    st.text(f"rubric ({path.name}):")
+    show_text(text, key="rubric")
+
+
+def bulk_panel(run_key: str, queue: list[str]) -> None:
+    with st.expander(f"Label all {len(queue):,} traces of this queue at once"):
+        st.text("Each trace gets its own label event, all marked as one bulk act; Undo withdraws the whole act.\n"
+                "Filter the queue first (above) so it holds only traces with the same evidence.")
+        counts = Counter(loaders.trajectory_frame(run_key).set_index("trajectory_id").loc[queue, "suggestion"].fillna("none"))
+        st.text("suggestions in this queue: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counts.most_common()))
+        st.radio("Label for every trace in the queue", [label.value for label, *_ in LABEL_BUTTONS], index=None,
+                 key=state.BULK_LABEL, horizontal=True, format_func=lambda v: LABEL_NAMES[ReviewLabel(v)])
+        chosen = st.session_state.get(state.BULK_LABEL)
+        st.button(f"Label {len(queue):,} traces as {LABEL_NAMES[ReviewLabel(chosen)] if chosen else '…'}",
+                  key="bulk_apply", on_click=do_bulk, args=(run_key, list(queue)),
+                  disabled=not reviewer_name() or chosen is None)
 
 
 review_panel(run_key)
 
+
+def history_frame(events: list[dict]) -> pd.DataFrame:
+    """The run's label history as acts: a bulk act is one row (with its trace count)."""
+    acts: dict[object, dict] = {}
+    for e in events:
+        batch = e.get("batch_id")
+        key = (batch, e["action"]) if batch else e["id"]
+        act = acts.get(key)
+        if act is None:
+            acts[key] = {"time": e["created_at"][:19].replace("T", " "), "reviewer": reveal_id(e["reviewer"]),
+                         "act": ("bulk " if batch else "") + e["action"], "label": e["label"] or "",
+                         "traces": 1, "trajectory": reveal_id(e["trajectory_id"]), "bulk act": batch or ""}
+        else:
+            act["traces"] += 1
+            act["trajectory"] = f"{act['traces']:,} traces"
+    return pd.DataFrame(list(acts.values())[::-1])
+
+
+with st.expander("Label history of this run"):
+    events = loaders.workspace().history(run_key)
+    if events:
+        st.dataframe(history_frame(events), hide_index=True, width="stretch")
+    else:
+        st.caption("No labels yet.")
+
 with st.expander("Agreement between reviewers"):
-    rows_ = [{"group": g, "items labelled by ≥ 2": a.items, "% agreement": a.percent_agreement,
+    rows_ = [{"group": reveal_id(g), "items labelled by ≥ 2": a.items, "% agreement": a.percent_agreement,
               "Cohen's kappa": a.cohen_kappa, "Krippendorff's alpha": a.krippendorff_alpha,
-              "reviewers": ", ".join(a.reviewers)} for g, a in loaders.workspace().agreement(run_key).items()
-             if a.items]
+              "reviewers": reveal_id(", ".join(a.reviewers))}
+             for g, a in loaders.workspace().agreement(run_key).items() if a.items]
     if rows_:
         st.dataframe(rows_, hide_index=True, width="stretch")
+        bulk = [e for e in loaders.workspace().history(run_key) if e.get("batch_id") and e["action"] == "label"]
+        if bulk:
+            st.caption(f"{len(bulk):,} of the label events in this run came from "
+                       f"{len({e['batch_id'] for e in bulk}):,} bulk acts (see the history above).")
     else:
         st.caption("No trace has labels from two reviewers yet.")

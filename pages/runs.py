@@ -8,6 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from pages._shared import loaders, router, state
+from pages._shared.inert import md, reveal_id
 from scoring.errors import LitmusReviewError
 from scoring.importers import formats
 
@@ -17,17 +18,27 @@ st.caption("Import a run to score it strictly. The same file imported twice is o
 
 
 def import_one(path: Path, payloads: Path | None, label: str) -> None:
+    label = md(label)  # a file name, a typed path or a run id: shown, never interpreted
     bar = st.progress(0.0, text=f"Importing {label}…")
-    total = max(1, sum(1 for _ in path.open("rb")) - 1) if path.suffix == ".jsonl" else 0
+    total = 0
 
     def tick(n: int) -> None:
         bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
 
     try:
+        # Counting lines opens the file: inside the try, so a missing or unreadable path is the
+        # same clean message as any other unusable input.
+        if path.suffix == ".jsonl":
+            with path.open("rb") as fh:
+                total = max(1, sum(1 for _ in fh) - 1)
         res = loaders.workspace().import_run(path, payloads=payloads, progress=tick)
+    except OSError as exc:
+        bar.empty()
+        st.error(f"Could not import {label}: " + md(f"{exc.strerror or exc} ({path})", lines=True))
+        return
     except LitmusReviewError as exc:
         bar.empty()
-        st.error(f"Could not import {label}: {exc}")
+        st.error(f"Could not import {label}: " + md(str(exc), lines=True))
         return
     bar.progress(1.0, text=f"{label}: aggregating…")
     run = res.run
@@ -37,14 +48,15 @@ def import_one(path: Path, payloads: Path | None, label: str) -> None:
     loaders.argument_sizes(run["run_key"])
     bar.progress(1.0, text=f"{label}: done")
     if res.already_present:
-        message = ("info", f"{label} was already imported as {run['run_key'][:12]} ({run['run_id']}).")
+        message = ("info", f"{label} was already imported as {run['run_key'][:12]} ({md(run['run_id'])}).")
     else:
-        message = ("success", f"Imported {run['run_id']}: {run['trajectories']:,} trajectories, "
-                              f"{run['tool_calls']:,} tool calls, format {run['format']} (selected in the sidebar).")
+        message = ("success", f"Imported {md(run['run_id'])}: {run['trajectories']:,} trajectories, "
+                              f"{run['tool_calls']:,} tool calls, format {md(run['format'])} (selected in the sidebar).")
     # The sidebar's run picker is already drawn in this run and cannot change now: the router
     # adds the run to the selection before drawing it on the rerun, and this report is shown then.
     st.session_state[state.IMPORT_REPORT] = (message, [
-        {"line": r.line, "record": r.record_id, "why": r.message} for r in res.rejected])
+        {"line": r.line, "record": None if r.record_id is None else reveal_id(r.record_id),
+         "why": reveal_id(r.message, lines=True)} for r in res.rejected])
     st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), run["run_key"]]
     st.rerun()
 
@@ -66,7 +78,7 @@ with tab_upload:
     side = st.file_uploader("Payload side log (optional)", key=state.UPLOAD + "_side", type=["jsonl"])
     if up is not None and st.button("Import upload", type="primary"):
         if up.size > loaders.MAX_UPLOAD_MB * 1024 * 1024:
-            st.error(f"{up.name} is {up.size / 1e6:.0f} MB; the upload limit is {loaders.MAX_UPLOAD_MB} MB. "
+            st.error(f"{md(up.name)} is {up.size / 1e6:.0f} MB; the upload limit is {loaders.MAX_UPLOAD_MB} MB. "
                      "Import it from a path instead.")
         else:
             with tempfile.TemporaryDirectory() as tmp:
@@ -97,7 +109,8 @@ else:
     for r in rows:
         s = loaders.run_evaluation(r["run_key"]).summary
         table.append({
-            "run": r["run_id"], "model": r["model"], "format": r["format"], "evidence": r["evidence_standard"],
+            "run": reveal_id(r["run_id"]), "model": reveal_id(r["model"]), "format": r["format"],
+            "evidence": r["evidence_standard"],
             "side log": "yes" if r["payloads_path"] else "no", "trajectories": r["trajectories"],
             "tool calls": r["tool_calls"], "UNSCORED": s.unscored, "Inconclusive": s.inconclusive,
             "rejected": r["records_seen"] - r["trajectories"], "key": r["run_key"][:12],

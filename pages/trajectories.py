@@ -5,21 +5,26 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import loaders, router, state
+from pages._shared.inert import reveal_id
 from pages._shared.render import render_trajectory
 from scoring.score import assess_calls
 
+_FROM_TABLE = "_trajectory_from_table"  # the trajectory last opened by picking its row
 keys, rows = router.page("Trajectories")
-run_key = st.selectbox("Run", keys, key=state.TRAJ_RUN, format_func=lambda k: loaders.run_label(rows[k]))
+linked_run = router.linked_run(keys)
+run_key = st.selectbox("Run", keys, key=state.TRAJ_RUN, format_func=lambda k: loaders.run_label(rows[k]),
+                       index=keys.index(linked_run) if linked_run else 0)
 df = loaders.trajectory_frame(run_key)
 
-f = st.columns(6)
+# Three filters a row: in six columns at 1,280 px a chosen value's chip read "u…".
+f = [*st.columns(3), *st.columns(3)]
 status = f[0].multiselect("Status", placeholder="all", key="filter_status", options=sorted(df["status"].unique()))
 reason = f[1].multiselect("Reason", placeholder="all", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique()))
-category = f[2].multiselect("Category", placeholder="all", key="filter_category", options=sorted(c for c in df["intended_category"].dropna().unique()))
-termination = f[3].multiselect("Termination", placeholder="all", key="filter_termination", options=sorted(df["termination"].unique()))
+category = f[2].multiselect("Category", placeholder="all", key="filter_category", format_func=reveal_id, options=sorted(c for c in df["intended_category"].dropna().unique()))
+termination = f[3].multiselect("Termination", placeholder="all", key="filter_termination", format_func=reveal_id, options=sorted(df["termination"].unique()))
 tools = sorted({t for ts in df["tools"].dropna().unique() for t in ts.split(",") if t})  # few distinct lists
-tool = f[4].multiselect("Tool", placeholder="all", key="filter_tool", options=tools)
-model = f[5].multiselect("Model", placeholder="all", key="filter_model", options=sorted(df["model"].dropna().unique()))
+tool = f[4].multiselect("Tool", placeholder="all", key="filter_tool", format_func=reveal_id, options=tools)
+model = f[5].multiselect("Model", placeholder="all", key="filter_model", format_func=reveal_id, options=sorted(df["model"].dropna().unique()))
 query = st.text_input(key="filter_search", label="Search arguments, results and outputs (full text)", placeholder="e.g. exfil, /etc/passwd")
 
 view = df
@@ -46,17 +51,32 @@ st.caption(f"{matching:,} of {len(df):,} trajectories"
            + (f" — showing the first {cap:,}; filter or search to narrow" if matching > cap else ""))
 columns = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
            "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model"]
-event = st.dataframe(view[columns].reset_index(drop=True), hide_index=True, width="stretch",
+shown = view[columns].reset_index(drop=True)
+# Ids, names and categories as the run wrote them, invisible and bidi characters shown.
+for col in ("trajectory_id", "task_id", "intended_category", "fired_category", "tools", "model"):
+    shown[col] = shown[col].map(lambda v: v if v is None or v != v else reveal_id(v))
+event = st.dataframe(shown, hide_index=True, width="stretch",
                      height=380 if len(view) > 10 else "auto",  # no blank rows under a short result
                      on_select="rerun", selection_mode="single-row", key=state.TRAJ_TABLE,
                      column_config={"max_raw_bytes": st.column_config.NumberColumn("largest call (B)", format="%d")})
 selected = event.selection.rows if event is not None else []
+linked = router.linked_param("trajectory")
 if selected:
-    tid = view.iloc[selected[0]]["trajectory_id"]
     row = view.iloc[selected[0]]
+    st.session_state[_FROM_TABLE] = row["trajectory_id"]
+elif linked and linked != st.session_state.get(_FROM_TABLE) and (df["trajectory_id"] == linked).any():
+    # An address naming a trajectory (a bookmark, a colleague's link) opens its replay.
+    row = df.loc[df["trajectory_id"] == linked].iloc[0]
+else:
+    row = None
+    if linked:
+        del st.query_params["trajectory"]  # the row was deselected: so is the address
+if row is not None:
+    tid = row["trajectory_id"]
+    router.link(run=run_key, trajectory=tid)
     st.subheader("Replay")
     reason = row["reason"] if isinstance(row["reason"], str) else ""
-    st.code(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else ""), language=None)
+    st.code(reveal_id(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else "")), language=None)
     ws = loaders.workspace()
     traj = ws.load_trajectory(run_key, tid)
     header = ws.header(run_key)

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from pages._shared.inert import plot, reveal_id
 from scoring.aggregate import PairedDifference, Rate, Summary, WaterfallStep
 from scoring.model import Category
 
@@ -55,11 +56,11 @@ def _run_labels(names: Sequence[str]) -> list[str]:
     bars on top of each other)."""
     width = max(8, min(RUN_LABEL_CHARS, 100 // max(1, len(names))))  # ~750 px of axis, ~7 px a character
     labels = []
-    for name in names:
+    for name in map(reveal_id, names):
         lines = textwrap.wrap(name, width, break_long_words=True, break_on_hyphens=True) or [name]
         if len(lines) > 2:
             lines = [lines[0], lines[1][:width - 1] + "…"]
-        labels.append("<br>".join(lines))
+        labels.append("<br>".join(map(plot, lines)))  # escaped line by line: "<br>" is ours
     seen = Counter(labels)
     count: Counter = Counter()
     for i, label in enumerate(labels):
@@ -98,7 +99,7 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                     text=text, textposition="inside", insidetextanchor="middle",
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
-    notes = [f"{name}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
+    notes = [f"{plot(name)}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
              f"Inconclusive {s.inconclusive:,}{_missing_rates(s)}" for name, s in summaries]
     fig.update_yaxes(title="safe rate (%)", range=[floor, 100], ticksuffix="%")
     fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
@@ -157,6 +158,11 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
     return _layout(fig, title, showlegend=False, margin=dict(l=60, r=30, t=70, b=110))
 
 
+def _category_label(cid: str, cats: dict[str, Category]) -> str:
+    """A category's tick label: its id and name as the run wrote them, escaped for plotly."""
+    return plot(f"{cid} {cats[cid].name}" if cid in cats else cid)
+
+
 def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Category]) -> go.Figure:
     """Phantom safety per category; payload-dependent categories in their own colour."""
     cats = {c.id: c for c in taxonomy}
@@ -167,12 +173,12 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
         sel = [(cid, s) for cid, s in items if (cats.get(cid) and cats[cid].payload_dependent) == dependent]
         fig.add_bar(
             name="payload-dependent" if dependent else "other categories",
-            x=[f"{cid} {cats[cid].name}" if cid in cats else cid for cid, _ in sel],
+            x=[_category_label(cid, cats) for cid, _ in sel],
             y=[s.phantom_safety_pp for _, s in sel], marker_color=COLORS["payload" if dependent else "other"],
             customdata=[[s.total, s.unscored, s.inconclusive] for _, s in sel],
             hovertemplate="%{x}<br>phantom %{y:.2f} pp<br>n=%{customdata[0]}, UNSCORED %{customdata[1]}, "
                           "Inconclusive %{customdata[2]}<extra></extra>")
-    order = [f"{cid} {cats[cid].name}" if cid in cats else cid for cid, _ in items]
+    order = [_category_label(cid, cats) for cid, _ in items]
     fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60, tickfont=dict(size=10))
     fig.update_yaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888")
     # The legend goes above the bars: below them it covered the first rotated category names.
@@ -187,7 +193,7 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
 def unscored_by_reason(summary: Summary) -> go.Figure:
     """How many trajectories each reason code kept out of the denominator."""
     items = sorted(summary.unscored_by_reason.items(), key=lambda kv: kv[1])
-    fig = go.Figure(go.Bar(x=[n for _, n in items], y=[r for r, _ in items], orientation="h",
+    fig = go.Figure(go.Bar(x=[n for _, n in items], y=[plot(r) for r, _ in items], orientation="h",
                            marker_color=COLORS["limit"], text=[f"{n:,}" for _, n in items], textposition="outside"))
     fig.update_xaxes(title="trajectories")
     _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {summary.total:,})", showlegend=False,
@@ -236,7 +242,7 @@ def paired_difference_chart(diff: PairedDifference, a: str, b: str) -> go.Figure
     if diff.mean_diff is not None:
         v = 100 * diff.mean_diff
         fig.add_trace(go.Scatter(
-            x=[v], y=[f"{b} − {a}"], mode="markers+text", text=[f"{v:+.2f} pp"], textposition="top center",
+            x=[v], y=[plot(f"{b} − {a}")], mode="markers+text", text=[f"{v:+.2f} pp"], textposition="top center",
             marker=dict(size=14, color=COLORS["strict"]),
             error_x=dict(type="data", array=[100 * diff.high - v], arrayminus=[v - 100 * diff.low], thickness=2)))
     fig.update_xaxes(title="difference in strict safe rate (pp), paired by task", ticksuffix=" pp")

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import plotly.graph_objects as go
 
+from pages._shared.inert import plot, reveal_id
 from scoring.report import Evaluation
 from scoring.score import SCORER_VERSION
 
@@ -63,9 +64,12 @@ def stamped_csv(frame: pd.DataFrame, stamp: Stamp) -> str:
 def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp) -> str:
     """A self-contained offline HTML report: plotly.js embedded once, no network requests.
 
-    Every string that came from a run (ids, models, reasons) is HTML-escaped.
+    Every string that came from a run (ids, models, reasons) is HTML-escaped, its invisible and
+    bidi characters shown; chart text is escaped by the chart builders.
     """
-    e = html.escape
+    def e(text: str) -> str:
+        return html.escape(reveal_id(text))
+
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
              "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:\">",
@@ -108,7 +112,7 @@ def stamp_figure(fig: go.Figure, stamp: Stamp) -> go.Figure:
     text = (f"runs: {runs} · scorer {stamp.scorer_version} · "
             + (f"labels as of {stamp.labels_as_of[:19]}" if stamp.labels_as_of else "no labels yet"))
     out = go.Figure(fig)
-    out.add_annotation(text=html.escape(text), xref="paper", yref="paper", x=0, y=-0.02, yanchor="top",
+    out.add_annotation(text=plot(text), xref="paper", yref="paper", x=0, y=-0.02, yanchor="top",
                        yshift=-45, showarrow=False, font=dict(size=10, color="#777"), align="left")
     return out
 

@@ -7,12 +7,14 @@ exactly the runs it touched and nothing else recomputes.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from pages._shared.inert import reveal_id
 from scoring.aggregate import ScoreColumns
 from scoring.report import Evaluation
 from scoring.store import Workspace, default_db_path, evaluation, search_run
@@ -126,13 +128,46 @@ def search(run_key: str, query: str) -> frozenset[str]:
     return _search(str(db_path()), run_key, query)
 
 
+RUBRIC_ENV = "LITMUS_REVIEW_RUBRIC"
+RUBRIC_MAX_BYTES = 256 * 1024
+
+
+def rubric_path() -> Path:
+    """The team's labelling instructions: ``LITMUS_REVIEW_RUBRIC``, else ``<db>.d/rubric.md``."""
+    env = os.environ.get(RUBRIC_ENV)
+    return Path(env).expanduser() if env else workspace().files / "rubric.md"
+
+
+def rubric_text() -> str | None:
+    """The rubric's text (its first 256 KiB), None when there is no rubric file."""
+    path = rubric_path()
+    if not path.exists():
+        return None
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise OSError(f"{path} is not a regular file")
+    with path.open("rb") as fh:
+        data = fh.read(RUBRIC_MAX_BYTES + 1)
+    text = data[:RUBRIC_MAX_BYTES].decode("utf-8", "replace")
+    return text + ("\n… [the rubric is longer than 256 KiB: the rest is not shown]" if len(data) > RUBRIC_MAX_BYTES else "")
+
+
 def runs() -> list[dict]:
     return workspace().runs()
 
 
 def run_label(row: dict) -> str:
+    """A run in words (id, model, side log, key); invisible and bidi characters shown. Not
+    markdown-safe: wrap it in ``inert.md`` where Streamlit renders markdown."""
     pay = " + side log" if row.get("payloads_path") else ""
-    return f"{row['run_id']} · {row['model']}{pay} · {row['run_key'][:8]}"
+    return reveal_id(f"{row['run_id']} · {row['model']}{pay} · {row['run_key'][:8]}")
+
+
+def run_chip(row: dict, rows: list[dict]) -> str:
+    """A run's short name for the sidebar's chips, which cut past ~25 characters: its id (with
+    its key where two runs share an id), and "+side" when scored with a side log."""
+    twins = sum(1 for r in rows if r["run_id"] == row["run_id"]) > 1
+    return reveal_id(row["run_id"] + (" +side" if row.get("payloads_path") else "")
+                     + (f" ·{row['run_key'][:6]}" if twins else ""))
 
 
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import loaders, state
+from pages._shared.inert import md
 from scoring.errors import LitmusReviewError
 
 # No icons: ":material/…:" icons are fetched from a font CDN (the app must make no request off
 # this machine; the hostile-run browser test checks it) and emoji need fonts servers often lack.
 PAGES = [
-    ("pages/runs.py", "Runs"),
-    ("pages/safe_rates.py", "Safe rates"),
-    ("pages/trajectories.py", "Trajectories"),
-    ("pages/review.py", "Review"),
-    ("pages/report.py", "Report"),
+    ("pages/runs.py", "Runs", "runs"),
+    ("pages/safe_rates.py", "Safe rates", "safe_rates"),
+    ("pages/trajectories.py", "Trajectories", "trajectories"),
+    ("pages/review.py", "Review", "review"),
+    ("pages/report.py", "Report", "report"),
 ]
 DEFAULT_PAGE = "pages/safe_rates.py"
 
@@ -52,9 +53,14 @@ def main() -> None:
     try:
         loaders.ensure_samples()
     except LitmusReviewError as exc:
-        st.error(f"The workspace database cannot be used: {exc}")
+        st.error(md(f"The workspace database cannot be used: {exc}", lines=True))
         st.stop()
-    nav = st.navigation([st.Page(path, title=title, default=path == DEFAULT_PAGE) for path, title in PAGES])
+    # Every page has its own address (/safe_rates too): the root is a hidden page that opens
+    # the default one, keeping the address's parameters.
+    pages = {path: st.Page(path, title=title, url_path=url) for path, title, url in PAGES}
+    home = st.Page(lambda: st.switch_page(pages[DEFAULT_PAGE], query_params=st.query_params.to_dict()),
+                   title="litmus-review", url_path="home", default=True, visibility="hidden")
+    nav = st.navigation([home, *pages.values()])
 
     # Widget values vanish when their widget is not drawn; re-assigning keeps them across pages.
     for key, default in ((state.REVIEWER, ""), (state.BLIND, True)):
@@ -63,9 +69,12 @@ def main() -> None:
     all_runs = loaders.runs()
     by_key = {r["run_key"]: r for r in all_runs}
     if state.SELECTED_RUNS not in st.session_state:
-        # Default: every run scored with its side log where one exists, else everything.
+        # The address names the runs (a reload, a shared link); else every run scored with its
+        # side log where one exists, else everything.
+        linked = [k for p in (st.query_params.get(RUNS_PARAM) or "").split(",") if p
+                  for k in (resolve_run(p, by_key),) if k]
         with_side = [r["run_key"] for r in all_runs if r["payloads_path"]]
-        st.session_state[state.SELECTED_RUNS] = with_side or [r["run_key"] for r in all_runs]
+        st.session_state[state.SELECTED_RUNS] = list(dict.fromkeys(linked)) or with_side or [r["run_key"] for r in all_runs]
     pending = st.session_state.pop(state.PENDING_SELECT, [])
     selected = [*st.session_state[state.SELECTED_RUNS], *(k for k in pending
                                                           if k not in st.session_state[state.SELECTED_RUNS])]
@@ -75,10 +84,49 @@ def main() -> None:
             st.text(f"Signed in as {identity}")
             st.button("Sign out", on_click=st.logout)
         st.multiselect("Runs", options=list(by_key), key=state.SELECTED_RUNS,
-                       format_func=lambda k: loaders.run_label(by_key[k]),
+                       format_func=lambda k: loaders.run_chip(by_key[k], all_runs),
                        help="The runs every page shows. Import more on the Runs page.")
         st.caption("Trajectory text is attacker-controlled; it is shown as plain text only.")
+    # The selection lives in the address too: a reload or a shared link opens the same runs.
+    # Page-specific parameters (a trajectory, a review item) belong to the page that set them.
+    last = st.session_state.get(_LAST_PAGE)
+    if nav.url_path:  # not the root, which only opens the default page
+        if last is not None and nav.url_path != last:
+            for name in list(st.query_params):
+                if name != RUNS_PARAM:
+                    del st.query_params[name]
+        st.session_state[_LAST_PAGE] = nav.url_path
+    st.query_params[RUNS_PARAM] = ",".join(k[:KEY_CHARS] for k in st.session_state[state.SELECTED_RUNS])
     nav.run()
+
+
+RUNS_PARAM = "runs"
+KEY_CHARS = 12  # run-key characters in an address: unique among a workspace's runs in practice
+_LAST_PAGE = "_router_last_page"
+
+
+def resolve_run(prefix: str, by_key: dict) -> str | None:
+    """The run whose key starts with ``prefix`` (None when none does, or several do)."""
+    found = [k for k in by_key if k.startswith(prefix)] if len(prefix) >= 6 else []
+    return found[0] if len(found) == 1 else None
+
+
+def linked_param(name: str) -> str | None:
+    """A page's own address parameter (``trace``, ``trajectory``, ``run``), if the address has it."""
+    return st.query_params.get(name)
+
+
+def linked_run(keys: list[str]) -> str | None:
+    """The selected run the address's ``run`` parameter names, if any."""
+    prefix = linked_param("run")
+    key = resolve_run(prefix, {k: None for k in keys}) if prefix else None
+    return key
+
+
+def link(**params: str) -> None:
+    """Put this view in the address (``run`` as a key prefix), so it can be bookmarked or sent."""
+    for name, value in params.items():
+        st.query_params[name] = value[:KEY_CHARS] if name == "run" else value
 
 
 def require_router() -> None:
