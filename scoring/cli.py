@@ -22,6 +22,11 @@ EXIT_INPUT = 2
 EXIT_UNSCORED = 3
 
 
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and its noun, singular for one ("1 payload", "2 payloads")."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.2f}%"
 
@@ -51,7 +56,7 @@ def render_table(ev: Evaluation) -> str:
     ]
     if ev.recapture is not None:
         lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {ev.recapture.source}; "
-                     f"{len(ev.recapture.rejected):,} payloads rejected")
+                     f"{_count(len(ev.recapture.rejected), 'payload')} rejected")
     if ev.run.rejected:
         lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,}")
     return "\n".join(lines)
@@ -135,7 +140,8 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
     the workspace; its reviewed rate then includes the reviewers' final labels.
     """
     if payloads and len(payloads) != len(paths):
-        raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; give one per run")
+        raise click.UsageError(f"--payloads was given {_count(len(payloads), 'time')} for {_count(len(paths), 'run')}; "
+                               "give one per run")
     exceeded = []
     for i, path in enumerate(paths):
         try:

@@ -34,6 +34,7 @@ def test_table_output_names_unscored_beside_the_rate():
     res = run("score", OBSERVED, "--payloads", PAYLOADS)
     assert res.exit_code == 0
     assert "UNSCORED" in res.stdout and "phantom safety" in res.stdout and "+2." in res.stdout
+    assert "; 1 payload rejected" in res.stdout  # the one planted mismatch, in the singular
 
 
 def test_fail_on_unscored_exits_3():
@@ -52,6 +53,14 @@ def test_unusable_input_exits_2_with_a_located_message_and_no_traceback(tmp_path
 def test_payloads_must_pair_with_paths():
     res = run("score", OBSERVED, OBSERVED, "--payloads", PAYLOADS)
     assert res.exit_code == 2 and "one per run" in res.output
+    assert "--payloads was given 1 time for 2 runs" in res.output
+
+
+def test_a_json_error_message_says_at_once():
+    from scoring.importers._common import decode_json_line
+
+    err = decode_json_line(b'{"id": "unterminated')
+    assert str(err) == "invalid JSON: Unterminated string starting at column 8"
 
 
 def test_python_dash_m_scoring_is_the_same_command():

@@ -57,7 +57,8 @@ def decode_json_line(raw: bytes) -> Any | RecordError:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        return RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}")
+        # Some of json's messages end on "at" ("Unterminated string starting at"): one "at" only.
+        return RecordError(f"invalid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}")
     except RecursionError:
         return RecordError("invalid JSON: nested too deeply")
 
