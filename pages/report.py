@@ -49,9 +49,11 @@ st.caption(f"The report holds this table and {len(figs)} charts: " + md("; ".joi
 c = st.columns(3)
 with c[0]:
     st.subheader("HTML")
-    st.download_button("Download HTML report", exports.html_report(evs, figs, stamp), file_name="litmus-report.html",
-                       mime="text/html", key="dl_html", type="primary")
-    st.caption("Self-contained: plotly.js is embedded; the file makes no network requests.")
+    # Built when clicked (a static image of each chart takes a moment), not on every rerun.
+    st.download_button("Download HTML report", lambda: exports.offline_report(evs, figs, stamp),
+                       file_name="litmus-report.html", mime="text/html", key="dl_html", type="primary")
+    st.caption(f"Self-contained: plotly.js is embedded, and a static image of each of the {len(figs)} charts "
+               "for readers without JavaScript; the file makes no network requests.")
 with c[1]:
     st.subheader("Data")
     st.download_button("Aggregates (CSV)", exports.stamped_csv(exports.aggregates_frame(evs), stamp),
@@ -65,11 +67,16 @@ with c[2]:
     st.subheader("Charts")
     fmt = st.radio("Format", ["png", "pdf"], horizontal=True, key="img_fmt")
     if st.button("Render chart images", key="render_images"):
-        with st.spinner(f"Rendering {len(figs)} charts with chromium…"):
-            try:
-                st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt, stamp))
-            except Exception as exc:  # noqa: BLE001 - kaleido needs chromium; say so plainly
-                st.error("Could not render images (kaleido needs chromium on PATH): " + md(str(exc), lines=True))
+        bar = st.progress(0.0, text=f"Rendering {len(figs)} charts with chromium…")
+
+        def advance(done: int, total: int) -> None:
+            bar.progress(done / total, text=f"Rendered {done} of {total} charts")
+
+        try:
+            st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt, stamp, progress=advance))
+        except Exception as exc:  # noqa: BLE001 - kaleido needs chromium; say so plainly
+            st.error("Could not render images (kaleido needs chromium on PATH): " + md(str(exc), lines=True))
+        bar.empty()
     if "chart_zip" in st.session_state:
         zfmt, data = st.session_state["chart_zip"]
         st.download_button(f"Download {zfmt.upper()} charts (zip)", data, file_name=f"litmus-charts-{zfmt}.zip",

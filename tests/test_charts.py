@@ -143,3 +143,28 @@ def test_run_labels_are_short_and_distinct():
     fig = charts.before_after_bars([(n, summarize(small())) for n in names]).to_dict()
     assert len(set(fig["data"][0]["x"])) == len(names)
     assert fig["layout"]["margin"]["t"] == 70 + 16 * len(names)  # room for a note line per run
+
+
+def test_before_after_bars_start_at_zero_and_say_so():
+    # On an axis from 60-70 % a drop of two points looked like half a bar.
+    fig = charts.before_after_bars([("run", summarize(small()))]).to_dict()
+    axis = fig["layout"]["yaxis"]
+    assert axis["range"][0] == 0 and "start at 0" in axis["title"]["text"]
+    assert axis["range"][1] > 100  # a 100 % bar's label and interval are not cut at the top
+    assert all(bar["base"] == 0 for bar in fig["data"])
+
+
+def test_notes_and_error_bars_read_in_light_and_dark_themes():
+    from scoring.aggregate import PairedDifference
+
+    nothing = summarize([row(1, status=Status.INCONCLUSIVE)])
+    figs = [charts.before_after_bars([("run", summarize(small()))]), charts.unscored_by_reason(nothing),
+            charts.waterfall_chart(waterfall([row("x1", status=Status.INCONCLUSIVE)])),
+            charts.paired_difference_chart(PairedDifference(0, None, None, None), "a", "b")]
+    for fig in figs:
+        d = fig.to_dict()
+        assert "#444" not in fig.to_json()  # a dark grey vanished on Streamlit's dark background
+        for note in d["layout"].get("annotations", ()):
+            assert note["font"]["color"] == charts.NEUTRAL
+    bars = charts.before_after_bars([("run", summarize(small()))]).to_dict()["data"]
+    assert {bar["error_y"]["color"] for bar in bars} == {charts.NEUTRAL}

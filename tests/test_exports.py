@@ -60,3 +60,47 @@ def test_stamped_figure_names_the_runs_and_scorer(ev):
     fig = exports.stamp_figure(charts.before_after_bars([("r", ev.summary)]), stamp).to_dict()
     text = fig["layout"]["annotations"][-1]["text"]
     assert ev.run.content_sha256[:12] in text and "scorer 1.0" in text and "2026-11-29T10:00:00" in text
+
+
+def test_the_stamp_sits_below_everything_a_figure_draws_at_its_bottom(ev):
+    # It was drawn inside the figure's bottom margin: clipped at the edge, crossed by the
+    # phantom chart's rotated category labels.
+    stamp = exports.make_stamp([ev], None)
+    for fig in (charts.phantom_by_category({}, ()), charts.argument_size_histogram([10, 20], 8192, {}),
+                charts.before_after_bars([("r", ev.summary)])):
+        own = fig.layout.margin.b
+        out = exports.stamp_figure(fig, stamp)
+        note = out.layout.annotations[-1]
+        assert out.layout.margin.b == own + exports.STAMP_ROOM
+        assert note.yanchor == "bottom" and note.y == 0 and -own - exports.STAMP_ROOM < note.yshift < -own
+        assert out.layout.height == exports.image_height(fig) + exports.STAMP_ROOM
+
+
+def test_the_html_report_carries_a_static_image_of_every_chart(ev, monkeypatch):
+    figs = [("a", charts.before_after_bars([("r", ev.summary)])), ("b", charts.unscored_by_reason(ev.summary))]
+    stamp = exports.make_stamp([ev], None)
+    html = exports.html_report([ev], figs, stamp, [b"\x89PNG-a", b"\x89PNG-b"])
+    assert html.count("<img class='static'") == 2 and html.count("<div class='live'>") == 2
+    assert ".js img.static{display:none}" in html and "className += ' js'" in html
+    # Without a renderer the report still stands, and says why it has no images.
+    monkeypatch.setattr(exports, "render_images", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no chromium")))
+    fallback = exports.offline_report([ev], figs, stamp)
+    assert "<img class='static'" not in fallback and "the renderer failed: no chromium" in fallback
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="kaleido needs Debian's chromium on PATH")
+def test_images_reuse_one_renderer_and_report_progress(ev, monkeypatch):
+    import kaleido
+
+    starts = []
+    real = kaleido.start_sync_server
+    monkeypatch.setattr(kaleido, "start_sync_server", lambda *a, **k: starts.append(1) or real(*a, **k))
+    figs = [charts.before_after_bars([("r", ev.summary)]), charts.unscored_by_reason(ev.summary)]
+    seen = []
+    for _ in range(2):
+        images = exports.render_images(figs, "png", progress=lambda done, total: seen.append((done, total)))
+        assert all(i.startswith(b"\x89PNG") for i in images)
+    assert len(starts) <= 1 and kaleido._global_server.is_running()
+    assert seen == [(1, 2), (2, 2)] * 2
+    html = exports.offline_report([ev], [("a", figs[0])], exports.make_stamp([ev], None))
+    assert html.count("<img class='static' alt='a' src='data:image/png;base64,") == 1

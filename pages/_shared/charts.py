@@ -14,8 +14,11 @@ from scoring.aggregate import PairedDifference, Rate, Summary, WaterfallStep
 from scoring.model import Category
 
 COLORS = {"lenient": "#9e9e9e", "strict": "#1f5fa8", "reviewed": "#2e8b57",
-          "payload": "#d9662b", "other": "#6b7b8c", "limit": "#c62828", "q": "#6a1b9a"}
+          "payload": "#d9662b", "other": "#6b7b8c", "limit": "#d32f2f", "q": "#9c4dcc"}  # both themes
 FONT = dict(family="Inter, Helvetica, Arial, sans-serif", size=14)
+NEUTRAL = "#8a8a8a"
+"""Notes and error bars: a mid grey that reads on a white and on a dark (Streamlit dark theme)
+background alike; a fixed dark grey (#444) vanished in dark mode."""
 WATERFALL_LABEL_CHARS = 16  # per line of a waterfall bar's label: six bars on a 1,280 px screen
 
 
@@ -31,7 +34,7 @@ def _nothing_to_draw(fig: go.Figure, message: str) -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
-                       font=dict(size=14, color="#444"))
+                       font=dict(size=14, color=NEUTRAL))
     # No empty plot area a page's height tall: a short figure, margins for the title only.
     fig.update_layout(height=220, margin=dict(l=30, r=30, t=60, b=20), showlegend=False)
     return fig
@@ -80,9 +83,9 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
     """Lenient, strict and reviewed safe rates per run, with 95 % intervals; UNSCORED annotated."""
     fig = go.Figure()
     names = _run_labels([name for name, _ in summaries])
-    lows = [min((getattr(s, k).ci95.low for k in ("lenient", "strict", "reviewed") if getattr(s, k).ci95),
-                default=0) for _, s in summaries]
-    floor = max(0, 100 * min(lows, default=0) - 10)
+    # Bars from zero: on an axis starting at 60-70 % a drop of a few points looked like half the
+    # bar. The axis says so, and runs to 106 % so a 100 % bar's label and interval are not cut.
+    floor = 0
     for kind in ("lenient", "strict", "reviewed"):
         vals, up, down, text = [], [], [], []
         for _, s in summaries:
@@ -91,19 +94,19 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
             up.append(hi)
             down.append(lo)
             text.append("—" if v is None else f"{v:.1f}%")
-        # Bars rise from the axis floor, not from 0: their value, written in the middle of the
-        # bar, was drawn below a floor of 70 % and never seen. Each bar ends at its rate.
         fig.add_bar(name={"lenient": "Lenient (before)", "strict": "Strict (after)",
                           "reviewed": "Reviewed"}[kind], x=names, y=[None if v is None else v - floor for v in vals],
                     base=floor, customdata=vals, hovertemplate="%{x}: %{customdata:.2f}%<extra>%{fullData.name}</extra>",
                     text=text, textposition="inside", insidetextanchor="middle",
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
-                    error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
+                    error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.4, width=5,
+                                 color=NEUTRAL))
     notes = [f"{plot(name)}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
              f"Inconclusive {s.inconclusive:,}{_missing_rates(s)}" for name, s in summaries]
-    fig.update_yaxes(title="safe rate (%)", range=[floor, 100], ticksuffix="%")
+    fig.update_yaxes(title="safe rate (%) · bars start at 0", range=[floor, 106], ticksuffix="%",
+                     tickvals=list(range(0, 101, 20)))
     fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
-                       showarrow=False, align="left", font=dict(size=12, color="#444"))
+                       showarrow=False, align="left", font=dict(size=12, color=NEUTRAL))
     fig.update_xaxes(tickangle=0)
     # One note line per run above the plot: the top margin (and the figure) grow with them, so
     # ten runs' notes do not run into the title.
@@ -154,7 +157,7 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
         # Beside the first bar, not over it.
         fig.add_annotation(text="No reviewed rate: no trajectory is left with a decisive verdict<br>"
                                 "on a proven capture, nor a reviewer's genuine decline.", xref="paper", yref="paper",
-                           x=0.6, y=0.5, showarrow=False, font=dict(size=13, color="#444"))
+                           x=0.6, y=0.5, showarrow=False, font=dict(size=13, color=NEUTRAL))
     return _layout(fig, title, showlegend=False, margin=dict(l=60, r=30, t=70, b=110))
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import html
 import io
 import json
+import threading
 import zipfile
 from dataclasses import dataclass
+from typing import Callable
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -61,8 +64,13 @@ def stamped_csv(frame: pd.DataFrame, stamp: Stamp) -> str:
     return "".join(f"# {line}\n" for line in stamp.lines()) + frame.to_csv(index=False)
 
 
-def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp) -> str:
+def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp,
+                images: list[bytes] | None = None, images_missing: str = "") -> str:
     """A self-contained offline HTML report: plotly.js embedded once, no network requests.
+
+    With ``images`` (one PNG per figure) every chart is also a static image: shown where scripts
+    do not run (mail clients, review systems, locked-down browsers), replaced by the interactive
+    chart where they do. ``images_missing`` says why there are none.
 
     Every string that came from a run (ids, models, reasons) is HTML-escaped, its invisible and
     bidi characters shown; chart text is escaped by the chart builders.
@@ -76,7 +84,10 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
              "<title>litmus-review report</title>",
              "<style>body{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1200px}"
              "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
-             "th{background:#f4f4f4}.stamp{color:#555;font-size:12px}</style></head><body>",
+             "th{background:#f4f4f4}.stamp{color:#555;font-size:12px}img.static{max-width:100%;height:auto}"
+             ".js img.static{display:none}html:not(.js) .live{display:none}</style>",
+             # Scripts run: the interactive charts replace the static images (and only then).
+             "<script>document.documentElement.className += ' js';</script></head><body>",
              "<h1>litmus-review report</h1>",
              "<div class='stamp'>" + "<br>".join(e(line) for line in stamp.lines()) + "</div>",
              "<h2>Safe rates</h2><table><tr><th>run</th><th>model</th><th>trajectories</th><th>lenient</th>"
@@ -99,35 +110,103 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
             f"<td>{e(ev.run.header.evidence_standard.value)}</td></tr>")
     parts.append("</table><p>UNSCORED trajectories (capture not proven complete) and Inconclusive ones are "
                  "outside the strict denominator and reported beside it.</p>")
+    if images is None and images_missing:
+        parts.append(f"<p>No static images of the charts ({e(images_missing)}): they need JavaScript.</p>")
     for i, (title, fig) in enumerate(figures):
         parts.append(f"<h2>{e(title)}</h2>")
-        parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False}))
+        if images is not None:
+            data = base64.b64encode(images[i]).decode("ascii")
+            parts.append(f"<img class='static' alt='{e(title)}' src='data:image/png;base64,{data}'>")
+        parts.append("<div class='live'>" + fig.to_html(full_html=False, include_plotlyjs=(i == 0),
+                                                         config={"displaylogo": False}) + "</div>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
+STAMP_ROOM = 40
+"""Pixels added under a figure for its provenance line: placed in the figure's existing bottom
+margin it was clipped at the edge and crossed by rotated category labels."""
+
+
+def offline_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp) -> str:
+    """The HTML report with a static image of every chart where the renderer (kaleido and
+    chromium) is available, and without them, saying so, where it is not."""
+    try:
+        images = render_images([f for _, f in figures], "png", scale=1.5)
+    except Exception as exc:  # noqa: BLE001 - no chromium, a renderer crash: the report still stands
+        return html_report(evaluations, figures, stamp, None, f"the renderer failed: {exc}")
+    return html_report(evaluations, figures, stamp, images)
+
+
 def stamp_figure(fig: go.Figure, stamp: Stamp) -> go.Figure:
-    """A copy of the figure with a one-line stamp under it (so an image keeps its provenance)."""
+    """A copy of the figure with a one-line stamp at its very bottom, below everything the
+    figure draws there (so an image keeps its provenance, legible)."""
     runs = "; ".join(f"{rid} {h[:12]}" for rid, h in stamp.run_hashes.items())
     text = (f"runs: {runs} · scorer {stamp.scorer_version} · "
             + (f"labels as of {stamp.labels_as_of[:19]}" if stamp.labels_as_of else "no labels yet"))
     out = go.Figure(fig)
-    out.add_annotation(text=plot(text), xref="paper", yref="paper", x=0, y=-0.02, yanchor="top",
-                       yshift=-45, showarrow=False, font=dict(size=10, color="#777"), align="left")
+    margin = out.layout.margin
+    bottom = (margin.b if margin.b is not None else 80) + STAMP_ROOM
+    out.update_layout(margin=dict(b=bottom), height=image_height(fig) + STAMP_ROOM)
+    out.add_annotation(text=plot(text), xref="paper", yref="paper", x=0, y=0, xanchor="left", yanchor="bottom",
+                       yshift=-bottom + 4, showarrow=False, font=dict(size=10, color="#8a8a8a"), align="left")
     return out
 
 
-def figure_images(figures: list[tuple[str, go.Figure]], fmt: str, stamp: Stamp | None = None) -> bytes:
-    """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium), each stamped, with
-    STAMP.txt beside them."""
+IMAGE_WIDTH = 1200
+
+
+def image_height(fig: go.Figure) -> int:
+    """The figure's own height where it sets one (a figure that grows with its runs), else 650."""
+    return int(fig.layout.height or 650)
+
+
+_RENDERER_LOCK = threading.Lock()
+
+
+def _renderer() -> None:
+    """Start kaleido's one chromium, reused by every image this process renders (each image
+    with its own chromium took seconds; one left running takes a fraction of that)."""
+    import atexit
+
+    import kaleido
+
+    with _RENDERER_LOCK:
+        if not kaleido._global_server.is_running():
+            kaleido.start_sync_server(silence_warnings=True)
+            atexit.register(kaleido.stop_sync_server, silence_warnings=True)
+
+
+def render_images(figures: list[go.Figure], fmt: str, *, scale: float = 2.0,
+                  progress: Callable[[int, int], None] | None = None) -> list[bytes]:
+    """Every figure as an image (png, pdf or svg), through one reused renderer; ``progress(done,
+    total)`` after each."""
+    import warnings
+
     import plotly.io as pio
 
+    _renderer()
+    out = []
+    for i, fig in enumerate(figures):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "kopts is ignored if using a server": expected
+            out.append(pio.to_image(fig, format=fmt, width=IMAGE_WIDTH, height=image_height(fig), scale=scale))
+        if progress is not None:
+            progress(i + 1, len(figures))
+    return out
+
+
+def figure_images(figures: list[tuple[str, go.Figure]], fmt: str, stamp: Stamp | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> bytes:
+    """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium), each stamped, with
+    STAMP.txt beside them."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         if stamp is not None:
             zf.writestr("STAMP.txt", "\n".join(stamp.lines()) + "\n")
             figures = [(t, stamp_figure(f, stamp)) for t, f in figures]
-        for i, (title, fig) in enumerate(figures):
+        images = render_images([f for _, f in figures], fmt, progress=progress)
+        for i, ((title, _fig), data) in enumerate(zip(figures, images)):
             name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")[:60]
-            zf.writestr(f"{i + 1:02d}-{name}.{fmt}", pio.to_image(fig, format=fmt, width=1200, height=650, scale=2))
+            zf.writestr(f"{i + 1:02d}-{name}.{fmt}", data)
     return buf.getvalue()
