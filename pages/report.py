@@ -36,15 +36,25 @@ def figures() -> list[tuple[str, object]]:
 
 
 figs = figures()
-preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "safe", "unsafe", "unscored", "inconclusive",
+exports.warm_renderer()
+# The rates and what is left out of them; safe/unsafe counts are in the CSV and JSON. Ten
+# columns fit 1,280 px beside the sidebar (twelve ran off the right edge).
+preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "unscored", "inconclusive",
                                          "safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed",
                                          "phantom_safety_pp", "evidence_standard"]]
 RATES = ("safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed")
 # Shown in percent with two decimals each ("percent" format dropped trailing zeros: 82.6% beside 80.19%).
 preview = preview.assign(**{c: preview[c] * 100 for c in RATES},
                          **{c: preview[c].map(reveal_id) for c in ("run_id", "model")})
-st.dataframe(preview, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(format="%.2f%%") for c in RATES})
+columns = {
+    "run_id": st.column_config.TextColumn("run", width=130), "model": st.column_config.TextColumn("model", width=100),
+    "trajectories": st.column_config.NumberColumn("trajectories", width=78),
+    "unscored": st.column_config.NumberColumn("UNSCORED", width=76),
+    "inconclusive": st.column_config.NumberColumn("Inconclusive", width=82),
+    "phantom_safety_pp": st.column_config.NumberColumn("phantom pp", format="%+.2f", width=74),
+    "evidence_standard": st.column_config.TextColumn("evidence", width=74),
+    **{c: st.column_config.NumberColumn(c.removeprefix("safe_rate_"), format="%.2f%%", width=66) for c in RATES}}
+st.dataframe(preview, hide_index=True, width="stretch", column_config=columns)
 st.caption(f"The report holds this table and {len(figs)} charts: " + md("; ".join(t for t, _ in figs)) + ".")
 c = st.columns(3)
 with c[0]:

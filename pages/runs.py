@@ -105,15 +105,26 @@ rows = loaders.runs()
 if not rows:
     st.info("No runs yet.")
 else:
-    table = []
+    table, details = [], []
     for r in rows:
         s = loaders.run_evaluation(r["run_key"]).summary
         table.append({
-            "run": reveal_id(r["run_id"]), "model": reveal_id(r["model"]), "format": r["format"],
-            "evidence": r["evidence_standard"],
-            "side log": "yes" if r["payloads_path"] else "no", "trajectories": r["trajectories"],
-            "tool calls": r["tool_calls"], "UNSCORED": s.unscored, "Inconclusive": s.inconclusive,
-            "rejected": r["records_seen"] - r["trajectories"], "key": r["run_key"][:12],
-            "imported": r["imported_at"][:19].replace("T", " "),
+            "run": reveal_id(r["run_id"]), "model": reveal_id(r["model"]),
+            "format": f"{r['format']} · {r['evidence_standard']}", "side log": "yes" if r["payloads_path"] else "no",
+            "trajectories": r["trajectories"], "tool calls": r["tool_calls"], "UNSCORED": s.unscored,
+            "Inconclusive": s.inconclusive, "rejected": r["records_seen"] - r["trajectories"],
         })
-    st.dataframe(table, hide_index=True, width="stretch")
+        details.append({"run": reveal_id(r["run_id"]), "key": r["run_key"][:12],
+                        "imported": r["imported_at"][:16].replace("T", " "), "source": reveal_id(r["source"] or "")})
+    # Fits 1,280 px beside the sidebar (thirteen columns ran off the right edge); keys, times
+    # and sources are in the table below.
+    narrow = {c: st.column_config.NumberColumn(c, width=w) for c, w in
+              (("trajectories", 80), ("tool calls", 66), ("UNSCORED", 76), ("Inconclusive", 84), ("rejected", 62))}
+    st.dataframe(table, hide_index=True, width="stretch", column_config={
+        "run": st.column_config.TextColumn("run", width=130), "model": st.column_config.TextColumn("model", width=100),
+        "format": st.column_config.TextColumn("format · evidence", width=150),
+        "side log": st.column_config.TextColumn("side log", width=58), **narrow})
+    with st.expander("Keys, import times and sources"):
+        st.dataframe(details, hide_index=True, width="stretch", column_config={
+            "run": st.column_config.TextColumn(width=150), "key": st.column_config.TextColumn(width=110),
+            "imported": st.column_config.TextColumn(width=130)})

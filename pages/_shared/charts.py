@@ -97,7 +97,7 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
         fig.add_bar(name={"lenient": "Lenient (before)", "strict": "Strict (after)",
                           "reviewed": "Reviewed"}[kind], x=names, y=[None if v is None else v - floor for v in vals],
                     base=floor, customdata=vals, hovertemplate="%{x}: %{customdata:.2f}%<extra>%{fullData.name}</extra>",
-                    text=text, textposition="inside", insidetextanchor="middle",
+                    text=text, textposition="inside", insidetextanchor="start",  # at the base: clear of the whiskers
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.4, width=5,
                                  color=NEUTRAL))

@@ -177,6 +177,25 @@ def _renderer() -> None:
             atexit.register(kaleido.stop_sync_server, silence_warnings=True)
 
 
+_WARMED = threading.Event()
+
+
+def warm_renderer() -> None:
+    """Start the renderer and draw one small figure in the background, once per process: the
+    first image otherwise pays chromium's start (seconds) while the user waits."""
+    if _WARMED.is_set():
+        return
+    _WARMED.set()
+
+    def warm() -> None:
+        try:
+            render_images([go.Figure(go.Bar(x=[1], y=[1]))], "png", scale=1)
+        except Exception:  # noqa: BLE001 - no chromium: the export says so when asked
+            pass
+
+    threading.Thread(target=warm, daemon=True, name="kaleido-warm-up").start()
+
+
 def render_images(figures: list[go.Figure], fmt: str, *, scale: float = 2.0,
                   progress: Callable[[int, int], None] | None = None) -> list[bytes]:
     """Every figure as an image (png, pdf or svg), through one reused renderer; ``progress(done,

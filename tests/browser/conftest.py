@@ -38,7 +38,8 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
-    return {**browser_context_args, "viewport": {"width": 1500, "height": 1100}, "accept_downloads": True}
+    # A laptop's 1,280 px: what the researcher used, and what the layout must fit.
+    return {**browser_context_args, "viewport": {"width": 1280, "height": 900}, "accept_downloads": True}
 
 
 def free_port() -> int:

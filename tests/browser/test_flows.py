@@ -18,6 +18,15 @@ def metric_value(page, label: str) -> str:
     return m.locator('[data-testid="stMetricValue"]').inner_text()
 
 
+def set_reviewer(page, name: str) -> None:
+    """Type the name and press Enter (the form's submit): the field is replaced by the name."""
+    field = page.get_by_label("Reviewer (required to label)")
+    field.fill(name)
+    field.press("Enter")
+    page.get_by_text(f"Reviewer: {name}").first.wait_for(timeout=30_000)
+    wait_app(page)
+
+
 def label_events(db) -> list[tuple]:
     with sqlite3.connect(db) as conn:
         return conn.execute("select reviewer, action, label from label_events order by id").fetchall()
@@ -32,20 +41,17 @@ def test_safe_rates_review_by_click_and_keyboard_then_report(server, page, artif
 
     page.get_by_role("link", name="Review").click()
     wait_app(page, "Keyboard:")
-    page.get_by_label("Reviewer (required to label)").fill("alice")
-    page.get_by_label("Reviewer (required to label)").press("Enter")
-    wait_app(page)
+    set_reviewer(page, "alice")
     page.get_by_role("button", name=re.compile("Genuine decline")).click()
     page.get_by_text("labelled genuine_decline by alice").first.wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts / "review.png"), full_page=True)
     assert label_events(server.db) == [("alice", "label", "genuine_decline")]
 
-    # keyboard: 2 = degenerate on the next trace (focus must not be in a text field)
-    page.evaluate("document.activeElement && document.activeElement.blur()")
+    # keyboard: 2 = degenerate on the next trace
     page.keyboard.press("2")
     page.get_by_text("labelled degenerate by alice").first.wait_for(timeout=30_000)
     page.keyboard.press("u")
-    page.get_by_text("undid your last label").first.wait_for(timeout=30_000)
+    page.get_by_text("undid your last label (degenerate withdrawn)").first.wait_for(timeout=30_000)
     assert label_events(server.db) == [("alice", "label", "genuine_decline"), ("alice", "label", "degenerate"),
                                        ("alice", "undo", None)]
 
@@ -82,9 +88,7 @@ def test_two_reviewers_label_the_same_trace_at_once_and_both_events_are_kept(ser
         p = ctx.new_page()
         p.goto(server.url + "/review")
         wait_app(p, "Keyboard:")
-        p.get_by_label("Reviewer (required to label)").fill(name)
-        p.get_by_label("Reviewer (required to label)").press("Enter")
-        wait_app(p)
+        set_reviewer(p, name)
         pages.append(p)
     first = [p.locator('[data-testid="stCode"]').first.inner_text() for p in pages]
     assert first[0] == first[1]  # both see the same trace first
@@ -115,3 +119,74 @@ def test_upload_a_run_and_see_it_in_the_table(server, page, artifacts):
     page.locator('[data-testid="stDataFrame"]').last.wait_for(timeout=60_000)
     page.wait_for_timeout(500)  # the grid paints on a canvas after its element appears
     page.screenshot(path=str(artifacts / "runs_upload.png"), full_page=True)
+
+
+def test_a_shortcut_right_after_setting_the_name_labels_and_never_types_into_it(server, page):
+    # Pressing 1 after typing a name and Enter made the reviewer "newcomer1".
+    page.goto(server.url + "/review")
+    wait_app(page, "Keyboard:")
+    field = page.get_by_label("Reviewer (required to label)")
+    field.fill("newcomer")
+    field.press("Enter")
+    page.get_by_text("Reviewer: newcomer").first.wait_for(timeout=30_000)
+    wait_app(page)
+    page.keyboard.press("1")
+    page.get_by_text("labelled genuine_decline by newcomer").first.wait_for(timeout=30_000)
+    assert label_events(server.db) == [("newcomer", "label", "genuine_decline")]
+    assert page.get_by_text("Reviewer: newcomer1").count() == 0
+
+
+def test_every_page_has_an_address_and_a_reload_keeps_the_imported_run(server, page):
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "importers" / "tau2_results.json"
+    for path, text in (("/safe_rates", "Phantom safety"), ("/runs", "Imported runs"), ("/report", "Download HTML")):
+        page.goto(server.url + path)
+        wait_app(page, text)
+        assert page.get_by_text("Page not found").count() == 0, path
+    page.goto(server.url + "/runs")
+    wait_app(page, "Imported runs")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files(str(fixture))
+    page.get_by_role("button", name="Import upload").click()
+    page.get_by_text("Imported tau2_results").first.wait_for(timeout=60_000)
+    wait_app(page)
+    with sqlite3.connect(server.db) as conn:
+        key = conn.execute("select run_key from runs where run_id = 'tau2_results'").fetchone()[0]
+    assert key[:12] in page.url
+    page.reload()
+    wait_app(page, "Imported runs")
+    page.locator('[data-testid="stSidebar"] [data-tag] span[title]').first.wait_for(timeout=30_000)
+    chips = page.locator('[data-testid="stSidebar"] [data-tag] span[title]').all_inner_texts()
+    assert any(c.startswith("tau2_results") for c in chips), chips
+    # A trajectory's address opens its replay in a fresh tab.
+    page.goto(server.url + f"/trajectories?runs={key[:12]}&run={key[:12]}&trajectory=sim-2")
+    page.get_by_text("Replay").first.wait_for(timeout=60_000)
+    wait_app(page)
+    assert page.locator('[data-testid="stCode"]').filter(has_text="sim-2 · ").count() == 1
+
+
+def fits(page, selector: str) -> list[tuple[int, int]]:
+    """(scroll width, visible width) of each matching element that is cut on the right."""
+    return page.evaluate("""sel => [...document.querySelectorAll(sel)]
+        .map(e => [e.scrollWidth, e.clientWidth]).filter(([s, c]) => s > c + 1)""", selector)
+
+
+def test_tables_and_chips_are_not_cut_off_at_1280_px(server, page):
+    assert page.viewport_size["width"] == 1280
+    for path, text in (("/runs", "Imported runs"), ("/report", "Download HTML")):
+        page.goto(server.url + path)
+        wait_app(page, text)
+        page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
+        page.wait_for_timeout(800)  # the grid lays out its columns after it appears
+        assert fits(page, '[data-testid="stDataFrame"] .dvn-scroller') == [], path
+    # Run chips read "observed-m1 · mod…": each must show its whole name.
+    assert page.locator('[data-testid="stSidebar"] [data-tag] span[title]').count() >= 2
+    assert fits(page, '[data-testid="stSidebar"] [data-tag] span[title]') == []
+    # Filter chips read "u…" in six columns.
+    page.goto(server.url + "/trajectories")
+    page.get_by_text(re.compile(r"2,000 of 2,000 trajectories")).first.wait_for(timeout=60_000)
+    for label in ("Status", "Reason"):
+        page.get_by_role("combobox", name=label).click()
+        page.get_by_role("option").last.click()  # the longest-named values come late
+        page.keyboard.press("Escape")
+        wait_app(page)
+    main = '[data-testid="stMain"] [data-tag] span[title]'
+    assert page.locator(main).count() == 2 and fits(page, main) == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -83,3 +85,100 @@ def test_hostile_run_renders_inert(tmp_path, page, artifacts):
         assert offsite == []
     finally:
         server.stop()
+
+
+OUTSIDE = "203.0.113.77"
+NAME_ID = f"run![beacon](http://{OUTSIDE}/id.png) :red[SAFE 100%] <a href='http://{OUTSIDE}/'>click</a> \u202Edi"
+NAME_MODEL = f"model <span style=\"font-size:0px\">hidden</span> ![m](http://{OUTSIDE}/m.png) www.example.org"
+NAME_CATEGORY = f"exfil <a href=\"http://{OUTSIDE}/c\">more</a> :red[SAFE 100%] ![c](http://{OUTSIDE}/c.png)"
+
+
+def hostile_names_run(path) -> None:
+    """A run whose every name is an attack; its trajectories (ids too) are otherwise ordinary."""
+    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": NAME_ID,
+              "model": NAME_MODEL, "capture_limit_bytes": 64,
+              "taxonomy": [{"id": "C01", "name": NAME_CATEGORY, "payload_dependent": True, "rules": ["exfil"]}]}
+    lines = [json.dumps(header)]
+    for i in range(8):
+        args = json.dumps({"to": "x" * (100 if i % 2 else 10)})
+        lines.append(json.dumps({
+            "record": "trajectory", "id": f"t{i} :red[SAFE] ![x](http://{OUTSIDE}/t.png) \u202Eevil",
+            "task_id": f"task{i % 4}", "intended_category": "C01",
+            "verdict": {"label": "benign", "confidence": 0.99} if i < 5 else None,
+            "tool_calls": [{"tool": "send", "arguments": args[:64] if i % 2 else args, "raw_size_bytes": len(args),
+                            "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def no_offsite_links(page) -> list[str]:
+    return page.evaluate("""() => [...document.querySelectorAll('a[href], a[*|href]')]
+        .map(a => a.getAttribute('href') || a.getAttribute('xlink:href') || '')
+        .filter(h => /^(https?:|mailto:|\\/\\/)/i.test(h) && !/^https?:\\/\\/(127\\.0\\.0\\.1|localhost)/.test(h))""")
+
+
+def test_names_ids_and_labels_the_data_wrote_are_inert_everywhere(tmp_path, page, artifacts):
+    run = tmp_path / "names.jsonl"
+    hostile_names_run(run)
+    db = tmp_path / "names.db"
+    Workspace(db).import_run(run)
+    server = Server(db, tmp_path / "streamlit.log")
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        for path, text in (("/safe_rates", "Phantom safety"), ("/runs", "Imported runs"),
+                           ("/trajectories", "trajectories"), ("/review", "Keyboard:"), ("/report", "Download HTML")):
+            page.goto(server.url + path)
+            wait_app(page, text, timeout=90_000)
+            page.wait_for_timeout(1500)  # charts and grids draw after the script ends
+            body = page.inner_text("body")
+            assert no_offsite_links(page) == [], path
+            assert ":red[SAFE 100%]" in body or path in ("/trajectories",), path  # the literal text, not red
+            assert "\u202E" not in body, path
+            if path == "/safe_rates":
+                page.screenshot(path=str(artifacts / "hostile_names_safe_rates.png"), full_page=True)
+                assert "<a href='http://" in body and "⟨U+202E⟩" in body
+                svg = page.evaluate("[...document.querySelectorAll('.main-svg')].map(e => e.textContent).join(' ')")
+                # Chart labels show the markup as text: the run's name in the notes, the category's.
+                assert "<a href='http://" in svg and '<a href="http://' in svg and ":red[SAFE 100%]" in svg
+        # The label toast names the trace inertly.
+        page.goto(server.url + "/review")
+        wait_app(page, "Keyboard:")
+        field = page.get_by_label("Reviewer (required to label)")
+        field.fill("alice")
+        field.press("Enter")
+        page.get_by_text("Reviewer: alice").first.wait_for(timeout=30_000)
+        wait_app(page)
+        page.keyboard.press("3")
+        page.get_by_text("labelled early_stop by alice").first.wait_for(timeout=30_000)
+        assert no_offsite_links(page) == []
+        # The offline report: no request off this machine, with or without JavaScript.
+        page.goto(server.url + "/report")
+        wait_app(page, "Download HTML")
+        with page.expect_download(timeout=120_000) as dl:
+            page.get_by_role("button", name="Download HTML report").click()
+        report = Path(dl.value.path()).read_text(encoding="utf-8")
+    finally:
+        server.stop()
+    assert [u for u in requests if urlparse(u).hostname not in ("127.0.0.1", "localhost")] == []
+    # plotly.js itself holds both a U+202E and "<a href='http://…": look outside the library.
+    ours = re.sub(r"<script[^>]*>.*?</script>", "", report, flags=re.S)
+    assert "\u202E" not in ours and f"<a href='http://{OUTSIDE}" not in ours and "⟨U+202E⟩" in ours
+    assert f"<a href='http://{OUTSIDE}" not in report.replace("\\u003c", "<")
+    for scripts in (True, False):
+        ctx = page.context.browser.new_context(java_script_enabled=scripts, viewport={"width": 1280, "height": 900})
+        view = ctx.new_page()
+        seen = []
+        view.on("request", lambda r: seen.append(r.url))
+        view.set_content(report, wait_until="load")
+        view.wait_for_timeout(1500)
+        assert [u for u in seen if not u.startswith(("data:", "about:"))] == [], scripts
+        assert no_offsite_links(view) == [], scripts
+        images = view.locator("img.static")
+        shown = [i for i in range(images.count()) if images.nth(i).is_visible()]
+        charts = view.locator(".live .main-svg")
+        if scripts:
+            assert shown == [] and charts.count() >= 5  # the interactive charts
+        else:
+            assert len(shown) == images.count() >= 5  # every chart as an image
+            view.screenshot(path=str(artifacts / "report_without_javascript.png"), full_page=False)
+        ctx.close()
