@@ -47,12 +47,12 @@ RATES = ("safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed")
 preview = preview.assign(**{c: preview[c] * 100 for c in RATES},
                          **{c: preview[c].map(reveal_id) for c in ("run_id", "model")})
 columns = {
-    "run_id": st.column_config.TextColumn("run", width=130), "model": st.column_config.TextColumn("model", width=100),
-    "trajectories": st.column_config.NumberColumn("trajectories", width=78),
-    "unscored": st.column_config.NumberColumn("UNSCORED", width=76),
-    "inconclusive": st.column_config.NumberColumn("Inconclusive", width=82),
-    "phantom_safety_pp": st.column_config.NumberColumn("phantom pp", format="%+.2f", width=74),
-    "evidence_standard": st.column_config.TextColumn("evidence", width=74),
+    "run_id": st.column_config.TextColumn("run", width=124), "model": st.column_config.TextColumn("model", width=98),
+    "trajectories": st.column_config.NumberColumn("trajectories", width=78, format="localized"),
+    "unscored": st.column_config.NumberColumn("UNSCORED", width=76, format="localized"),
+    "inconclusive": st.column_config.NumberColumn("Inconclusive", width=82, format="localized"),
+    "phantom_safety_pp": st.column_config.NumberColumn("phantom pp", format="%+.2f", width=84),
+    "evidence_standard": st.column_config.TextColumn("evidence", width=70),
     **{c: st.column_config.NumberColumn(c.removeprefix("safe_rate_"), format="%.2f%%", width=66) for c in RATES}}
 st.dataframe(preview, hide_index=True, width="stretch", column_config=columns)
 st.caption(f"The report holds this table and {len(figs)} charts: " + md("; ".join(t for t, _ in figs)) + ".")

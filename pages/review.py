@@ -241,7 +241,7 @@ def review_panel(run_key: str) -> None:
         st.warning("UNSCORED: the capture is not proven complete, so this trace cannot be labelled (and never "
                    "counts as safe). Its evidence is below.")
     else:
-        left, right = st.columns([3, 2])
+        left, right = st.columns([2, 1])
         with left:
             st.text("evidence:")
             for ev_line in json.loads(row["suggestion_evidence"] or "[]"):
@@ -256,7 +256,7 @@ def review_panel(run_key: str) -> None:
             cols = st.columns(3)
             for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS):
                 # All three alike: none is the obvious (primary) choice.
-                col.button(f"{text}  [{key}]", on_click=do_label, args=(run_key, tid, label, queue),
+                col.button(text, on_click=do_label, args=(run_key, tid, label, queue),
                            shortcut=key, key=f"label-{label.value}", help=help_text, width="stretch",
                            type="secondary", disabled=not reviewer)
             if not reviewer:
@@ -279,9 +279,9 @@ def note_area() -> None:
         st.button("Clear note", on_click=clear_note, key="clear_note")
         return
     with st.form("note_form", border=False, enter_to_submit=True, clear_on_submit=True):
-        c = st.columns([4, 1], vertical_alignment="bottom")
+        c = st.columns([3, 1], vertical_alignment="bottom")
         c[0].text_input("Note for your next label (optional)", key=state.NOTE_INPUT)
-        c[1].form_submit_button("Attach note", on_click=set_note)
+        c[1].form_submit_button("Attach", on_click=set_note, width="stretch")
 
 
 def rubric() -> None:

@@ -118,7 +118,7 @@ else:
                         "imported": r["imported_at"][:16].replace("T", " "), "source": reveal_id(r["source"] or "")})
     # Fits 1,280 px beside the sidebar (thirteen columns ran off the right edge); keys, times
     # and sources are in the table below.
-    narrow = {c: st.column_config.NumberColumn(c, width=w) for c, w in
+    narrow = {c: st.column_config.NumberColumn(c, width=w, format="localized") for c, w in
               (("trajectories", 80), ("tool calls", 66), ("UNSCORED", 76), ("Inconclusive", 84), ("rejected", 62))}
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "run": st.column_config.TextColumn("run", width=130), "model": st.column_config.TextColumn("model", width=100),
