@@ -111,7 +111,7 @@ def render_call(call: ToolCall, cap: Capture, *, key: str) -> None:
     gaps = [*cap.gaps, *cap.cured]
     if gaps:
         st.dataframe([{"reason": g.reason.value, "blocks scoring": "yes" if g.blocking and g not in cap.cured else
-                       ("cured by raw text" if g in cap.cured else "no"), "detail": g.detail} for g in gaps],
+                       ("cured by raw text" if g in cap.cured else "no"), "detail": reveal_id(g.detail)} for g in gaps],
                      hide_index=True, width="stretch")
     text, lang = _pretty(call.arguments)
     st.text("arguments as captured (what the harness classifier saw):")

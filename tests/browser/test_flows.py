@@ -116,7 +116,7 @@ def test_upload_a_run_and_see_it_in_the_table(server, page, artifacts):
     wait_app(page)
     with sqlite3.connect(server.db) as conn:
         assert conn.execute("select trajectories, format from runs where run_id = 'tau2_results'").fetchone() == (2, "tau2")
-    page.locator('[data-testid="stDataFrame"]').last.wait_for(timeout=60_000)
+    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)  # the last is in an expander
     page.wait_for_timeout(500)  # the grid paints on a canvas after its element appears
     page.screenshot(path=str(artifacts / "runs_upload.png"), full_page=True)
 
