@@ -170,6 +170,8 @@ def build_run(*, header, items, source: str, data: bytes):
             t = make()
             if t.id in seen_ids:
                 raise RecordError(f"duplicate trajectory id {t.id!r}", t.id)
+        except InputError:
+            raise  # the whole file is unusable (a decoding budget spent, say): never one record
         except RecordError as exc:
             rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id, message=exc.message))
             continue

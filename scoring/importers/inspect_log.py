@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, replace
@@ -164,22 +165,90 @@ def _header(ev: dict, source: str) -> RunHeader:
                      evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
 
 
-def _parse_eval(data: bytes, source: str, vmap: VerdictMap):
+ZIP_ZSTANDARD = 93
+"""ZIP compression method of zstd (APPNOTE 4.4.5), which current inspect_ai writes."""
+MAX_TOTAL_BYTES = 2 * 1024 * 1024 * 1024
+"""Decoded bytes one ``.eval`` may expand to, all members together (the per-member cap alone
+let a few kilobytes of many small bombs grow without bound)."""
+MIN_TOTAL_BYTES = 128 * 1024 * 1024
+TOTAL_RATIO = 200
+"""The total budget is ``TOTAL_RATIO`` × the file's size, at least ``MIN_TOTAL_BYTES`` and at
+most ``MAX_TOTAL_BYTES``: JSON logs compress by one or two orders of magnitude, not three."""
+_READ_CHUNK = 1024 * 1024
+
+
+def total_budget(compressed_bytes: int) -> int:
+    """Decoded bytes a ``.eval`` of this size may expand to, all members together."""
+    return min(MAX_TOTAL_BYTES, max(MIN_TOTAL_BYTES, TOTAL_RATIO * compressed_bytes))
+
+
+class _Budget:
+    """Decoded bytes left for a whole ``.eval``; over it, the file is refused (located)."""
+
+    def __init__(self, total: int, source: str) -> None:
+        self.total, self.left, self.source = total, total, source
+
+    def spend(self, n: int, member: str) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise InputError(f"zip members expand past {self.total:,} decoded bytes in total (at {member}); "
+                             "refused as a likely compression bomb", source=self.source)
+
+
+def _member_stream(zf: zipfile.ZipFile, data: bytes, info: zipfile.ZipInfo):
+    """A reader of one member's decoded bytes. zstd members are decoded here (``zipfile``
+    knows method 93 only from Python 3.14, or where inspect_ai patched it into this process);
+    others go through ``zipfile``."""
+    if info.compress_type != ZIP_ZSTANDARD:
+        return zf.open(info)
+    import zstandard
+
+    if info.flag_bits & 0x1:
+        raise NotImplementedError("encrypted member")
+    off = info.header_offset
+    if data[off:off + 4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile("bad local file header")
+    name_len, extra_len = struct.unpack("<HH", data[off + 26:off + 30])
+    start = off + 30 + name_len + extra_len
+    raw = memoryview(data)[start:start + info.compress_size]
+    if len(raw) != info.compress_size:
+        raise zipfile.BadZipFile("member data runs past the end of the file")
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+
+
+def _read_member(zf: zipfile.ZipFile, data: bytes, name: str, budget: _Budget) -> bytes:
+    """A member's decoded bytes, read in chunks against the per-member cap and the file's
+    total budget (declared sizes are never trusted); its CRC-32 checked."""
+    info = zf.getinfo(name)
+    if info.file_size > MAX_MEMBER_BYTES:
+        raise RecordError(f"zip member {name} declares {info.file_size:,} bytes (> {MAX_MEMBER_BYTES:,})")
+    parts, size, crc = [], 0, 0
+    with _member_stream(zf, data, info) as fh:
+        while True:
+            chunk = fh.read(min(_READ_CHUNK, MAX_MEMBER_BYTES + 1 - size))
+            if not chunk:
+                break
+            budget.spend(len(chunk), name)
+            size += len(chunk)
+            if size > MAX_MEMBER_BYTES:
+                raise RecordError(f"zip member {name} expands past {MAX_MEMBER_BYTES:,} bytes")
+            crc = zlib.crc32(chunk, crc)
+            parts.append(chunk)
+    if info.compress_type == ZIP_ZSTANDARD and crc != info.CRC:
+        raise zipfile.BadZipFile(f"bad CRC-32 for {name}")
+    return b"".join(parts)
+
+
+def _parse_eval(data: bytes, source: str, vmap: VerdictMap, budget_bytes: int | None = None):
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
         raise InputError(f"not a readable .eval zip: {exc}", source=source) from exc
+    budget = _Budget(total_budget(len(data)) if budget_bytes is None else budget_bytes, source)
 
     def read(name: str) -> Any:
         try:
-            info = zf.getinfo(name)
-            if info.file_size > MAX_MEMBER_BYTES:
-                raise RecordError(f"zip member {name} declares {info.file_size:,} bytes (> {MAX_MEMBER_BYTES:,})")
-            with zf.open(info) as fh:
-                raw = fh.read(MAX_MEMBER_BYTES + 1)  # never trust the declared size: read at most the cap
-            if len(raw) > MAX_MEMBER_BYTES:
-                raise RecordError(f"zip member {name} expands past {MAX_MEMBER_BYTES:,} bytes")
-            return json.loads(raw)
+            return json.loads(_read_member(zf, data, name, budget))
         except RecordError:
             raise
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, NotImplementedError) as exc:
@@ -188,7 +257,10 @@ def _parse_eval(data: bytes, source: str, vmap: VerdictMap):
             raise RecordError(f"zip member {name} is not valid JSON: {exc}") from exc
         except RecursionError as exc:
             raise RecordError(f"zip member {name}: JSON nested too deeply") from exc
-
+        except Exception as exc:  # zstandard.ZstdError and kin: a corrupt member
+            if isinstance(exc, InputError):
+                raise
+            raise RecordError(f"zip member {name} cannot be read: {type(exc).__name__}: {exc}") from exc
     names = zf.namelist()
     try:
         head = read("header.json") if "header.json" in names else read("_journal/start.json")
