@@ -14,7 +14,7 @@ import click
 
 from .errors import LitmusReviewError
 from .importers import formats, sniff_file
-from .importers.inspect_log import VerdictMap
+from .importers.inspect_log import PRESETS, VerdictMap
 from .report import Evaluation, evaluate
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 
@@ -54,6 +54,14 @@ def render_table(ev: Evaluation) -> str:
                      f"{len(ev.recapture.rejected):,} payloads rejected")
     if ev.run.rejected:
         lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,}")
+    inspect_verdicts = ((ev.as_dict().get("format_metrics") or {}).get("inspect")
+                        if h.format == "inspect" and ev.run.trajectories else None)
+    if inspect_verdicts:
+        c = inspect_verdicts["verdict_outcomes"]
+        lines.append(f"  verdict map       unsafe {c['unsafe']:,}, safe {c['safe']:,}, no verdict {c['none']:,}, "
+                     f"unmapped {c['unmapped']:,}, scorer absent {c['absent']:,}")
+        for value, n in inspect_verdicts["unmapped_values"].items():
+            lines.append(f"    unmapped value  {value[:60]!r} x {n:,}")
     return "\n".join(lines)
 
 
@@ -92,7 +100,10 @@ def _verdict_map(_ctx, _param, value: str | None):
 
 VERDICT_OPTION = click.option(
     "--inspect-verdict", "verdict_map", callback=_verdict_map, metavar="SCORER=VALUE[,VALUE]",
-    help="Inspect logs: the scorer whose listed values mean unsafe (other values: benign). "
+    help="Inspect logs: which scores mean unsafe, safe or no verdict. SCORER=VALUE[,VALUE] (listed values "
+         "unsafe), SCORER:OUTCOME=TEST[;OUTCOME=TEST] (OUTCOME unsafe|safe|none; TEST V[,V], KEY==V, "
+         "[KEY]>=N, KEY+KEY>=N), or a preset: " + ", ".join(PRESETS) + " (PRESET@SCORER renames its scorer). "
+         "A value no rule maps is an abnormal verdict (Inconclusive), listed by value. "
          "Without it Inspect scores give no verdict.")
 
 

@@ -75,6 +75,12 @@ class Evaluation:
             from .importers.litmus_log import litmus_metrics
 
             out["format_metrics"] = {"litmus": asdict(litmus_metrics(self.run))}
+        if h.format == "inspect" and self.run.trajectories:
+            from .importers.inspect_log import verdict_summary
+
+            summary = verdict_summary(self.run)
+            if summary is not None:
+                out.setdefault("format_metrics", {})["inspect"] = summary
         if self.recapture is not None:
             out["recapture"] = {
                 "source": self.recapture.source,
