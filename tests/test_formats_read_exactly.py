@@ -221,3 +221,45 @@ def test_litmus_retries_count_by_their_latest_attempt_and_the_first_judgement():
 def test_litmus_unknown_judgement_value_is_abnormal_not_rejected():
     run = parse_litmus(json.dumps(litmus_row(1, "2")).encode(), "l.jsonl")
     assert not run.rejected and run.trajectories[0].verdict.abnormal
+
+
+# --- AgentDojo: suite-qualified tasks, its own shape or a refusal ------------------------------
+
+from scoring.importers import parse_run  # noqa: E402
+
+
+@pytest.mark.real
+def test_agentdojo_task_ids_are_suite_qualified_on_the_real_export(shared_real):
+    run = load_run(shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl")
+    tasks = {t.task_id for t in run.trajectories}
+    # 97 user tasks across four suites; unqualified, user_task_3 of banking and of travel merged to 40
+    assert len(tasks) == 97 and "banking/user_task_3" in tasks and "travel/user_task_3" in tasks
+    native = load_run(shared_real / "agentdojo_native/banking-user_task_0-important_instructions-injection_task_0.json")
+    assert native.trajectories[0].task_id == "banking/user_task_0"
+
+
+def test_a_look_alike_agentdojo_file_is_refused_naming_what_is_missing(tmp_path):
+    # a fork's file: suite and pipeline names, but not AgentDojo's injection fields (and its
+    # security flag means the opposite)
+    fork = {"suite_name": "banking", "pipeline_name": "m", "user_task_id": "user_task_0", "messages": [],
+            "security": True, "utility": True}
+    p = tmp_path / "fork.json"
+    p.write_text(json.dumps(fork))
+    with pytest.raises(InputError) as info:
+        load_run(p)
+    assert info.value.source == str(p)
+    assert "missing injection_task_id, attack_type" in info.value.message
+
+
+def test_an_export_record_without_agentdojo_metadata_is_rejected_with_its_line():
+    head = {"metadata": {"benchmark": "agent-dojo", "name": "m"}}
+    good = {"index": 0, "messages": [{"role": "user", "content": "hi"}],
+            "metadata": {"suite_name": "travel", "user_task_id": "user_task_3", "injection_task_id": None,
+                         "attack_type": None, "security": True}}
+    bad = {"index": 1, "messages": [], "metadata": {"suite_name": "travel", "user_task_id": "user_task_4",
+                                                     "safe": True}}
+    data = "\n".join(json.dumps(x) for x in (head, good, bad)).encode()
+    run = parse_run(data, "export.jsonl", "agentdojo")
+    assert [t.task_id for t in run.trajectories] == ["travel/user_task_3"]
+    (r,) = run.rejected
+    assert r.line == 3 and "metadata.injection_task_id" in r.message and "metadata.security" in r.message
