@@ -72,6 +72,10 @@ def sniff_format(head: bytes, source: str) -> str:
             return name
     if not head.strip():
         raise InputError("empty file" if not head else "empty file (only white space)", source=source)
+    line = head.lstrip().split(b"\n", 1)[0]
+    if all(k in line for k in (b'"trajectory_id"', b'"call_index"', b'"sha256"', b'"arguments"')):
+        raise InputError("a payload side log, not a run: name it RUN.payloads.jsonl beside its run (it is then "
+                         "paired automatically) or give it with --payloads", source=source)
     closest, keys = closest_format(head)
     if closest is None:
         detail = "it holds none of the keys these formats write"
@@ -98,6 +102,8 @@ def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map=None) 
     ``verdict_map`` (an ``inspect_log.VerdictMap``) says which Inspect scorer values mean
     unsafe; other formats ignore it.
     """
+    if not data.strip():
+        raise InputError("empty file" if not data else "empty file (only white space)", source=source)
     if fmt == "auto":
         fmt = sniff_format(data[:SNIFF_BYTES], source)
     if fmt not in IMPORTERS:
