@@ -16,7 +16,7 @@ st.title("Runs")
 st.caption("Import a run to score it strictly. The same file imported twice is one run.")
 
 
-def import_one(path: Path, payloads: Path | None, label: str) -> None:
+def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
     bar = st.progress(0.0, text=f"Importing {label}…")
     total = max(1, sum(1 for _ in path.open("rb")) - 1) if path.suffix == ".jsonl" else 0
 
@@ -24,7 +24,7 @@ def import_one(path: Path, payloads: Path | None, label: str) -> None:
         bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
 
     try:
-        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick)
+        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name)
     except LitmusReviewError as exc:
         bar.empty()
         st.error(f"Could not import {label}: {exc}")
@@ -76,7 +76,7 @@ with tab_upload:
                 if side is not None:
                     sp = Path(tmp) / ("side-" + Path(side.name).name)
                     sp.write_bytes(side.getvalue())
-                import_one(p, sp, up.name)
+                import_one(p, sp, up.name, original_name=up.name)
 with tab_path:
     path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
     side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")

@@ -32,7 +32,12 @@ def render_table(ev: Evaluation) -> str:
     ci = s.strict.ci95
     lines = [
         f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value})",
-        f"  source            {h.source}",
+        f"  source            {h.source}" + (f"  (uploaded as {ev.original_name})" if ev.original_name else ""),
+        f"  file sha256       {ev.file_sha256 or 'unknown'}",
+        f"  side log          " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})" if ev.side_log
+                                   else "none"),
+        f"  run status        {h.run_status or 'not recorded by the format'}"
+        + (f"  ({h.run_status_detail})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
         f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator)",

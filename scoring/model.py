@@ -210,6 +210,12 @@ class RunHeader:
     format: str = "canonical"
     source: str = ""
     """Path or name the run was read from."""
+    run_status: str = ""
+    """How the harness says the whole run ended, where its format records it (Inspect's
+    ``status``: ``success``, ``cancelled``, ``error``, ``started`` = never finished); empty when
+    the format does not say. A cancelled or errored run holds only the samples written before."""
+    run_status_detail: str = ""
+    """What the harness recorded with the status (the error message, samples written of planned)."""
 
     def category(self, category_id: str | None) -> Category | None:
         for cat in self.taxonomy:

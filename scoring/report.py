@@ -28,6 +28,12 @@ class Evaluation:
     summary: Summary
     tool_calls: int
     recapture: RecaptureReport | None = None
+    file_sha256: str = ""
+    """SHA-256 of the input file's bytes (what ``sha256sum`` prints); empty when unknown."""
+    original_name: str = ""
+    """The file's name as its owner gave it, when the run was read from a copy (an upload)."""
+    side_log: dict | None = None
+    """The payload side log used for recapture, ``{"source", "sha256"}``; None when none was."""
 
     def as_dict(self) -> dict:
         """The stable JSON shape of ``litmus-review score --json`` (one object per run)."""
@@ -39,6 +45,14 @@ class Evaluation:
             "format": h.format,
             "model": h.model,
             "content_sha256": self.run.content_sha256,
+            # content_sha256 is the run's identity in a workspace: the file's SHA-256, or, when a
+            # side log or an Inspect verdict map changed the scores, SHA-256 of "FILE:SIDE[:MAP]";
+            # file_sha256 is always the file's own (what sha256sum prints)
+            "file_sha256": self.file_sha256 or None,
+            "original_name": self.original_name or None,
+            "side_log": self.side_log,
+            "run_status": h.run_status or None,
+            "run_status_detail": h.run_status_detail or None,
             "scorer_version": SCORER_VERSION,
             "evidence_standard": h.evidence_standard.value,
             "capture_limit_bytes": h.capture_limit_bytes,
@@ -101,11 +115,14 @@ def evaluate_run(
 ) -> Evaluation:
     """Recapture (optional), score strictly and leniently, and summarise a parsed run."""
     report = None
+    side = None
     if payloads is not None:
         run, report = recapture(run, payloads)
+        side = {"source": str(payloads), "sha256": report.sha256 or None}
     scored = score_run(run)
     return Evaluation(run=run, scored=scored, summary=summarize(scored, labels, group=run.header.run_id),
-                      tool_calls=run.tool_call_count, recapture=report)
+                      tool_calls=run.tool_call_count, recapture=report, file_sha256=run.content_sha256,
+                      side_log=side)
 
 
 def evaluate(

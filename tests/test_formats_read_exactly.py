@@ -263,3 +263,70 @@ def test_an_export_record_without_agentdojo_metadata_is_rejected_with_its_line()
     assert [t.task_id for t in run.trajectories] == ["travel/user_task_3"]
     (r,) = run.rejected
     assert r.line == 3 and "metadata.injection_task_id" in r.message and "metadata.security" in r.message
+
+
+# --- run status, from every format that records it -----------------------------------------
+
+import hashlib  # noqa: E402
+
+from click.testing import CliRunner  # noqa: E402
+
+from scoring.cli import main as cli_main  # noqa: E402
+from scoring.store import Workspace, evaluation  # noqa: E402
+
+from .conftest import SAMPLES  # noqa: E402
+
+
+@pytest.mark.real
+def test_a_cancelled_inspect_run_says_so_in_the_header_json_and_table(shared_real):
+    path = shared_real / "inspect_ai/agentharm/2025-03-30T14-56-26+02-00_agentharm-agent-task_TshbGmQEUcniUm6ni2F7yh.eval"
+    run = load_run(path)
+    assert run.header.run_status == "cancelled" and run.header.run_status_detail == "39 of 176 samples written"
+    res = CliRunner().invoke(cli_main, ["score", str(path), "--json"])
+    d = json.loads(res.stdout)
+    assert d["run_status"] == "cancelled" and d["run_status_detail"] == "39 of 176 samples written"
+    table = CliRunner().invoke(cli_main, ["score", str(path)]).stdout
+    assert "run status        cancelled  (39 of 176 samples written)" in table
+
+
+def test_an_errored_inspect_run_keeps_its_error_through_the_workspace(tmp_path):
+    p = tmp_path / "err.json"
+    p.write_bytes(inspect_json("harm", ["C"], status="error",
+                               error={"message": "context length exceeded", "traceback": "..."}))
+    run = load_run(p)
+    assert (run.header.run_status, run.header.run_status_detail) == ("error", "context length exceeded")
+    ws = Workspace(tmp_path / "w.db")
+    key = ws.import_run(p).run_key
+    assert ws.header(key).run_status == "error"
+    d = evaluation(ws, key).as_dict()
+    assert d["run_status"] == "error" and d["run_status_detail"] == "context length exceeded"
+
+
+def test_formats_without_a_run_status_say_none():
+    d = json.loads(CliRunner().invoke(cli_main, ["score", str(FIXTURES / "tau2_results.json"), "--json"]).stdout)
+    assert d["run_status"] is None and "run_status_detail" in d
+
+
+# --- provenance: the file's own SHA-256, an upload's name, the side log ----------------------
+
+
+def test_file_sha256_is_what_sha256sum_prints_and_the_side_log_is_named(tmp_path):
+    import shutil
+
+    run_file = tmp_path / "observed-m1.jsonl"
+    shutil.copy(SAMPLES / "observed-m1.jsonl", run_file)
+    shutil.copy(SAMPLES / "observed-m1.payloads.jsonl", tmp_path)
+    want = hashlib.sha256(run_file.read_bytes()).hexdigest()
+    side_want = hashlib.sha256((tmp_path / "observed-m1.payloads.jsonl").read_bytes()).hexdigest()
+    d = json.loads(CliRunner().invoke(cli_main, ["score", str(run_file), "--json"]).stdout)
+    assert d["file_sha256"] == want and d["content_sha256"] == want
+    assert d["side_log"] == {"source": str(tmp_path / "observed-m1.payloads.jsonl"), "sha256": side_want}
+    ws = Workspace(tmp_path / "w.db")
+    res = ws.import_run(run_file, payloads=tmp_path / "observed-m1.payloads.jsonl", original_name="my run.jsonl")
+    d = evaluation(ws, res.run_key).as_dict()
+    assert res.run_key != want  # the key covers the side log too ...
+    assert d["content_sha256"] == res.run_key and d["file_sha256"] == want  # ... the file's own hash is kept
+    assert d["original_name"] == "my run.jsonl"
+    assert d["side_log"] == {"source": str(tmp_path / "observed-m1.payloads.jsonl"), "sha256": side_want}
+    plain = evaluation(ws, ws.import_run(run_file).run_key).as_dict()
+    assert plain["side_log"] is None and plain["file_sha256"] == want and plain["original_name"] is None

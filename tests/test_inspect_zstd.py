@@ -131,3 +131,12 @@ def test_budget_counts_members_already_read(monkeypatch):
     monkeypatch.setattr(inspect_log, "TOTAL_RATIO", 1)
     with pytest.raises(InputError, match="in total"):
         parse_run(data, "small-budget.eval")
+
+
+def test_a_log_that_never_finished_writing_is_started_not_complete():
+    # only the journal's start and a sample: Inspect was still running (or was killed)
+    start = json.dumps({"eval": {"run_id": "j", "model": "m", "task": "t", "dataset": {"samples": 3}}}).encode()
+    data = _zip([("_journal/start.json", start), ("samples/1_epoch_1.json", _sample(1, 10))], 93)
+    run = parse_run(data, "partial.eval")
+    assert run.header.run_status == "started"
+    assert run.header.run_status_detail == "1 of 3 samples written"

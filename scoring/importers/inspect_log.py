@@ -322,17 +322,48 @@ def parse(data: bytes, source: str, verdict_map: VerdictMap = DEFAULT_MAP):
     if data.startswith(b"PK\x03\x04"):
         return _parse_eval(data, source, verdict_map)
     doc = load_json_document(data, source)
-    ev = doc.get("eval", {})
-    header = _header(ev, source)
-    items = [(None, f"samples[{i}]", (lambda s=s: _sample(s, verdict_map))) for i, s in enumerate(doc.get("samples") or [])]
+    if not isinstance(doc, dict):
+        raise InputError("expected an Inspect log object", source=source)
+    ev = doc.get("eval") if isinstance(doc.get("eval"), dict) else {}
+    samples = doc.get("samples") if isinstance(doc.get("samples"), list) else []
+    header = _header(ev, source, doc, len(samples))
+    items = [(None, f"samples[{i}]", (lambda s=s: _sample(s, verdict_map))) for i, s in enumerate(samples)]
     return build_run(header=header, items=items, source=source, data=data)
 
 
-def _header(ev: dict, source: str) -> RunHeader:
+def _header(ev: dict, source: str, log: dict | None = None, samples_written: int | None = None) -> RunHeader:
+    status, detail = _run_status(ev, log or {}, samples_written)
+    packages = ev.get("packages") if isinstance(ev.get("packages"), dict) else {}
     return RunHeader(run_id=str(ev.get("run_id") or Path(source).stem), model=str(ev.get("model", "unknown")),
                      harness_name=f"inspect_ai {ev.get('task', '')}".strip(),
-                     harness_version=str(ev.get("packages", {}).get("inspect_ai", "")),
-                     evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
+                     harness_version=str(packages.get("inspect_ai", "")),
+                     evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source,
+                     run_status=status, run_status_detail=detail)
+
+
+def _run_status(ev: dict, log: dict, samples_written: int | None) -> tuple[str, str]:
+    """Inspect's run ``status`` and what it recorded with it: the run's error message and how
+    many samples were written of those planned (dataset samples × epochs)."""
+    status = log.get("status")
+    status = str(status) if isinstance(status, str) else ""
+    parts = []
+    error = log.get("error")
+    if isinstance(error, dict) and error.get("message"):
+        parts.append(str(error["message"])[:300])
+    dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
+    config = ev.get("config") if isinstance(ev.get("config"), dict) else {}
+    planned = dataset.get("samples")
+    limit = config.get("limit")
+    if isinstance(dataset.get("sample_ids"), list):
+        planned = len(dataset["sample_ids"])  # the samples selected (by --limit or --sample-id)
+    elif isinstance(limit, int) and isinstance(planned, int):
+        planned = min(planned, limit)
+    elif isinstance(limit, list) and len(limit) == 2 and all(isinstance(x, int) for x in limit):
+        planned = limit[1] - limit[0]
+    epochs = config.get("epochs") or 1
+    if samples_written is not None and isinstance(planned, int) and isinstance(epochs, int):
+        parts.append(f"{samples_written:,} of {planned * epochs:,} samples written")
+    return status, "; ".join(parts)
 
 
 ZIP_ZSTANDARD = 93
@@ -436,9 +467,14 @@ def _parse_eval(data: bytes, source: str, vmap: VerdictMap, budget_bytes: int | 
         head = read("header.json") if "header.json" in names else read("_journal/start.json")
     except RecordError as exc:
         raise InputError(f"no readable header.json or _journal/start.json: {exc.message}", source=source) from exc
-    header = _header(head.get("eval", {}) if isinstance(head, dict) else {}, source)
+    sample_names = sorted(n for n in names if n.startswith("samples/") and n.endswith(".json"))
+    head = head if isinstance(head, dict) else {}
+    if "header.json" not in names:
+        # only the journal's start: the run never finished writing its log
+        head = {**head, "status": head.get("status") or "started"}
+    header = _header(head.get("eval") if isinstance(head.get("eval"), dict) else {}, source, head, len(sample_names))
     items = []
-    for name in sorted(n for n in names if n.startswith("samples/") and n.endswith(".json")):
+    for name in sample_names:
         if ".." in name or name.startswith("/"):
             items.append((None, name, RecordError(f"unsafe zip member path {name!r}")))
             continue
