@@ -98,6 +98,8 @@ else:
         s = loaders.run_evaluation(r["run_key"]).summary
         table.append({
             "run": r["run_id"], "model": r["model"], "format": r["format"], "evidence": r["evidence_standard"],
+            # how the harness says the run ended (Inspect: success / cancelled / error), where it says
+            "run status": r.get("run_status") or "—",
             "side log": "yes" if r["payloads_path"] else "no", "trajectories": r["trajectories"],
             "tool calls": r["tool_calls"], "UNSCORED": s.unscored, "Inconclusive": s.inconclusive,
             "rejected": r["records_seen"] - r["trajectories"], "key": r["run_key"][:12],

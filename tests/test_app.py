@@ -156,9 +156,9 @@ def test_runs_page_imports_from_a_path_and_reports_rejections(app, tmp_path):
     app.button[[b.label for b in app.button].index("Import path")].click().run()
     assert not app.exception
     assert any("Imported litmus_pipeline" in s.value for s in app.success)
-    assert any("2 records were rejected" in w.value for w in app.warning)
+    assert any("1 records were rejected" in w.value for w in app.warning)
     rejected = app.dataframe[0].value
-    assert list(rejected["line"]) == [6, 7]
+    assert list(rejected["line"]) == [6]  # line 7 has no judgement: imported, Inconclusive
     assert app.multiselect(key=state.SELECTED_RUNS).value[-1] == ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
     key = ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
     assert key in app.session_state[state.SELECTED_RUNS]
@@ -357,3 +357,16 @@ def test_every_page_renders_every_real_run(shared_real, tmp_path, monkeypatch):
         assert not at.exception, (key, at.exception)
     at.switch_page("pages/report.py").run()
     assert not at.exception, at.exception
+
+
+def test_runs_page_shows_the_harness_run_status(app, tmp_path):
+    ws = ws_for(tmp_path)
+    log = tmp_path / "cancelled.json"
+    log.write_text(json.dumps({"version": 2, "status": "cancelled", "eval": {"run_id": "cx", "task": "t", "model": "m"},
+                               "samples": [{"id": 1, "epoch": 1, "messages": []}]}))
+    ws.import_run(log)
+    app.switch_page("pages/runs.py").run()
+    assert not app.exception
+    table = app.dataframe[-1].value
+    status = dict(zip(table["run"], table["run status"]))
+    assert status["cx"] == "cancelled" and status["observed-m1"] == "—"
