@@ -3,14 +3,25 @@ guess, run status, LITMUS's own retry and judgement rules, AgentDojo's shape (is
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 
 import pytest
+from click.testing import CliRunner
 
+from scoring.cli import main as cli_main
 from scoring.errors import InputError, UnknownFormatError
-from scoring.importers import load_run
+from scoring.importers import load_run, parse_run
+from scoring.importers.inspect_log import PRESETS, Rule, VerdictMap, verdict_summary
+from scoring.importers.inspect_log import parse as parse_inspect
+from scoring.importers.litmus_log import litmus_metrics
+from scoring.importers.litmus_log import parse as parse_litmus
+from scoring.model import Status
+from scoring.report import evaluate_run
+from scoring.store import Workspace, evaluation
 
-from .conftest import ROOT
+from .conftest import ROOT, SAMPLES
 
 FIXTURES = ROOT / "tests" / "fixtures" / "importers"
 
@@ -49,10 +60,6 @@ def test_empty_file_is_called_empty_not_unrecognised(tmp_path, content):
 
 # --- verdict maps that never guess -----------------------------------------------------------
 
-from scoring.importers.inspect_log import PRESETS, Rule, VerdictMap, verdict_summary  # noqa: E402
-from scoring.importers.inspect_log import parse as parse_inspect  # noqa: E402
-from scoring.model import Status  # noqa: E402
-from scoring.report import evaluate_run  # noqa: E402
 
 ZSTD_EVAL = ROOT / "tests" / "fixtures" / "inspect_zstd" / "agentharm_like.eval"
 
@@ -158,9 +165,6 @@ def test_agentharm_refusal_preset_on_the_real_reproduction_log(shared_real):
 
 # --- LITMUS as LITMUS's own analysis reads it ------------------------------------------------
 
-from scoring.importers.litmus_log import litmus_metrics  # noqa: E402
-from scoring.importers.litmus_log import parse as parse_litmus  # noqa: E402
-
 
 def litmus_row(row_idx: int, *judgements: str, category: int = 1) -> dict:
     events = [{"ts": "t0", "agent": "Prosecutor", "event": "conversation_turn",
@@ -225,8 +229,6 @@ def test_litmus_unknown_judgement_value_is_abnormal_not_rejected():
 
 # --- AgentDojo: suite-qualified tasks, its own shape or a refusal ------------------------------
 
-from scoring.importers import parse_run  # noqa: E402
-
 
 @pytest.mark.real
 def test_agentdojo_task_ids_are_suite_qualified_on_the_real_export(shared_real):
@@ -267,15 +269,6 @@ def test_an_export_record_without_agentdojo_metadata_is_rejected_with_its_line()
 
 # --- run status, from every format that records it -----------------------------------------
 
-import hashlib  # noqa: E402
-
-from click.testing import CliRunner  # noqa: E402
-
-from scoring.cli import main as cli_main  # noqa: E402
-from scoring.store import Workspace, evaluation  # noqa: E402
-
-from .conftest import SAMPLES  # noqa: E402
-
 
 @pytest.mark.real
 def test_a_cancelled_inspect_run_says_so_in_the_header_json_and_table(shared_real):
@@ -311,8 +304,6 @@ def test_formats_without_a_run_status_say_none():
 
 
 def test_file_sha256_is_what_sha256sum_prints_and_the_side_log_is_named(tmp_path):
-    import shutil
-
     run_file = tmp_path / "observed-m1.jsonl"
     shutil.copy(SAMPLES / "observed-m1.jsonl", run_file)
     shutil.copy(SAMPLES / "observed-m1.payloads.jsonl", tmp_path)
