@@ -370,3 +370,19 @@ def test_runs_page_shows_the_harness_run_status(app, tmp_path):
     table = app.dataframe[-1].value
     status = dict(zip(table["run"], table["run status"]))
     assert status["cx"] == "cancelled" and status["observed-m1"] == "—"
+
+
+def test_safe_rates_page_says_the_run_status_and_side_log_beside_the_rates(app, tmp_path):
+    texts = [t.value for t in app.text]
+    # the bundled samples import with their side logs; their format records no run status
+    line = next(t for t in texts if t.startswith("harness run status"))
+    assert "not recorded by the format" in line and "side log: none" not in line and "file sha256 " in line
+    ws = ws_for(tmp_path)
+    log = tmp_path / "cancelled.json"
+    log.write_text(json.dumps({"version": 2, "status": "cancelled", "eval": {"run_id": "cx", "task": "t", "model": "m"},
+                               "samples": [{"id": 1, "epoch": 1, "messages": []}]}))
+    key = ws.import_run(log).run_key
+    app.session_state[state.SELECTED_RUNS] = [key]
+    app.switch_page("pages/safe_rates.py").run()
+    assert not app.exception
+    assert any(t.value.startswith("harness run status: cancelled · side log: none · file sha256 ") for t in app.text)

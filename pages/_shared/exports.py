@@ -41,6 +41,15 @@ def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp
                  labels_as_of or "", now, tuple(line for ev in evaluations for line in provenance_lines(ev)))
 
 
+def source_line(ev: Evaluation) -> str:
+    """One line under a run's rates: the harness's run status, the side log, the file's hash."""
+    h = ev.run.header
+    status = (f"harness run status: {h.run_status}" + (f" ({h.run_status_detail})" if h.run_status_detail else "")
+              if h.run_status else "harness run status: not recorded by the format")
+    side = (f"side log: {ev.side_log['source']}" if ev.side_log else "side log: none")
+    return f"{status} · {side} · file sha256 {ev.file_sha256[:16] + '…' if ev.file_sha256 else 'unknown'}"
+
+
 def provenance_lines(ev: Evaluation) -> list[str]:
     """Where a run's figures come from, in words (content sha256 is the run's identity: the
     file's hash, or with a side log or verdict map the hash of both; file sha256 is what
