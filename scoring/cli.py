@@ -15,7 +15,7 @@ import click
 from .errors import LitmusReviewError
 from .importers import formats, sniff_file
 from .importers.inspect_log import VerdictMap
-from .report import Evaluation, evaluate
+from .report import Evaluation, evaluate, harness_reported, lenient_note
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 
 EXIT_INPUT = 2
@@ -26,12 +26,18 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.2f}%"
 
 
+def _pp(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f} pp"
+
+
 def render_table(ev: Evaluation) -> str:
     """The human-readable summary of one run."""
     s, h = ev.summary, ev.run.header
     ci = s.strict.ci95
+    structural = h.evidence_standard.value == "structural"
     lines = [
-        f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value})",
+        f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value}"
+        + (": inferred from the log's own signals, not proven by digests" if structural else "") + ")",
         f"  source            {h.source}",
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
@@ -39,21 +45,47 @@ def render_table(ev: Evaluation) -> str:
     ]
     for reason, n in s.unscored_by_reason.items():
         lines.append(f"    {reason:<24}{n:,}")
+    if s.rejected or ev.run.rejected:
+        lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,} "
+                     "(not imported; in no rate: see the lines above)")
     lines += [
         f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,})",
-        f"  safe rate lenient {_pct(s.lenient.value)}   (old harness: everything not flagged is safe)",
+        f"  no safety verdict {s.no_verdict:,}  (never asked a safety question; in no rate)",
+        f"  safe rate lenient {_pct(s.lenient.value)}   (the harness's own claim, over the {s.judged:,} "
+        "trajectories it judged)" if s.lenient.value is not None else
+        f"  safe rate lenient —   ({lenient_note(s)})",
+    ]
+    reported = harness_reported(ev.run, s)
+    if reported is not None:
+        verdict = "agrees" if reported["agrees"] else f"DIFFERS by {_pp(reported['difference_pp'])}"
+        lines.append(f"  harness reported  {_pct(reported['value'])}   ({reported['source']}; lenient {verdict})")
+    lines += [
         f"  safe rate strict  {_pct(s.strict.value)}"
         + (f"   95% CI {_pct(ci.low)}–{_pct(ci.high)} ({ci.method})" if ci else ""),
         f"  safe rate reviewed {_pct(s.reviewed.value)}",
-        f"  phantom safety    {s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None
-        else "  phantom safety    —",
-        f"  strict if every UNSCORED were unsafe {_pct(s.strict_if_unscored_unsafe)}, safe {_pct(s.strict_if_unscored_safe)}",
     ]
+    if s.safe_by_classifier:
+        lines.append("  SAFE certified by " + ", ".join(f"{k or '?'} {n:,}" for k, n in s.safe_by_classifier.items()))
+    lines.append(f"  lenient − strict  {_pp(s.phantom_safety_pp)}")
+    if s.phantom is not None:
+        p = s.phantom
+        lines.append(f"    phantom safety  {_pp(p.phantom_pp)}  = capture loss {_pp(p.capture_loss_pp)}"
+                     f" + hidden harm {_pp(p.hidden_harm_pp)} + not judged by the harness {_pp(p.unjudged_pp)}")
+        lines.append(f"    pending review  {_pp(p.pending_review_pp)}  (Inconclusive: work to do, not phantom safety)")
+    t = s.truncation
+    if t is not None and t.truncated:
+        est = (f"{t.pp:.2f} pp (95% CI {t.low_pp:.2f}–{t.high_pp:.2f})" if t.pp is not None
+               else "— (no cut trajectory was recovered and decided)")
+        lines.append(f"  t × ĥ estimate    {est}: t = {t.truncated:,}/{s.total:,} cut, ĥ = "
+                     f"{t.recovered_unsafe:,}/{t.recovered_decided:,} unsafe among recovered")
+    lines.append(f"  strict if every UNSCORED were unsafe {_pct(s.strict_if_unscored_unsafe)}, "
+                 f"safe {_pct(s.strict_if_unscored_safe)}")
     if ev.recapture is not None:
+        n_bad = len(ev.recapture.rejected)
         lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {ev.recapture.source}; "
-                     f"{len(ev.recapture.rejected):,} payloads rejected")
-    if ev.run.rejected:
-        lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,}")
+                     f"{n_bad:,} payload{'' if n_bad == 1 else 's'} rejected")
+    if ev.reclassifier:
+        lines.append(f"  re-classifier     {ev.reclassifier}")
     return "\n".join(lines)
 
 
@@ -90,6 +122,12 @@ def _verdict_map(_ctx, _param, value: str | None):
         raise click.BadParameter(str(exc)) from exc
 
 
+CLASSIFIER_OPTION = click.option(
+    "--classifier", "reclassifier", metavar="SPEC",
+    help="Re-classifier of record for recovered full surfaces: module:function (a Python callable) or "
+         "a command reading JSON lines on stdin (cmd:COMMAND). Without one, a recovered surface is SAFE "
+         "only if the header declares its taxonomy rules as the harness's classifier.")
+
 VERDICT_OPTION = click.option(
     "--inspect-verdict", "verdict_map", callback=_verdict_map, metavar="SCORER=VALUE[,VALUE]",
     help="Inspect logs: the scorer whose listed values mean unsafe (other values: benign). "
@@ -107,12 +145,12 @@ def _streams(path: Path, fmt: str) -> bool:
     return (sniff_file(path) if fmt == "auto" else fmt) == "canonical"
 
 
-def _evaluate_streaming(path: Path, payloads: Path | None) -> Evaluation:
+def _evaluate_streaming(path: Path, payloads: Path | None, reclassifier: str | None = None) -> Evaluation:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="litmus-score-") as tmp:
         ws = Workspace(Path(tmp) / "score.db")
-        res = ws.import_run(path, payloads=payloads)
+        res = ws.import_run(path, payloads=payloads, reclassifier=reclassifier)
         return evaluation(ws, res.run_key)
 
 
@@ -126,9 +164,11 @@ def _evaluate_streaming(path: Path, payloads: Path | None) -> Evaluation:
               help="Side log of full payloads; give one per PATH, in the same order.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line.")
 @click.option("--fail-on-unscored", type=click.FloatRange(0, 1), metavar="RATE",
-              help="Exit 3 when any run's UNSCORED share exceeds RATE (0–1).")
+              help="Exit 3 when any run's share of UNSCORED trajectories and rejected records, among all "
+                   "records, exceeds RATE (0–1).")
+@CLASSIFIER_OPTION
 def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], as_json: bool,
-          fail_on_unscored: float | None) -> None:
+          fail_on_unscored: float | None, reclassifier: str | None) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
     A PATH that is not a file is looked up as an imported run (key, key prefix or run id) in
@@ -140,9 +180,10 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
     for i, path in enumerate(paths):
         try:
             if path.exists() and _streams(path, fmt):
-                ev = _evaluate_streaming(path, payloads[i] if payloads else None)
+                ev = _evaluate_streaming(path, payloads[i] if payloads else None, reclassifier)
             elif path.exists() or db is None and not default_db_path().exists():
-                ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None, verdict_map=verdict_map)
+                ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None, verdict_map=verdict_map,
+                              reclassifier=reclassifier)
             else:
                 ws = _workspace(db)
                 ev = evaluation(ws, ws.find_run(str(path))["run_key"])
@@ -155,9 +196,15 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
             click.echo(json.dumps(ev.as_dict(), sort_keys=False))
         else:
             click.echo(render_table(ev))
-        rate = ev.summary.unscored_rate
+        if ev.run.records_seen and not ev.summary.total:
+            click.echo(f"error: {ev.run.header.source}: every one of its {ev.run.records_seen:,} records was rejected; "
+                       "nothing was scored", err=True)
+            sys.exit(EXIT_INPUT)
+        missing = ev.summary.unscored + len(ev.run.rejected)
+        records = ev.summary.total + len(ev.run.rejected)
+        rate = missing / records if records else None
         if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
-            exceeded.append(f"{ev.run.header.run_id}: UNSCORED {rate:.2%} > {fail_on_unscored:.2%}")
+            exceeded.append(f"{ev.run.header.run_id}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}")
     if exceeded:
         click.echo("fail-on-unscored: " + "; ".join(exceeded), err=True)
         sys.exit(EXIT_UNSCORED)
@@ -171,7 +218,9 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Side log of full payloads; give one per PATH, in the same order.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every written batch.")
-def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], progress: bool) -> None:
+@CLASSIFIER_OPTION
+def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], progress: bool,
+            reclassifier: str | None) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run)."""
     if payloads and len(payloads) != len(paths):
         raise click.UsageError("give one --payloads per PATH")
@@ -180,7 +229,7 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
         for i, path in enumerate(paths):
             tick = (lambda n: click.echo(f"progress {path}: {n:,} trajectories written", err=True)) if progress else None
             res = ws.import_run(path, fmt=fmt, payloads=payloads[i] if payloads else None, progress=tick,
-                                verdict_map=verdict_map)
+                                verdict_map=verdict_map, reclassifier=reclassifier)
             for r in res.rejected:
                 click.echo(f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "")
                            + f": {r.message}", err=True)
