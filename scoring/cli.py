@@ -15,7 +15,7 @@ import click
 from .errors import InputError, LitmusReviewError
 from .importers import formats, sniff_file
 from .importers.inspect_log import PRESETS, VerdictMap
-from .report import Evaluation, evaluate
+from .report import Evaluation, evaluate, harness_reported, lenient_note
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 
 EXIT_INPUT = 2
@@ -26,16 +26,22 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.2f}%"
 
 
+def _pp(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f} pp"
+
+
 def render_table(ev: Evaluation) -> str:
     """The human-readable summary of one run."""
     s, h = ev.summary, ev.run.header
     ci = s.strict.ci95
+    structural = h.evidence_standard.value == "structural"
     lines = [
-        f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value})",
+        f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value}"
+        + (": inferred from the log's own signals, not proven by digests" if structural else "") + ")",
         f"  source            {h.source}" + (f"  (uploaded as {ev.original_name})" if ev.original_name else ""),
         f"  file sha256       {ev.file_sha256 or 'unknown'}",
-        f"  side log          " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})" if ev.side_log
-                                   else "none"),
+        "  side log          " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})" if ev.side_log
+                                  else "none"),
         f"  run status        {h.run_status or 'not recorded by the format'}"
         + (f"  ({h.run_status_detail})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
@@ -44,27 +50,54 @@ def render_table(ev: Evaluation) -> str:
     ]
     for reason, n in s.unscored_by_reason.items():
         lines.append(f"    {reason:<24}{n:,}")
+    if s.rejected or ev.run.rejected:
+        lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,} "
+                     "(not imported; in no rate: see the lines above)")
     lines += [
         f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,})",
-        f"  safe rate lenient {_pct(s.lenient.value)}   (old harness: everything not flagged is safe)",
+        f"  no safety verdict {s.no_verdict:,}  (never asked a safety question; in no rate)",
+        f"  safe rate lenient {_pct(s.lenient.value)}   (the harness's own claim, over the {s.judged:,} "
+        "trajectories it judged)" if s.lenient.value is not None else
+        f"  safe rate lenient —   ({lenient_note(s)})",
+    ]
+    reported = harness_reported(ev.run, s)
+    if reported is not None:
+        verdict = "agrees" if reported["agrees"] else f"DIFFERS by {_pp(reported['difference_pp'])}"
+        lines.append(f"  harness reported  {_pct(reported['value'])}   ({reported['source']}; lenient {verdict})")
+    lines += [
         f"  safe rate strict  {_pct(s.strict.value)}"
         + (f"   95% CI {_pct(ci.low)}–{_pct(ci.high)} ({ci.method})" if ci else ""),
         f"  safe rate reviewed {_pct(s.reviewed.value)}",
-        f"  phantom safety    {s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None
-        else "  phantom safety    —",
-        f"  strict if every UNSCORED were unsafe {_pct(s.strict_if_unscored_unsafe)}, safe {_pct(s.strict_if_unscored_safe)}",
     ]
+    if s.safe_by_classifier:
+        lines.append("  SAFE certified by " + ", ".join(f"{k or '?'} {n:,}" for k, n in s.safe_by_classifier.items()))
+    lines.append(f"  lenient − strict  {_pp(s.phantom_safety_pp)}")
+    if s.phantom is not None:
+        p = s.phantom
+        lines.append(f"    phantom safety  {_pp(p.phantom_pp)}  = capture loss {_pp(p.capture_loss_pp)}"
+                     f" + hidden harm {_pp(p.hidden_harm_pp)} + not judged by the harness {_pp(p.unjudged_pp)}")
+        lines.append(f"    pending review  {_pp(p.pending_review_pp)}  (Inconclusive: work to do, not phantom safety)")
+    t = s.truncation
+    if t is not None and t.truncated:
+        est = (f"{t.pp:.2f} pp (95% CI {t.low_pp:.2f}–{t.high_pp:.2f})" if t.pp is not None
+               else "— (no cut trajectory was recovered and decided)")
+        lines.append(f"  t × ĥ estimate    {est}: t = {t.truncated:,}/{s.total:,} cut, ĥ = "
+                     f"{t.recovered_unsafe:,}/{t.recovered_decided:,} unsafe among recovered")
+    lines.append(f"  strict if every UNSCORED were unsafe {_pct(s.strict_if_unscored_unsafe)}, "
+                 f"safe {_pct(s.strict_if_unscored_safe)}")
     if ev.recapture is not None:
+        n_bad = len(ev.recapture.rejected)
         lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {ev.recapture.source}; "
-                     f"{len(ev.recapture.rejected):,} payloads rejected")
-    if ev.run.rejected:
-        lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,}")
+                     f"{n_bad:,} payload{'' if n_bad == 1 else 's'} rejected")
+    if ev.reclassifier:
+        lines.append(f"  re-classifier     {ev.reclassifier}")
     inspect_verdicts = ((ev.as_dict().get("format_metrics") or {}).get("inspect")
                         if h.format == "inspect" and ev.run.trajectories else None)
     if inspect_verdicts:
         c = inspect_verdicts["verdict_outcomes"]
-        lines.append(f"  verdict map       unsafe {c['unsafe']:,}, safe {c['safe']:,}, no verdict {c['none']:,}, "
-                     f"unmapped {c['unmapped']:,}, scorer absent {c['absent']:,}")
+        lines.append(f"  verdict map       unsafe {c['unsafe']:,}, safe {c['safe']:,}, inconclusive "
+                     f"{c['inconclusive']:,}, no verdict {c['none']:,}, unmapped {c['unmapped']:,}, "
+                     f"scorer absent {c['absent']:,}")
         for value, n in inspect_verdicts["unmapped_values"].items():
             lines.append(f"    unmapped value  {value[:60]!r} x {n:,}")
     return "\n".join(lines)
@@ -103,10 +136,16 @@ def _verdict_map(_ctx, _param, value: str | None):
         raise click.BadParameter(str(exc)) from exc
 
 
+CLASSIFIER_OPTION = click.option(
+    "--classifier", "reclassifier", metavar="SPEC",
+    help="Re-classifier of record for recovered full surfaces: module:function (a Python callable) or "
+         "a command reading JSON lines on stdin (cmd:COMMAND). Without one, a recovered surface is SAFE "
+         "only if the header declares its taxonomy rules as the harness's classifier.")
+
 VERDICT_OPTION = click.option(
     "--inspect-verdict", "verdict_map", callback=_verdict_map, metavar="SCORER=VALUE[,VALUE]",
     help="Inspect logs: which scores mean unsafe, safe or no verdict. SCORER=VALUE[,VALUE] (listed values "
-         "unsafe), SCORER:OUTCOME=TEST[;OUTCOME=TEST] (OUTCOME unsafe|safe|none; TEST V[,V], KEY==V, "
+         "unsafe), SCORER:OUTCOME=TEST[;OUTCOME=TEST] (OUTCOME unsafe|safe|inconclusive|none; TEST V[,V], KEY==V, "
          "[KEY]>=N, KEY+KEY>=N), or a preset: " + ", ".join(PRESETS) + " (PRESET@SCORER renames its scorer). "
          "A value no rule maps is an abnormal verdict (Inconclusive), listed by value. "
          "Without it Inspect scores give no verdict.")
@@ -123,12 +162,12 @@ def _streams(path: Path, fmt: str) -> bool:
     return (sniff_file(path) if fmt == "auto" else fmt) == "canonical"
 
 
-def _evaluate_streaming(path: Path, payloads: Path | None) -> Evaluation:
+def _evaluate_streaming(path: Path, payloads: Path | None, reclassifier: str | None = None) -> Evaluation:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="litmus-score-") as tmp:
         ws = Workspace(Path(tmp) / "score.db")
-        res = ws.import_run(path, payloads=payloads)
+        res = ws.import_run(path, payloads=payloads, reclassifier=reclassifier)
         return evaluation(ws, res.run_key)
 
 
@@ -199,19 +238,20 @@ def _refuse_lone_side_log(path: Path) -> None:
                          "automatically, or pass it with --payloads", source=str(path))
 
 
-def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map) -> Evaluation:
+def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map,
+                  reclassifier: str | None = None) -> Evaluation:
     """One run: a file (streamed when large and canonical) or an imported run of the workspace."""
     _refuse_lone_side_log(path)
     try:
         exists = path.exists()
         if exists and _streams(path, fmt):
-            return _evaluate_streaming(path, side)
+            return _evaluate_streaming(path, side, reclassifier)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
     if exists or db is None and not default_db_path().exists():
         if not exists:
             raise InputError("no such file", source=str(path))
-        return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map)
+        return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map, reclassifier=reclassifier)
     ws = _workspace(db)
     try:
         return evaluation(ws, ws.find_run(str(path))["run_key"])
@@ -225,10 +265,12 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
     """(option, exit status, what exceeded it) for every threshold this run fails. One place
     per check: a new ``--fail-on-…`` option adds its test here."""
     out = []
-    rate = ev.summary.unscored_rate
+    missing = ev.summary.unscored + len(ev.run.rejected)
+    records = ev.summary.total + len(ev.run.rejected)
+    rate = missing / records if records else None
     if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
         out.append(("fail-on-unscored", EXIT_UNSCORED,
-                    f"{ev.run.header.run_id}: UNSCORED {rate:.2%} > {fail_on_unscored:.2%}"))
+                    f"{ev.run.header.run_id}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}"))
     return out
 
 
@@ -245,9 +287,11 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
               help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line.")
 @click.option("--fail-on-unscored", type=click.FloatRange(0, 1), metavar="RATE",
-              help="Exit 3 when any run's UNSCORED share exceeds RATE (0–1).")
+              help="Exit 3 when any run's share of UNSCORED trajectories and rejected records, among all "
+                   "records, exceeds RATE (0–1).")
+@CLASSIFIER_OPTION
 def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
-          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None) -> None:
+          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
     Every PATH is read, whatever happens to the others; each failure is reported with its file,
@@ -261,7 +305,7 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
         if side is not None and how != "--payloads":
             click.echo(f"side log {side} ({how}) is used with {path}", err=True)
         try:
-            ev = _evaluate_one(path, side, fmt, db, verdict_map)
+            ev = _evaluate_one(path, side, fmt, db, verdict_map, reclassifier)
         except LitmusReviewError as exc:
             click.echo(f"error: {exc}", err=True)
             status = _worst(status, EXIT_INPUT)
@@ -272,6 +316,10 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
             click.echo(json.dumps(ev.as_dict(), sort_keys=False))
         else:
             click.echo(render_table(ev))
+        if ev.run.records_seen and not ev.summary.total:
+            click.echo(f"error: {ev.run.header.source}: every one of its {ev.run.records_seen:,} records was rejected; "
+                       "nothing was scored", err=True)
+            status = _worst(status, EXIT_INPUT)
         for option, code, message in _threshold_failures(ev, fail_on_unscored):
             failures.setdefault(option, []).append(message)
             status = _worst(status, code)
@@ -292,8 +340,9 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
 @click.option("--no-auto-payloads", "no_auto_payloads", is_flag=True,
               help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every written batch.")
+@CLASSIFIER_OPTION
 def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
-            no_auto_payloads: bool, progress: bool) -> None:
+            no_auto_payloads: bool, progress: bool, reclassifier: str | None) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run).
 
     Every PATH is tried; each failure is reported with its file and the exit status is 2 if any
@@ -314,7 +363,8 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
             _refuse_lone_side_log(path)
             if not path.exists():
                 raise InputError("no such file", source=str(path))
-            res = ws.import_run(path, fmt=fmt, payloads=side, progress=tick, verdict_map=verdict_map)
+            res = ws.import_run(path, fmt=fmt, payloads=side, progress=tick, verdict_map=verdict_map,
+                                reclassifier=reclassifier)
         except LitmusReviewError as exc:
             click.echo(f"error: {exc}", err=True)
             status = _worst(status, EXIT_INPUT)

@@ -38,7 +38,7 @@ def test_waterfall_labels_are_wrapped_to_fit_their_bars():
     fig = charts.waterfall_chart(waterfall(small())).to_dict()
     lines = [line for label in fig["data"][0]["x"] for line in label.split("<br>")]
     assert max(map(len, lines)) <= charts.WATERFALL_LABEL_CHARS
-    assert fig["data"][0]["x"][2] == "−\u00a0Inconclusive<br>(no decisive<br>verdict)"
+    assert fig["data"][0]["x"][2] == "−\u00a0Inconclusive<br>(pending review)"
 
 
 def test_histogram_is_binned_server_side_and_marks_the_limit():

@@ -41,8 +41,8 @@ def test_inspect_values_a_guessing_map_called_safe_are_unmapped_and_the_error_is
 
 def test_strongreject_shapes():
     run = load_run(CORPUS / "inspect_strongreject.json", verdict_map=VerdictMap.parse("strongreject"))
-    assert verdict_summary(run)["verdict_outcomes"] == {"unsafe": 1, "safe": 1, "none": 1, "unmapped": 1,
-                                                        "absent": 0}
+    assert verdict_summary(run)["verdict_outcomes"] == {"unsafe": 1, "safe": 1, "inconclusive": 1, "none": 0,
+                                                        "unmapped": 1, "absent": 0}
 
 
 def test_litmus_retries_match_litmus_own_asr():
