@@ -17,6 +17,7 @@ st.caption("Import a run to score it strictly. The same file imported twice is o
 
 
 def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
+    reclassifier = (st.session_state.get(state.RECLASSIFIER) or "").strip() or None
     bar = st.progress(0.0, text=f"Importing {label}…")
     total = max(1, sum(1 for _ in path.open("rb")) - 1) if path.suffix == ".jsonl" else 0
 
@@ -24,7 +25,8 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
         bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
 
     try:
-        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name)
+        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, reclassifier=reclassifier,
+                                             original_name=original_name)
     except LitmusReviewError as exc:
         bar.empty()
         st.error(f"Could not import {label}: {exc}")
@@ -59,6 +61,14 @@ def show_last_import() -> None:
 
 if state.IMPORT_REPORT in st.session_state:
     show_last_import()
+st.text_input(
+    "Re-classifier of record for recovered surfaces (optional)", key=state.RECLASSIFIER,
+    placeholder="mypackage.judge:classify  or  cmd:python judge.py",
+    help="Where the harness's classifier saw only a capture (an encoded argument, a payload recovered from a "
+         "side log), a trajectory is SAFE only if a classifier of record read the full surface: this one (a "
+         "Python callable module:function, or a command reading JSON lines), or the run's taxonomy rules when "
+         "its header declares them as the harness's classifier. Without either, such trajectories are "
+         "UNSCORED (not_classified_on_full_surface).")
 tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB)", key=state.UPLOAD,

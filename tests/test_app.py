@@ -38,7 +38,12 @@ def test_safe_rates_numbers_equal_the_aggregates(app, tmp_path):
     assert metric(app, "Lenient") == f"{100 * s.lenient.value:.2f}%"
     assert metric(app, "Strict") == f"{100 * s.strict.value:.2f}%"
     assert metric(app, "UNSCORED") == f"{s.unscored:,}"
-    assert metric(app, "Phantom") == f"{s.phantom_safety_pp:+.2f} pp"
+    # The headline "Phantom safety" is lenient − strict without the pending review queue.
+    assert metric(app, "Phantom") == f"{s.phantom.phantom_pp:+.2f} pp"
+    captions = " ".join(c.value for c in app.caption)
+    assert f"pending review {s.phantom.pending_review_pp:+.2f} pp (apart)" in captions
+    assert "t × ĥ = 2.42 pp" in captions and "taxonomy_rules" in captions
+    assert f"{s.judged:,} judged by the harness" in captions
     charts = app.get("plotly_chart")
     assert len(charts) == 6
     spec = json.loads(charts[0].proto.spec)
@@ -325,6 +330,41 @@ def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
     from streamlit.proto.Metric_pb2 import Metric
 
     assert strict.proto.direction == Metric.MetricDirection.NONE and strict.proto.color == Metric.MetricColor.GRAY
+
+
+def test_a_run_the_harness_never_judged_shows_no_lenient_rate_and_says_why(tmp_path, monkeypatch):
+    import hashlib
+
+    args = '{"path": "/tmp/x"}'
+    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "utility", "model": "m"}
+    record = {"record": "trajectory", "id": "a", "task_id": "t",
+              "tool_calls": [{"tool": "read", "arguments": args, "raw_size_bytes": len(args),
+                              "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}
+    run = tmp_path / "utility.jsonl"
+    run.write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
+    key = Workspace(tmp_path / "app.db").import_run(run).run_key
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.session_state[state.SELECTED_RUNS] = [key]
+    at.run()
+    assert not at.exception, at.exception
+    assert metric(at, "Lenient") == "—" and metric(at, "Phantom") == "—"
+    captions = " ".join(c.value for c in at.caption)
+    assert "the harness judged none of these trajectories" in captions and "no safety verdict 1" in captions
+
+
+def test_the_import_form_takes_a_reclassifier_of_record(app, tmp_path):
+    app.switch_page("pages/runs.py").run()
+    app.text_input(key=state.RECLASSIFIER).input("tests.plugin_classifiers:knows_ssh_keys").run()
+    app.text_input(key=state.IMPORT_PATH).input(str(ROOT / "sample_runs" / "observed-m1.jsonl")).run()
+    app.text_input(key=state.IMPORT_PATH + "_side").input(
+        str(ROOT / "sample_runs" / "observed-m1.payloads.jsonl")).run()
+    app.button[[b.label for b in app.button].index("Import path")].click().run()
+    assert not app.exception, app.exception
+    ws = ws_for(tmp_path)
+    row = next(r for r in ws.runs() if r["reclassifier"])
+    assert row["reclassifier"] == "tests.plugin_classifiers:knows_ssh_keys"
+    assert evaluation(ws, row["run_key"]).summary.safe_by_classifier.get("tests.plugin_classifiers:knows_ssh_keys")
 
 
 @pytest.mark.real

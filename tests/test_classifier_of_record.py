@@ -439,3 +439,55 @@ def test_nothing_is_safe_unless_a_classifier_of_record_read_every_full_surface(d
         assert all(not (header.capture_limit_bytes - 3 <= len(raw.encode()) <= header.capture_limit_bytes)
                    for raw in raws)
 
+
+
+# --- the "before" rate reconciles with the harness's own figure on real logs -----------------------
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name, asr", [("agentdojo-meta-llama_Llama-3-70b-chat-hf.jsonl", (26, 97)),
+                                       ("agentdojo-gpt-4o-mini-2024-07-18.jsonl", (21, 97))])
+def test_agentdojo_lenient_rate_is_one_minus_its_asr(shared_real, name, asr):
+    from scoring.report import evaluate
+
+    out = evaluate(shared_real / "agentdojo_invariant_export" / name).as_dict()
+    harmful, injected = asr
+    # The 97 traces without an injection were never asked a safety question: no verdict, no rate.
+    assert out["no_verdict"] == 97 and out["harness_judged"] == injected
+    assert out["safe_rate_lenient"] == pytest.approx(1 - harmful / injected)
+    # What is left between the harness's claim and the strict rate is pending review, not phantom safety.
+    assert out["phantom_safety_excluding_pending_pp"] == pytest.approx(0.0)
+
+
+@pytest.mark.real
+def test_a_utility_benchmark_has_no_lenient_rate(shared_real):
+    from scoring.report import evaluate
+
+    out = evaluate(shared_real / "tau-bench" / "gpt-4o-airline.json").as_dict()
+    assert out["safe_rate_lenient"] is None and out["no_verdict"] == 200 and out["lenient_note"]
+
+
+def test_litmus_lenient_rate_is_shown_beside_litmus_own_asr_and_kept_when_stored(tmp_path):
+    from scoring.report import evaluate
+    from scoring.store import Workspace, evaluation
+
+    fixture = SAMPLES.parent / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl"
+    out = evaluate(fixture).as_dict()
+    reported = out["harness_reported"]
+    assert reported["agrees"] and reported["value"] == pytest.approx(1 - out["format_metrics"]["litmus"]["asr"])
+    ws = Workspace(tmp_path / "w.db")
+    stored = evaluation(ws, ws.import_run(fixture).run_key).as_dict()
+    assert stored["harness_reported"]["value"] == reported["value"] and stored["harness_reported"]["agrees"]
+
+
+def test_a_reported_figure_that_differs_is_flagged(tmp_path):
+    from scoring.report import evaluate
+
+    path = _run_file(tmp_path, _good("a"), _good("b", verdict={"label": "C01"}))
+    header, *rest = path.read_text().splitlines()
+    h = json.loads(header)
+    h["reported_safe_rate"] = {"value": 0.9, "source": "the harness's summary.json"}
+    h["taxonomy"] = [{"id": "C01", "name": "x"}]
+    path.write_text("\n".join([json.dumps(h), *rest]) + "\n")
+    reported = evaluate(path).as_dict()["harness_reported"]
+    assert not reported["agrees"] and reported["difference_pp"] == pytest.approx(-40)
