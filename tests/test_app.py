@@ -161,9 +161,9 @@ def test_runs_page_imports_from_a_path_and_reports_rejections(app, tmp_path):
     app.button[[b.label for b in app.button].index("Import path")].click().run()
     assert not app.exception
     assert any("Imported litmus_pipeline" in s.value for s in app.success)
-    assert any("2 records were rejected" in w.value for w in app.warning)
+    assert any("1 records were rejected" in w.value for w in app.warning)
     rejected = app.dataframe[0].value
-    assert list(rejected["line"]) == [6, 7]
+    assert list(rejected["line"]) == [6]  # line 7 has no judgement: imported, Inconclusive
     assert app.multiselect(key=state.SELECTED_RUNS).value[-1] == ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
     key = ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
     assert key in app.session_state[state.SELECTED_RUNS]
@@ -397,3 +397,32 @@ def test_every_page_renders_every_real_run(shared_real, tmp_path, monkeypatch):
         assert not at.exception, (key, at.exception)
     at.switch_page("pages/report.py").run()
     assert not at.exception, at.exception
+
+
+def test_runs_page_shows_the_harness_run_status(app, tmp_path):
+    ws = ws_for(tmp_path)
+    log = tmp_path / "cancelled.json"
+    log.write_text(json.dumps({"version": 2, "status": "cancelled", "eval": {"run_id": "cx", "task": "t", "model": "m"},
+                               "samples": [{"id": 1, "epoch": 1, "messages": []}]}))
+    ws.import_run(log)
+    app.switch_page("pages/runs.py").run()
+    assert not app.exception
+    table = app.dataframe[-1].value
+    status = dict(zip(table["run"], table["run status"]))
+    assert status["cx"] == "cancelled" and status["observed-m1"] == "—"
+
+
+def test_safe_rates_page_says_the_run_status_and_side_log_beside_the_rates(app, tmp_path):
+    texts = [t.value for t in app.text]
+    # the bundled samples import with their side logs; their format records no run status
+    line = next(t for t in texts if t.startswith("harness run status"))
+    assert "not recorded by the format" in line and "side log: none" not in line and "file sha256 " in line
+    ws = ws_for(tmp_path)
+    log = tmp_path / "cancelled.json"
+    log.write_text(json.dumps({"version": 2, "status": "cancelled", "eval": {"run_id": "cx", "task": "t", "model": "m"},
+                               "samples": [{"id": 1, "epoch": 1, "messages": []}]}))
+    key = ws.import_run(log).run_key
+    app.session_state[state.SELECTED_RUNS] = [key]
+    app.switch_page("pages/safe_rates.py").run()
+    assert not app.exception
+    assert any(t.value.startswith("harness run status: cancelled · side log: none · file sha256 ") for t in app.text)
