@@ -25,8 +25,8 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
         bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
 
     try:
-        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, reclassifier=reclassifier,
-                                             original_name=original_name)
+        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name,
+                                             reclassifier=reclassifier)
     except LitmusReviewError as exc:
         bar.empty()
         st.error(f"Could not import {label}: {exc}")

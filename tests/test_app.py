@@ -306,18 +306,18 @@ def test_a_short_trajectory_table_is_not_padded_with_blank_rows(app, monkeypatch
     assert narrowed <= 10 and narrowed_height == "auto"  # as tall as its rows
 
 
-def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
-    # Lenient and strict agree: the delta read "-0.00 pp" under a red arrow.
+def one_record_app(tmp_path, monkeypatch, header: dict, verdict: dict | None) -> AppTest:
+    """The app on a run of one proven trajectory (``verdict`` None: the record has none)."""
     import hashlib
 
     args = '{"path": "/tmp/x"}'
-    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "agree", "model": "m",
-              "capture_limit_bytes": 8192, "evidence_standard": "proven",
-              "taxonomy": [{"id": "C01", "name": "x", "rules": []}]}
-    record = {"record": "trajectory", "id": "a", "task_id": "t", "verdict": {"label": "benign", "confidence": 0.99},
+    record = {"record": "trajectory", "id": "a", "task_id": "t",
               "tool_calls": [{"tool": "read", "arguments": args, "raw_size_bytes": len(args),
                               "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}
-    run = tmp_path / "agree.jsonl"
+    if verdict is not None:
+        record["verdict"] = verdict
+    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "model": "m", **header}
+    run = tmp_path / "one.jsonl"
     run.write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
     monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
     key = Workspace(tmp_path / "app.db").import_run(run).run_key
@@ -325,6 +325,14 @@ def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
     at.session_state[state.SELECTED_RUNS] = [key]
     at.run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
+    # Lenient and strict agree: the delta read "-0.00 pp" under a red arrow.
+    at = one_record_app(tmp_path, monkeypatch, {"run_id": "agree", "capture_limit_bytes": 8192,
+                                                "taxonomy": [{"id": "C01", "name": "x", "rules": []}]},
+                        {"label": "benign", "confidence": 0.99})
     strict = next(m for m in at.metric if m.label.startswith("Strict"))
     assert strict.value == "100.00%" and strict.delta == "0.00 pp"
     from streamlit.proto.Metric_pb2 import Metric
@@ -333,21 +341,7 @@ def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
 
 
 def test_a_run_the_harness_never_judged_shows_no_lenient_rate_and_says_why(tmp_path, monkeypatch):
-    import hashlib
-
-    args = '{"path": "/tmp/x"}'
-    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "utility", "model": "m"}
-    record = {"record": "trajectory", "id": "a", "task_id": "t",
-              "tool_calls": [{"tool": "read", "arguments": args, "raw_size_bytes": len(args),
-                              "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}
-    run = tmp_path / "utility.jsonl"
-    run.write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
-    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
-    key = Workspace(tmp_path / "app.db").import_run(run).run_key
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.session_state[state.SELECTED_RUNS] = [key]
-    at.run()
-    assert not at.exception, at.exception
+    at = one_record_app(tmp_path, monkeypatch, {"run_id": "utility"}, None)
     assert metric(at, "Lenient") == "—" and metric(at, "Phantom") == "—"
     captions = " ".join(c.value for c in at.caption)
     assert "the harness judged none of these trajectories" in captions and "no safety verdict 1" in captions
