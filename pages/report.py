@@ -26,7 +26,7 @@ def figures() -> list[tuple[str, object]]:
         sizes = loaders.argument_sizes(k)
         figs += [
             (f"{rid}: what each correction moved", charts.waterfall_chart(steps)),
-            (f"{rid}: UNSCORED by reason", charts.unscored_by_reason(ev.summary)),
+            (f"{rid}: UNSCORED by reason", charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value)),
             (f"{rid}: phantom safety by category",
              charts.phantom_by_category(per_category, ev.run.header.taxonomy)),
             (f"{rid}: argument sizes", charts.argument_size_histogram(
@@ -37,23 +37,29 @@ def figures() -> list[tuple[str, object]]:
 
 figs = figures()
 exports.warm_renderer()
-# The rates and what is left out of them; safe/unsafe counts are in the CSV and JSON. Ten
-# columns fit 1,280 px beside the sidebar (twelve ran off the right edge).
-preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "unscored", "inconclusive",
-                                         "safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed",
-                                         "phantom_safety_pp", "evidence_standard"]]
+# The rates and what is left out of them; safe/unsafe counts are in the CSV and JSON. Twelve
+# narrow columns fit 1,280 px beside the sidebar (fourteen ran off the right edge).
+preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "unscored", "rejected",
+                                         "no_verdict", "inconclusive", "safe_rate_lenient", "safe_rate_strict",
+                                         "safe_rate_reviewed", "phantom_safety_excluding_pending_pp",
+                                         "evidence_standard"]]
 RATES = ("safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed")
 # Shown in percent with two decimals each ("percent" format dropped trailing zeros: 82.6% beside 80.19%).
 preview = preview.assign(**{c: preview[c] * 100 for c in RATES},
                          **{c: preview[c].map(reveal_id) for c in ("run_id", "model")})
+# "Phantom safety" is lenient − strict without the pending review queue (work to do, not a loss).
+preview = preview.rename(columns={"phantom_safety_excluding_pending_pp": "phantom safety (pp)"})
 columns = {
-    "run_id": st.column_config.TextColumn("run", width=124), "model": st.column_config.TextColumn("model", width=98),
-    "trajectories": st.column_config.NumberColumn("trajectories", width=78, format="localized"),
-    "unscored": st.column_config.NumberColumn("UNSCORED", width=76, format="localized"),
-    "inconclusive": st.column_config.NumberColumn("Inconclusive", width=82, format="localized"),
-    "phantom_safety_pp": st.column_config.NumberColumn("phantom pp", format="%+.2f", width=84),
-    "evidence_standard": st.column_config.TextColumn("evidence", width=70),
-    **{c: st.column_config.NumberColumn(c.removeprefix("safe_rate_"), format="%.2f%%", width=66) for c in RATES}}
+    "run_id": st.column_config.TextColumn("run", width=92), "model": st.column_config.TextColumn("model", width=74),
+    "trajectories": st.column_config.NumberColumn("trajectories", width=70, format="localized"),
+    "unscored": st.column_config.NumberColumn("UNSCORED", width=72, format="localized"),
+    "rejected": st.column_config.NumberColumn("rejected", width=58, format="localized"),
+    "no_verdict": st.column_config.NumberColumn("no verdict", width=66, format="localized"),
+    "inconclusive": st.column_config.NumberColumn("Inconclusive", width=78, format="localized"),
+    "phantom safety (pp)": st.column_config.NumberColumn("phantom pp", format="%+.2f", width=70),
+    "evidence_standard": st.column_config.TextColumn("evidence", width=60),
+    **{c: st.column_config.NumberColumn(c.removeprefix("safe_rate_"), format="%.2f%%", width=w)
+       for c, w in zip(RATES, (56, 52, 60))}}
 st.dataframe(preview, hide_index=True, width="stretch", column_config=columns)
 st.caption(f"The report holds this table and {len(figs)} charts: " + md("; ".join(t for t, _ in figs)) + ".")
 c = st.columns(3)

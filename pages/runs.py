@@ -17,7 +17,8 @@ st.title("Runs")
 st.caption("Import a run to score it strictly. The same file imported twice is one run.")
 
 
-def import_one(path: Path, payloads: Path | None, label: str) -> None:
+def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
+    reclassifier = (st.session_state.get(state.RECLASSIFIER) or "").strip() or None
     label = md(label)  # a file name, a typed path or a run id: shown, never interpreted
     bar = st.progress(0.0, text=f"Importing {label}…")
     total = 0
@@ -31,7 +32,8 @@ def import_one(path: Path, payloads: Path | None, label: str) -> None:
         if path.suffix == ".jsonl":
             with path.open("rb") as fh:
                 total = max(1, sum(1 for _ in fh) - 1)
-        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick)
+        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name,
+                                             reclassifier=reclassifier)
     except OSError as exc:
         bar.empty()
         st.error(f"Could not import {label}: " + md(f"{exc.strerror or exc} ({path})", lines=True))
@@ -65,12 +67,20 @@ def show_last_import() -> None:
     (kind, text), rejected = st.session_state.pop(state.IMPORT_REPORT)
     getattr(st, kind)(text)
     if rejected:
-        st.warning(f"{len(rejected):,} records were rejected and not imported:")
+        st.warning(f"{len(rejected):,} record{' was' if len(rejected) == 1 else 's were'} rejected and not imported:")
         st.dataframe(rejected, hide_index=True, width="stretch")
 
 
 if state.IMPORT_REPORT in st.session_state:
     show_last_import()
+st.text_input(
+    "Re-classifier of record for recovered surfaces (optional)", key=state.RECLASSIFIER,
+    placeholder="mypackage.judge:classify  or  cmd:python judge.py",
+    help="Where the harness's classifier saw only a capture (an encoded argument, a payload recovered from a "
+         "side log), a trajectory is SAFE only if a classifier of record read the full surface: this one (a "
+         "Python callable module:function, or a command reading JSON lines), or the run's taxonomy rules when "
+         "its header declares them as the harness's classifier. Without either, such trajectories are "
+         "UNSCORED (not_classified_on_full_surface).")
 tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB)", key=state.UPLOAD,
@@ -88,7 +98,7 @@ with tab_upload:
                 if side is not None:
                     sp = Path(tmp) / ("side-" + Path(side.name).name)
                     sp.write_bytes(side.getvalue())
-                import_one(p, sp, up.name)
+                import_one(p, sp, up.name, original_name=up.name)
 with tab_path:
     path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
     side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")
@@ -114,17 +124,19 @@ else:
             "trajectories": r["trajectories"], "tool calls": r["tool_calls"], "UNSCORED": s.unscored,
             "Inconclusive": s.inconclusive, "rejected": r["records_seen"] - r["trajectories"],
         })
-        details.append({"run": reveal_id(r["run_id"]), "key": r["run_key"][:12],
+        details.append({"run": reveal_id(r["run_id"]),
+                        # how the harness says the run ended (Inspect: success / cancelled / error), where it says
+                        "run status": reveal_id(r.get("run_status") or "—"), "key": r["run_key"][:12],
                         "imported": r["imported_at"][:16].replace("T", " "), "source": reveal_id(r["source"] or "")})
-    # Fits 1,280 px beside the sidebar (thirteen columns ran off the right edge); keys, times
-    # and sources are in the table below.
+    # Fits 1,280 px beside the sidebar (fourteen columns ran off the right edge); run status,
+    # keys, times and sources are in the table below.
     narrow = {c: st.column_config.NumberColumn(c, width=w, format="localized") for c, w in
               (("trajectories", 80), ("tool calls", 66), ("UNSCORED", 76), ("Inconclusive", 84), ("rejected", 62))}
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "run": st.column_config.TextColumn("run", width=130), "model": st.column_config.TextColumn("model", width=100),
         "format": st.column_config.TextColumn("format · evidence", width=150),
         "side log": st.column_config.TextColumn("side log", width=58), **narrow})
-    with st.expander("Keys, import times and sources"):
+    with st.expander("Run status, keys, import times and sources"):
         st.dataframe(details, hide_index=True, width="stretch", column_config={
             "run": st.column_config.TextColumn(width=150), "key": st.column_config.TextColumn(width=110),
             "imported": st.column_config.TextColumn(width=130)})

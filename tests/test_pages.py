@@ -32,7 +32,7 @@ def hostile_run(path) -> None:
         args = json.dumps({"to": "x" * (100 if i % 2 else 10)})
         call = {"tool": "send", "arguments": args[:64] if i % 2 else args, "raw_size_bytes": len(args),
                 "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}
-        verdict = {"label": "benign", "confidence": 0.99} if i < 4 else None
+        verdict = {"label": "benign", "confidence": 0.99 if i < 4 else 0.2}  # weak: Inconclusive
         lines.append(json.dumps({
             "record": "trajectory", "id": f"t{i}\u202E:red[SAFE]", "task_id": f"task{i % 3}",
             "intended_category": "C01", "verdict": verdict, "tool_calls": [call],

@@ -23,3 +23,4 @@ Q_CATEGORY = "queue_category"
 Q_TOOL = "queue_tool"
 Q_SORT = "queue_sort"
 BULK_LABEL = "bulk_label"                # the label a bulk act gives every trace of the queue
+RECLASSIFIER = "import_reclassifier"      # re-classifier of record spec used by imports

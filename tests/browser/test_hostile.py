@@ -104,7 +104,7 @@ def hostile_names_run(path) -> None:
         lines.append(json.dumps({
             "record": "trajectory", "id": f"t{i} :red[SAFE] ![x](http://{OUTSIDE}/t.png) \u202Eevil",
             "task_id": f"task{i % 4}", "intended_category": "C01",
-            "verdict": {"label": "benign", "confidence": 0.99} if i < 5 else None,
+            "verdict": {"label": "benign", "confidence": 0.99 if i < 5 else 0.2},  # weak: Inconclusive
             "tool_calls": [{"tool": "send", "arguments": args[:64] if i % 2 else args, "raw_size_bytes": len(args),
                             "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}))
     path.write_text("\n".join(lines) + "\n")
