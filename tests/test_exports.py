@@ -120,3 +120,19 @@ def test_images_reuse_one_renderer_and_report_progress(ev, monkeypatch):
     assert seen == [(1, 2), (2, 2)] * 2
     html = exports.offline_report([ev], [("a", figs[0])], exports.make_stamp([ev], None))
     assert html.count("<img class='static' alt='a' src='data:image/png;base64,") == 1
+
+
+@pytest.mark.skipif(not shutil.which("chromium"), reason="kaleido needs Debian's chromium on PATH")
+def test_sessions_rendering_at_once_each_get_their_own_images(ev):
+    # kaleido's one server returns results on one queue: two callers at once could swap them.
+    import threading
+
+    figs = {fmt: [charts.unscored_by_reason(ev.summary)] * 3 for fmt in ("png", "pdf")}
+    got: dict[str, list[bytes]] = {}
+    threads = [threading.Thread(target=lambda f=f: got.__setitem__(f, exports.render_images(figs[f], f)))
+               for f in figs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert all(i.startswith(b"\x89PNG") for i in got["png"]) and all(i.startswith(b"%PDF") for i in got["pdf"])

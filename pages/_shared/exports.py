@@ -199,6 +199,7 @@ def image_height(fig: go.Figure) -> int:
 
 
 _RENDERER_LOCK = threading.Lock()
+_CALL_LOCK = threading.Lock()
 
 
 def _renderer() -> None:
@@ -244,7 +245,9 @@ def render_images(figures: list[go.Figure], fmt: str, *, scale: float = 2.0,
     _renderer()
     out = []
     for i, fig in enumerate(figures):
-        with warnings.catch_warnings():
+        # kaleido's server answers one caller at a time (its results come back on one queue in
+        # arrival order): sessions rendering at once must take turns, or swap each other's images.
+        with _CALL_LOCK, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "kopts is ignored if using a server": expected
             out.append(pio.to_image(fig, format=fmt, width=IMAGE_WIDTH, height=image_height(fig), scale=scale))
         if progress is not None:
