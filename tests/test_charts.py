@@ -186,3 +186,9 @@ def test_an_empty_unscored_chart_of_a_structural_run_never_says_proven():
     assert "proven complete" in str(charts.unscored_by_reason(s).to_dict()["layout"]["annotations"])
     text = str(charts.unscored_by_reason(s, "structural").to_dict()["layout"]["annotations"])
     assert "proven complete" not in text and "not proven by digests" in text
+
+
+def test_a_long_run_name_does_not_run_the_note_off_the_chart():
+    name = "terminus_2_hello-world-context-summarization-linear-history.trajectory"
+    note = charts.before_after_bars([(name, summarize(small()))]).to_dict()["layout"]["annotations"][0]["text"]
+    assert note.startswith(name[:charts.NOTE_NAME_CHARS - 1] + "…: UNSCORED")

@@ -104,7 +104,8 @@ def test_charts_escape_every_name_the_data_wrote():
     texts = [*fig["data"][0]["x"], *(a["text"] for a in fig["layout"]["annotations"])]
     for text in texts:
         assert "<a" not in text and "<span" not in text and "\u202E" not in text, text
-    assert "&lt;a href" in fig["layout"]["annotations"][0]["text"]
+    short = charts.before_after_bars([("<a href='http://x'>r</a>", summarize(small()))]).to_dict()
+    assert short["layout"]["annotations"][0]["text"].startswith("&lt;a href='http://x'&gt;r&lt;/a&gt;: UNSCORED")
     tax = (Category(id="C01", name=HOSTILE_CATEGORY, payload_dependent=True),)
     rows = [row(0, Status.SAFE, cat="C01"), row(1, Status.UNSCORED, reason=ReasonCode.TRUNCATED, cat="C01")]
     phantom = charts.phantom_by_category(summarize_by(rows, by_category), tax).to_dict()
@@ -118,7 +119,9 @@ def test_safe_rates_and_report_show_a_hostile_run_inert(hostile_app):
     assert heading == md(heading and loaders.run_label(Workspace(loaders.DB_PATH).run(key)))
     assert ":red[" not in heading and "![" not in heading
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert "&lt;a href" in spec["layout"]["annotations"][0]["text"]
+    texts = [spec["layout"]["annotations"][0]["text"], *spec["data"][0]["x"]]
+    assert all("<a" not in t and "<span" not in t and "\u202E" not in t for t in texts), texts
+    assert "![b](http://203.0.113.77/b.png) :red" in texts[0]  # shown as written
     at.switch_page("pages/report.py").run()
     assert not at.exception, at.exception
     labels = [b.proto.label for b in at.get("download_button")]

@@ -73,6 +73,16 @@ def _run_labels(names: Sequence[str]) -> list[str]:
     return labels
 
 
+NOTE_NAME_CHARS = 40
+"""A run's name in the notes above the bars (its full name is under its bars): a long name ran
+the note off the right edge, where plotly cuts it."""
+
+
+def _short(name: str) -> str:
+    name = reveal_id(name)
+    return name if len(name) <= NOTE_NAME_CHARS else name[:NOTE_NAME_CHARS - 1] + "…"
+
+
 def _missing_rates(s: Summary) -> str:
     """Which of the run's bars are missing, and why: a gap with no word reads as a glitch."""
     missing = [name for name, rate in (("strict", s.strict), ("reviewed", s.reviewed)) if rate.value is None]
@@ -104,7 +114,7 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.4, width=5,
                                  color=NEUTRAL))
-    notes = [f"{plot(name)}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
+    notes = [f"{plot(_short(name))}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
              f"Inconclusive {s.inconclusive:,}" + (f", no safety verdict {s.no_verdict:,}" if s.no_verdict else "")
              + (f", rejected records {s.rejected:,}" if s.rejected else "") + _missing_rates(s)
              for name, s in summaries]

@@ -139,7 +139,8 @@ def test_names_ids_and_labels_the_data_wrote_are_inert_everywhere(tmp_path, page
                 assert "<a href='http://" in body and "⟨U+202E⟩" in body
                 svg = page.evaluate("[...document.querySelectorAll('.main-svg')].map(e => e.textContent).join(' ')")
                 # Chart labels show the markup as text: the run's name in the notes, the category's.
-                assert "<a href='http://" in svg and '<a href="http://' in svg and ":red[SAFE 100%]" in svg
+                assert '<a href="http://' in svg and ":red[SAFE 100%]" in svg  # the category's name
+                assert f"run![beacon](http://{OUTSIDE}/id.png)" in svg  # the run's, in the notes
         # The label toast names the trace inertly.
         page.goto(server.url + "/review")
         wait_app(page, "Keyboard:")
