@@ -58,11 +58,11 @@ def ws(seeded, tmp_path):
 def test_schema_is_migrated_and_wal_is_on(ws):
     with ws.connect() as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
         assert [r[0] for r in db.execute("select name from sqlite_master where type = 'index' and "
                                          "tbl_name = 'trajectories' and sql is not null")] == []
         assert "run_columns" in db.table_names()
-    assert ws.migrate() == 4  # idempotent
+    assert ws.migrate() == 5  # idempotent
 
 
 def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
@@ -689,7 +689,7 @@ def test_runs_imported_before_the_column_copy_get_one_when_the_schema_is_migrate
         db.execute("PRAGMA user_version = 3")
         db.conn.commit()
     migrated = Workspace(ws.path)
-    assert migrated.migrate() == 4
+    assert migrated.migrate() == 5
     with migrated.connect() as db:
         assert db.execute("select count(*) from run_columns").fetchone()[0] == len(keys) == 2
     for key in keys:

@@ -12,6 +12,7 @@ from typing import Any, BinaryIO, Iterator
 import orjson
 
 from ..errors import InputError
+from ..files import read_regular
 
 
 class RecordError(Exception):
@@ -24,10 +25,8 @@ class RecordError(Exception):
 
 
 def read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    """A regular file's bytes (a device or FIFO is refused before reading: it may never end)."""
+    return read_regular(path)
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -30,6 +30,7 @@ from ..model import (
     ToolResult,
     Trajectory,
 )
+from ..rules import RuleError, compile_rule
 from ._common import (
     RecordError,
     check,
@@ -95,11 +96,11 @@ def parse_header(obj: Any, source: str) -> RunHeader:
 def _category(obj: Any, i: int) -> Category:
     where = f"taxonomy[{i}]."
     rules = tuple(check(r, str, f"{where}rules[]") for r in opt(obj, "rules", list, [], where))
-    for r in rules:
+    for j, r in enumerate(rules):
         try:
-            re.compile(r)
-        except re.error as exc:
-            raise RecordError(f"{where}rules: {r!r} is not a valid regular expression ({exc})") from exc
+            compile_rule(r)
+        except RuleError as exc:
+            raise RecordError(f"{where}rules[{j}]: {r!r} {exc}") from None
     return Category(
         id=req(obj, "id", str, where),
         name=req(obj, "name", str, where),
