@@ -17,6 +17,7 @@ from .importers import formats, sniff_file
 from .importers.inspect_log import VerdictMap
 from .report import Evaluation, evaluate
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
+from .text import terminal_safe
 
 EXIT_INPUT = 2
 EXIT_UNSCORED = 3
@@ -31,14 +32,14 @@ def render_table(ev: Evaluation) -> str:
     s, h = ev.summary, ev.run.header
     ci = s.strict.ci95
     lines = [
-        f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value})",
-        f"  source            {h.source}",
+        f"run {_t(h.run_id)}  ({h.format}, model {_t(h.model)}, evidence: {h.evidence_standard.value})",
+        f"  source            {_t(h.source)}",
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
         f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator)",
     ]
     for reason, n in s.unscored_by_reason.items():
-        lines.append(f"    {reason:<24}{n:,}")
+        lines.append(f"    {_t(reason):<24}{n:,}")
     lines += [
         f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,})",
         f"  safe rate lenient {_pct(s.lenient.value)}   (old harness: everything not flagged is safe)",
@@ -50,20 +51,34 @@ def render_table(ev: Evaluation) -> str:
         f"  strict if every UNSCORED were unsafe {_pct(s.strict_if_unscored_unsafe)}, safe {_pct(s.strict_if_unscored_safe)}",
     ]
     if ev.recapture is not None:
-        lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {ev.recapture.source}; "
+        lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {_t(ev.recapture.source)}; "
                      f"{len(ev.recapture.rejected):,} payloads rejected")
     if ev.run.rejected:
         lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,}")
     return "\n".join(lines)
 
 
+def _t(value: object) -> str:
+    """A value the data wrote (an id, a path, a message), as inert text for a terminal."""
+    return terminal_safe(value)
+
+
+def _rejection(prefix: str, r) -> str:
+    return (f"{prefix} {_t(r.source)}:{r.line}" + (f" ({_t(r.record_id)})" if r.record_id else "")
+            + f": {_t(r.message)}")
+
+
 def _rejections(ev: Evaluation) -> list[str]:
-    out = [f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "") + f": {r.message}"
-           for r in ev.run.rejected]
+    out = [_rejection("rejected", r) for r in ev.run.rejected]
     if ev.recapture:
-        out += [f"payload not used {ev.recapture.source}:{r.line}"
-                + (f" ({r.record_id})" if r.record_id else "") + f": {r.message}" for r in ev.recapture.rejected]
+        out += [_rejection("payload not used", r) for r in ev.recapture.rejected]
     return out
+
+
+def _fail(exc: Exception) -> None:
+    """Exit 2 with the error as one inert line (it quotes ids and paths the data wrote)."""
+    click.echo(f"error: {_t(exc)}", err=True)
+    sys.exit(EXIT_INPUT)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -147,8 +162,7 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
                 ws = _workspace(db)
                 ev = evaluation(ws, ws.find_run(str(path))["run_key"])
         except LitmusReviewError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_INPUT)
+            _fail(exc)
         for line in _rejections(ev):
             click.echo(line, err=True)
         if as_json:
@@ -157,7 +171,7 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
             click.echo(render_table(ev))
         rate = ev.summary.unscored_rate
         if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
-            exceeded.append(f"{ev.run.header.run_id}: UNSCORED {rate:.2%} > {fail_on_unscored:.2%}")
+            exceeded.append(f"{_t(ev.run.header.run_id)}: UNSCORED {rate:.2%} > {fail_on_unscored:.2%}")
     if exceeded:
         click.echo("fail-on-unscored: " + "; ".join(exceeded), err=True)
         sys.exit(EXIT_UNSCORED)
@@ -170,7 +184,7 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *formats()]))
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Side log of full payloads; give one per PATH, in the same order.")
-@click.option("--progress", is_flag=True, help="Print a line to stderr after every written batch.")
+@click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
 def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], progress: bool) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run)."""
     if payloads and len(payloads) != len(paths):
@@ -178,26 +192,29 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
     try:
         ws = _workspace(db)
         for i, path in enumerate(paths):
-            tick = (lambda n: click.echo(f"progress {path}: {n:,} trajectories written", err=True)) if progress else None
+            tick = (lambda n: click.echo(f"progress {_t(path)}: {n:,} trajectories scored", err=True)) \
+                if progress else None
             res = ws.import_run(path, fmt=fmt, payloads=payloads[i] if payloads else None, progress=tick,
                                 verdict_map=verdict_map)
             for r in res.rejected:
-                click.echo(f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "")
-                           + f": {r.message}", err=True)
+                click.echo(_rejection("rejected", r), err=True)
             state = "already imported" if res.already_present else "imported"
-            click.echo(f"{state} {res.run['run_id']} ({res.run['trajectories']:,} trajectories, "
+            click.echo(f"{state} {_t(res.run['run_id'])} ({res.run['trajectories']:,} trajectories, "
                        f"{len(res.rejected):,} rejected) as {res.run_key}")
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(exc)
 
 
 @main.command()
 @DB_OPTION
 def runs(db: Path | None) -> None:
     """List imported runs."""
-    for r in _workspace(db).runs():
-        click.echo(f"{r['run_key'][:12]}  {r['run_id']:<24} {r['model']:<24} {r['format']:<10} "
+    try:
+        rows = _workspace(db).runs()
+    except LitmusReviewError as exc:
+        _fail(exc)
+    for r in rows:
+        click.echo(f"{r['run_key'][:12]}  {_t(r['run_id']):<24} {_t(r['model']):<24} {r['format']:<10} "
                    f"{r['trajectories']:>8,} trajectories  {r['imported_at'][:19]}")
 
 
@@ -217,8 +234,7 @@ def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> N
         ws = _workspace(db)
         text = ws.export_labels(ws.find_run(run)["run_key"], fmt)
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(exc)
     if output:
         output.write_text(text, encoding="utf-8")
     else:
@@ -234,16 +250,15 @@ def labels_agreement(run: str, db: Path | None) -> None:
         ws = _workspace(db)
         result = ws.agreement(ws.find_run(run)["run_key"])
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(exc)
 
     def fmt(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
 
     click.echo(f"{'group':<12} {'items':>6} {'agree':>7} {'kappa':>7} {'alpha':>7}  reviewers")
     for group, a in result.items():
-        click.echo(f"{group:<12} {a.items:>6} {fmt(a.percent_agreement):>7} {fmt(a.cohen_kappa):>7} "
-                   f"{fmt(a.krippendorff_alpha):>7}  {', '.join(a.reviewers)}")
+        click.echo(f"{_t(group):<12} {a.items:>6} {fmt(a.percent_agreement):>7} {fmt(a.cohen_kappa):>7} "
+                   f"{fmt(a.krippendorff_alpha):>7}  {', '.join(map(_t, a.reviewers))}")
 
 
 @labels.command("import")
@@ -257,8 +272,7 @@ def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
         key = ws.find_run(run_ref)["run_key"] if run_ref else None
         n = ws.import_labels(file, key)
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(exc)
     click.echo(f"imported {n:,} label events")
 
 

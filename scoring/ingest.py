@@ -349,6 +349,8 @@ def _trajectory_dict(t: Trajectory, s: ScoredTrajectory, rec) -> dict:
         "suggestion_evidence": json.dumps(list(s.suggestion.evidence)) if s.suggestion else None,
         "classifier": s.classifier, "classifier_evidence": json.dumps(list(s.classifier_evidence)),
         "incomplete_call": s.incomplete_call, "recaptured_calls": ",".join(map(str, s.recaptured_calls)),
-        "evidence_standard": s.evidence_standard.value, "final_output_preview": t.final_output[:200],
+        "evidence_standard": s.evidence_standard.value,
+        # a lone surrogate (JSON can spell one) is not text SQLite can store: the preview shows U+FFFD
+        "final_output_preview": t.final_output[:200].encode("utf-8", "replace").decode("utf-8"),
         "line": rec.line, "offset": rec.offset, "length": rec.length,
     }

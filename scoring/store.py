@@ -29,6 +29,7 @@ import re
 import socket
 import sqlite3
 import tempfile
+import urllib.parse
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -184,7 +185,19 @@ def _immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         db.conn.rollback()
         raise
     else:
-        db.conn.commit()
+        try:
+            _commit(db.conn)
+        except BaseException:
+            db.conn.rollback()  # a commit that failed (a full disk) leaves nothing half-written
+            raise
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    conn.commit()
+
+
+_CANNOT_WRITE = ("locked", "readonly", "read-only", "unable to open", "disk is full", "disk i/o error")
+_DAMAGED = ("malformed", "not a database", "corrupt")
 
 
 class Workspace:
@@ -194,13 +207,31 @@ class Workspace:
         self.path = Path(path) if path is not None else default_db_path()
         self.busy_timeout_s = busy_timeout_s
         self.files = self.path.with_name(self.path.name + ".d")
+        self.read_only = _read_only(self.path)
+        """The database file or its folder cannot be written: it is opened read-only (and,
+        where the folder is not writable, as immutable), so it can still be read."""
         self.migrate()
+
+    def _open(self) -> sqlite3.Connection:
+        if not self.read_only:
+            return sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
+        conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=self.busy_timeout_s)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            # WAL needs its -shm file; in a folder nobody may write to it cannot be made, and
+            # nobody can be writing either: read the file as it is.
+            conn.close()
+            return sqlite3.connect(uri + "?immutable=1", uri=True, timeout=self.busy_timeout_s)
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[sqlite_utils.Database]:
-        """One connection for one operation."""
+        """One connection for one operation. SQLite's errors about the file itself (locked,
+        read-only, full disk, damaged pages, not a database) become DatabaseUnavailableError."""
         try:
-            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
+            conn = self._open()
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -209,15 +240,32 @@ class Workspace:
         db = sqlite_utils.Database(conn, execute_plugins=False)
         try:
             yield db
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             msg = str(exc)
-            if "locked" in msg or "readonly" in msg or "read-only" in msg or "unable to open" in msg:
+            low = msg.lower()
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise
+            if any(m in low for m in _CANNOT_WRITE):
                 raise DatabaseUnavailableError(
-                    f"the database {self.path} cannot be written ({msg}); is it read-only, or held "
+                    f"the database {self.path} cannot be written ({msg}); is it read-only, on a full disk, or held "
                     f"by another program for more than {self.busy_timeout_s:g} s?", path=str(self.path)) from exc
+            if any(m in low for m in _DAMAGED) or type(exc) is sqlite3.DatabaseError:
+                raise DatabaseUnavailableError(
+                    f"the database {self.path} is damaged or is not a litmus-review workspace ({msg}); restore it "
+                    f"from a backup, or start a new workspace and import the runs again", path=str(self.path)) from exc
             raise
         finally:
             conn.close()
+
+    def check_integrity(self) -> None:
+        """DatabaseUnavailableError unless SQLite's ``quick_check`` finds every page sound
+        (an import never writes into a damaged file)."""
+        with self.connect() as db:
+            problems = [r[0] for r in db.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise DatabaseUnavailableError(
+                f"the database {self.path} is damaged ({'; '.join(problems)}); nothing was imported. Restore it from "
+                "a backup, or start a new workspace and import the runs again", path=str(self.path))
 
     def migrate(self) -> int:
         """Bring the schema up to date (WAL on first). Returns the schema version."""
@@ -226,6 +274,10 @@ class Workspace:
         with self.connect() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version < len(MIGRATIONS):
+                if self.read_only:
+                    raise DatabaseUnavailableError(
+                        f"the database {self.path} is read-only and its schema ({version}) predates this version's "
+                        f"({len(MIGRATIONS)}); open it once where it can be written, to upgrade it", path=str(self.path))
                 if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     db.enable_wal()
                 with _immediate(db):
@@ -253,6 +305,7 @@ class Workspace:
         path = Path(path)
         before = _file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
+        self.check_integrity()
         if fmt == "auto":
             fmt = sniff_file(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and IMPORT_WORKERS > 1 \
@@ -332,7 +385,7 @@ class Workspace:
                 with self._writing(), copy.read.open("wb") as out:
                     for obj in itertools.chain([canonical.dump_header(run.header)],
                                                map(canonical.dump_trajectory, run.trajectories)):
-                        line = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+                        line = _json_line(obj)
                         digest.update(line)
                         _write_chunk(out, line)
                 copy.sha256 = digest.hexdigest()
@@ -791,6 +844,12 @@ class _FileState(NamedTuple):
     mtime_ns: int
 
 
+def _read_only(db: Path) -> bool:
+    """An existing database file that this process may not write, or whose folder it may not
+    write (where SQLite keeps its -wal and -shm files)."""
+    return db.exists() and not (os.access(db, os.W_OK) and os.access(db.parent, os.W_OK))
+
+
 def _file_state(path: Path) -> _FileState:
     st = check_regular(path)  # a device, FIFO or folder is refused before anything reads it
     return _FileState(st.st_size, st.st_mtime_ns)
@@ -948,6 +1007,15 @@ def _copy_file(path: Path, dest: Path) -> str:
                 return h.hexdigest()
             h.update(chunk)
             _write_chunk(out, chunk)
+
+
+def _json_line(obj) -> bytes:
+    """One JSONL line, UTF-8; a record holding a lone surrogate (not encodable) is written
+    with ASCII escapes instead, which read back to the same text."""
+    try:
+        return (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(obj) + "\n").encode("ascii")
 
 
 def _same_content(path: Path, expected: str, found: str) -> None:

@@ -59,6 +59,8 @@ def decode_json_line(raw: bytes) -> Any | RecordError:
         return RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}")
     except RecursionError:
         return RecordError("invalid JSON: nested too deeply")
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
+        return RecordError(f"invalid JSON: {_int_limit(exc)}")
 
 
 def iter_json_lines(data: bytes, source: str = "") -> Iterator[tuple[int, Any | RecordError]]:
@@ -114,6 +116,12 @@ def load_json_document(data: bytes, source: str) -> Any:
         raise InputError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from exc
     except RecursionError as exc:
         raise InputError("invalid JSON: nested too deeply", source=source) from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise InputError(f"invalid JSON: {_int_limit(exc)}", source=source) from exc
+
+
+def _int_limit(exc: ValueError) -> str:
+    return f"a number too long to read ({exc.args[0].split(';')[0] if exc.args else exc})"
 
 
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"(\s*:)?|[{}\[\]]')

@@ -45,6 +45,26 @@ NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+MAX_STORED_INT = 2**63 - 1
+"""SQLite's largest integer: a size beyond it cannot be stored, so the record is refused."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_lone_surrogates(t: Trajectory) -> None:
+    """RecordError for a lone surrogate (half of a UTF-16 pair, which JSON's ``\\ud800`` can
+    spell) in a name the workspace stores or shows as a label: ids, model, categories, tool
+    names, message roles. It is not text: SQLite cannot store it and nothing can print it.
+    (Bulk text — arguments, results, outputs — keeps it; replay shows it as ⟨U+D800⟩.)"""
+    names = [("id", t.id), ("task_id", t.task_id), ("model", t.model), ("intended_category", t.intended_category),
+             ("verdict.label", t.verdict.label if t.verdict else None)]
+    names += [(f"tool_calls[{c.index}].tool", c.tool) for c in t.tool_calls]
+    names += [(f"messages[{i}].role", m.role) for i, m in enumerate(t.messages)]
+    for field, value in names:
+        m = _SURROGATE.search(value) if value else None
+        if m:
+            raise RecordError(f"field {field!r} holds a lone surrogate (U+{ord(m.group()):04X}) at character "
+                              f"{m.start()}: it is not text, and cannot be stored or shown",
+                              t.id.encode("utf-8", "backslashreplace").decode("utf-8"))
 """A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
 
 
@@ -67,8 +87,8 @@ def parse_header(obj: Any, source: str) -> RunHeader:
                 source=source, line=1)
         harness = opt(obj, "harness", dict, {})
         limit = opt(obj, "capture_limit_bytes", int)
-        if limit is not None and limit <= 0:
-            raise RecordError("capture_limit_bytes must be positive")
+        if limit is not None and not 0 < limit <= MAX_STORED_INT:
+            raise RecordError("capture_limit_bytes must be positive and at most 2^63 - 1")
         taxonomy = tuple(_category(c, i) for i, c in enumerate(opt(obj, "taxonomy", list, [])))
         ids = [c.id for c in taxonomy]
         if len(ids) != len(set(ids)):
@@ -78,7 +98,7 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             standard = EvidenceStandard(standard)
         except ValueError:
             raise RecordError(f"evidence_standard {standard!r} is not one of proven, structural") from None
-        return RunHeader(
+        header = RunHeader(
             run_id=req(obj, "run_id", str),
             model=req(obj, "model", str),
             harness_name=opt(harness, "name", str, ""),
@@ -89,6 +109,15 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             format=NAME,
             source=source,
         )
+        names = [("run_id", header.run_id), ("model", header.model), ("harness.name", header.harness_name),
+                 ("harness.version", header.harness_version)]
+        names += [(f"taxonomy[{k}].{f}", v) for k, c in enumerate(taxonomy) for f, v in (("id", c.id), ("name", c.name))]
+        for field, value in names:
+            m = _SURROGATE.search(value) if value else None
+            if m:
+                raise RecordError(f"field {field!r} holds a lone surrogate (U+{ord(m.group()):04X}) at character "
+                                  f"{m.start()}: it is not text, and cannot be stored or shown")
+        return header
     except RecordError as exc:
         raise InputError(f"run header: {exc.message}", source=source, line=1) from exc
 
@@ -128,7 +157,7 @@ def _fast_call(obj: dict, i: int) -> ToolCall | None:
                                             g("truncated", False), g("result"))
     if tool.__class__ is not str or args.__class__ is not str or trunc.__class__ is not bool:
         return None
-    if g("index", i) != i or (size is not None and (size.__class__ is not int or size < 0)):
+    if g("index", i) != i or (size is not None and (size.__class__ is not int or not 0 <= size <= MAX_STORED_INT)):
         return None
     if digest is not None and (digest.__class__ is not str or not HEX64.fullmatch(digest)):
         return None
@@ -150,6 +179,8 @@ def _general_call(obj: Any, i: int) -> ToolCall:
     size = opt(obj, "raw_size_bytes", int, None, where)
     if size is not None and size < 0:
         raise RecordError(f"{where}raw_size_bytes is negative")
+    if size is not None and size > MAX_STORED_INT:
+        raise RecordError(f"{where}raw_size_bytes is out of range (larger than 2^63 - 1)")
     digest = opt(obj, "raw_sha256", str, None, where)
     if digest is not None and not HEX64.fullmatch(digest):
         raise RecordError(f"{where}raw_sha256 is not 64 hex digits")
@@ -290,6 +321,7 @@ def check_record(obj: Any, known: set[str], seen_ids: set[str]) -> Trajectory:
     if isinstance(obj, RecordError):
         raise obj
     traj = parse_trajectory(obj)
+    _refuse_lone_surrogates(traj)
     if traj.id in seen_ids:
         raise RecordError(f"duplicate trajectory id {traj.id!r}", traj.id)
     label = traj.verdict.label if traj.verdict else None
