@@ -92,8 +92,13 @@ DB_OPTION = click.option(
     help=f"Workspace database (default: ${DB_ENV} or ./{DEFAULT_DB}).")
 
 
-def _workspace(db: Path | None) -> Workspace:
-    return Workspace(db)
+def _workspace(db: Path | None, *, check: bool = False) -> Workspace:
+    """The workspace; with ``check``, only once SQLite's quick_check finds it sound (reading a
+    damaged file could otherwise fail anywhere, or read garbage as data)."""
+    ws = Workspace(db)
+    if check:
+        ws.check_integrity()
+    return ws
 
 
 def _verdict_map(_ctx, _param, value: str | None):
@@ -159,7 +164,7 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
             elif path.exists() or db is None and not default_db_path().exists():
                 ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None, verdict_map=verdict_map)
             else:
-                ws = _workspace(db)
+                ws = _workspace(db, check=True)
                 ev = evaluation(ws, ws.find_run(str(path))["run_key"])
         except LitmusReviewError as exc:
             _fail(exc)
@@ -210,7 +215,7 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
 def runs(db: Path | None) -> None:
     """List imported runs."""
     try:
-        rows = _workspace(db).runs()
+        rows = _workspace(db, check=True).runs()
     except LitmusReviewError as exc:
         _fail(exc)
     for r in rows:
@@ -231,7 +236,7 @@ def labels() -> None:
 def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> None:
     """Export every label event of RUN (key, key prefix or run id), stamped with its content hash."""
     try:
-        ws = _workspace(db)
+        ws = _workspace(db, check=True)
         text = ws.export_labels(ws.find_run(run)["run_key"], fmt)
     except LitmusReviewError as exc:
         _fail(exc)
@@ -247,7 +252,7 @@ def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> N
 def labels_agreement(run: str, db: Path | None) -> None:
     """Inter-reviewer agreement on RUN: Cohen's kappa (two reviewers), Krippendorff's alpha."""
     try:
-        ws = _workspace(db)
+        ws = _workspace(db, check=True)
         result = ws.agreement(ws.find_run(run)["run_key"])
     except LitmusReviewError as exc:
         _fail(exc)
@@ -268,7 +273,7 @@ def labels_agreement(run: str, db: Path | None) -> None:
 def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
     """Append exported label events to their run (refused against a different run)."""
     try:
-        ws = _workspace(db)
+        ws = _workspace(db, check=True)
         key = ws.find_run(run_ref)["run_key"] if run_ref else None
         n = ws.import_labels(file, key)
     except LitmusReviewError as exc:

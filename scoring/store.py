@@ -197,7 +197,7 @@ def _commit(conn: sqlite3.Connection) -> None:
 
 
 _CANNOT_WRITE = ("locked", "readonly", "read-only", "unable to open", "disk is full", "disk i/o error")
-_DAMAGED = ("malformed", "not a database", "corrupt")
+_DAMAGED = ("malformed", "not a database", "corrupt", "could not decode")
 
 
 class Workspace:
