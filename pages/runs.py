@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages._shared import loaders, router, state
 from scoring.errors import LitmusReviewError
+from scoring.files import count_lines
 from scoring.importers import formats
 
 router.require_router()
@@ -18,12 +19,14 @@ st.caption("Import a run to score it strictly. The same file imported twice is o
 
 def import_one(path: Path, payloads: Path | None, label: str) -> None:
     bar = st.progress(0.0, text=f"Importing {label}…")
-    total = max(1, sum(1 for _ in path.open("rb")) - 1) if path.suffix == ".jsonl" else 0
+    total = 0
 
     def tick(n: int) -> None:
         bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
 
     try:
+        # bounded, regular files only: a FIFO or /dev/zero is refused before it is read
+        total = max(1, count_lines(path) - 1) if path.suffix == ".jsonl" else 0
         res = loaders.workspace().import_run(path, payloads=payloads, progress=tick)
     except LitmusReviewError as exc:
         bar.empty()
@@ -78,10 +81,13 @@ with tab_upload:
                     sp.write_bytes(side.getvalue())
                 import_one(p, sp, up.name)
 with tab_path:
-    path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
-    side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")
-    if st.button("Import path", disabled=not path_text):
-        import_one(Path(path_text).expanduser(), Path(side_text).expanduser() if side_text else None, path_text)
+    if router.team_mode():
+        st.info("Team mode: importing a path on the server is off. Upload the file instead.")
+    else:
+        path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
+        side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")
+        if st.button("Import path", disabled=not path_text):
+            import_one(Path(path_text).expanduser(), Path(side_text).expanduser() if side_text else None, path_text)
 with tab_samples:
     for path, side_path in loaders.sample_files():
         if st.button(f"Import {path.name}" + (" with its side log" if side_path else ""), key=f"sample::{path.name}"):

@@ -79,6 +79,7 @@ from .model import (
     Trajectory,
 )
 from .recapture import PayloadJoin
+from .text import csv_safe, csv_unsafe
 
 try:
     import fcntl
@@ -766,7 +767,8 @@ class Workspace:
             buf = io.StringIO()
             w = csv.DictWriter(buf, fieldnames=list(EXPORT_FIELDS), lineterminator="\n")
             w.writeheader()
-            w.writerows(rows)
+            # formula-safe: an id, reviewer or note starting with = + - @ is not run by a spreadsheet
+            w.writerows({k: csv_safe(v) for k, v in r.items()} for r in rows)
             return buf.getvalue()
         raise InputError(f"unknown label export format {fmt!r} (csv or jsonl)", source="labels export")
 
@@ -1304,7 +1306,7 @@ def _read_label_file(path: Path) -> list[dict]:
         missing = set(EXPORT_FIELDS) - set(reader.fieldnames or ())
         if missing - {"event_id", "supersedes", "note"}:
             raise InputError(f"CSV header lacks {sorted(missing)}", source=str(path), line=1)
-        rows = list(reader)
+        rows = [{k: csv_unsafe(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader]
     else:
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():

@@ -79,10 +79,17 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 def csv_safe(value: object) -> object:
     """A CSV cell a spreadsheet will not run: text starting with = + - @ tab or CR gets a
-    leading apostrophe (OWASP's advice for CSV injection). Numbers and None pass unchanged."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    leading apostrophe (OWASP's advice for CSV injection). Text already starting with an
+    apostrophe gets one more, so ``csv_unsafe`` gives back exactly the original. Numbers and
+    None pass unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START + ("'",)):
         return "'" + value
     return value
+
+
+def csv_unsafe(value: str) -> str:
+    """The text ``csv_safe`` was given (one leading apostrophe taken off)."""
+    return value[1:] if value.startswith("'") else value
 
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -95,4 +102,4 @@ def safe_file_name(stem: str, suffix: str, limit: int = 80) -> str:
     return cleaned[:limit] + suffix
 
 
-__all__ = ["csv_safe", "is_invisible", "reveal", "safe_file_name", "terminal_safe"]
+__all__ = ["csv_safe", "csv_unsafe", "is_invisible", "reveal", "safe_file_name", "terminal_safe"]

@@ -520,3 +520,90 @@ def test_f_label_csv_file_name_is_bounded_and_sanitised():
     assert len(name) <= 80 + len(".labels.csv") and name.endswith(".labels.csv")
     assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
     assert not name.startswith(".")
+
+
+def test_f_aggregates_csv_cells_cannot_be_formulas(tmp_path):
+    from pages._shared import exports
+    from scoring.report import evaluate
+
+    src = _write(tmp_path / "f.jsonl", _header(run_id="=cmd|' /C calc'!A0", model="@SUM(1+1)"),
+                 _trajectory("t0"), _trajectory("t1", verdict={"label": None}))
+    evs = [evaluate(src)]
+    text = exports.stamped_csv(exports.aggregates_frame(evs), exports.make_stamp(evs, None))
+    body = [line for line in text.splitlines() if not line.startswith("#")]
+    cells = [c for row in csv.reader(body) for c in row]
+
+    def number(c: str) -> bool:
+        try:
+            float(c)
+            return True
+        except ValueError:
+            return False
+
+    assert [c for c in cells if c and c[0] in "=+-@\t\r" and not number(c)] == []
+    assert "'=cmd|' /C calc'!A0" in cells and "'@SUM(1+1)" in cells
+    evil = _write(tmp_path / "g.jsonl", _header(run_id="x\n=1+1"), _trajectory("t0"))
+    evs = [evaluate(evil)]
+    stamp = exports.make_stamp(evs, None)
+    frame = exports.aggregates_frame(evs)
+    lines = exports.stamped_csv(frame, stamp).splitlines()
+    n = len(stamp.lines())  # a run id cannot end its stamp comment and start a row of its own
+    assert all(line.startswith("# ") for line in lines[:n]) and lines[n] == ",".join(frame.columns)
+
+
+# --- D and G in the app ------------------------------------------------------------------
+
+
+@pytest.fixture
+def runs_page(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from pages._shared import loaders
+
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.run()
+    assert not at.exception, at.exception
+    at.switch_page("pages/runs.py").run()
+    return at
+
+
+def test_d_the_app_refuses_a_fifo_path_without_waiting_on_it(runs_page, tmp_path):
+    from pages._shared import state
+
+    fifo = tmp_path / "run.jsonl"
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def release():  # on the old code the page blocked opening the FIFO: let the test end anyway
+        if not stop.wait(20):
+            with contextlib.suppress(OSError):
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                os.close(fd)
+
+    threading.Thread(target=release, daemon=True).start()
+    try:
+        runs_page.text_input(key=state.IMPORT_PATH).input(str(fifo)).run()
+        started = time.monotonic()
+        runs_page.button[[b.label for b in runs_page.button].index("Import path")].click().run()
+        waited = time.monotonic() - started
+    finally:
+        stop.set()
+    assert not runs_page.exception
+    assert any("not a regular file" in e.value and "FIFO" in e.value for e in runs_page.error)
+    assert waited < 20
+
+
+def test_g_team_mode_turns_import_from_a_path_off(runs_page, monkeypatch):
+    from pages._shared import router
+
+    assert "Import path" in [b.label for b in runs_page.button]
+    monkeypatch.setenv(router.TEAM_MODE_ENV, "1")
+    runs_page.run()
+    assert not runs_page.exception
+    assert "Import path" not in [b.label for b in runs_page.button]
+    assert not [t for t in runs_page.text_input if t.label.startswith("Path on this machine")]
+    assert any("Team mode" in i.value for i in runs_page.info)
+    monkeypatch.delenv(router.TEAM_MODE_ENV)
+    monkeypatch.setattr(router, "auth_configured", lambda: True)
+    assert router.team_mode()  # [auth] configured: a shared server, team mode on
