@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from scoring.report import Evaluation
 from scoring.score import SCORER_VERSION
-from scoring.text import csv_safe, reveal
+from scoring.text import csv_safe, reveal, safe_file_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,12 @@ def aggregates_json(evaluations: list[Evaluation], stamp: Stamp) -> str:
 def _stamp_dict(stamp: Stamp) -> dict:
     return {"run_hashes": stamp.run_hashes, "scorer_version": stamp.scorer_version,
             "labels_as_of": stamp.labels_as_of, "generated_at": stamp.generated_at}
+
+
+def labels_file_name(run_id: str, run_key: str) -> str:
+    """The label CSV's download name: the run id (data-written) sanitised and cut to 60
+    characters, then the key's first 8 hex digits."""
+    return f"labels-{safe_file_name(run_id, '', 60)}-{run_key[:8]}.csv"
 
 
 def stamped_csv(frame: pd.DataFrame, stamp: Stamp) -> str:
