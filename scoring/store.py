@@ -441,7 +441,8 @@ class Workspace:
         with keeping or contextlib.nullcontext() as kept:
             # Every block is parsed and scored (the taxonomy rules run) before the write lock
             # is taken: reviewers' labels wait only for the rows to be written, never for rules.
-            results = _scored_ahead(results, progress, self.files)
+            if not isinstance(results, _Spooled):
+                results = _scored_ahead(results, progress, self.files)
             return self._commit_run(run_key, header, results, stored, kept, pay, rejected, next_line, source,
                                     source_state)
 
@@ -1027,7 +1028,7 @@ def _same_content(path: Path, expected: str, found: str) -> None:
                          source=str(path))
 
 
-def _scored_ahead(results: Iterable["Block"], progress, folder: Path) -> Iterator["Block"]:
+def _scored_ahead(results: Iterable["Block"], progress, folder: Path) -> "_Spooled":
     """Consume ``results`` now (parsing and scoring every block) into an anonymous temporary
     file in ``folder``, and return an iterator over the blocks read back from it: the caller
     then writes them under the database's write lock without running any rule there.
@@ -1053,14 +1054,29 @@ def _scored_ahead(results: Iterable["Block"], progress, folder: Path) -> Iterato
         spool.close()
         raise
 
-    def read_back() -> Iterator[Block]:
-        with spool:
-            for _ in range(blocks):
-                block_rows, rejected, seen, lines = marshal.load(spool)
-                yield Block(block_rows, [Rejection(source=a, line=b, record_id=c, message=d) for a, b, c, d in rejected],
-                            seen, lines)
+    return _Spooled(spool, blocks)
 
-    return read_back()
+
+class _Spooled:
+    """Blocks read back, one at a time, from the spool file ``_scored_ahead`` wrote."""
+
+    def __init__(self, spool, blocks: int) -> None:
+        self._spool, self._left = spool, blocks
+
+    def __iter__(self) -> "_Spooled":
+        return self
+
+    def __next__(self) -> Block:
+        if self._left == 0:
+            self._spool.close()
+            raise StopIteration
+        self._left -= 1
+        rows, rejected, seen, lines = marshal.load(self._spool)
+        return Block(rows, [Rejection(source=a, line=b, record_id=c, message=d) for a, b, c, d in rejected],
+                     seen, lines)
+
+    def __del__(self) -> None:
+        self._spool.close()
 
 
 _VERIFIED: dict[tuple, str] = {}
