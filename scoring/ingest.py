@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import concurrent.futures.process
 import contextlib
 import ctypes
 import functools
@@ -26,7 +27,7 @@ from typing import Iterable, Iterator
 
 import msgspec
 
-from .errors import InputError
+from .errors import InputError, StoreError
 from .importers import canonical
 from .importers._common import RecordError, decode_json_line
 from .importers.canonical import HEX64
@@ -312,12 +313,16 @@ def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Itera
                                                   initargs=(os.getpid(),))
     try:
         pending: collections.deque = collections.deque()
-        for item in work:
-            pending.append(pool.submit(fn, *item))
-            if len(pending) >= window:
+        try:
+            for item in work:
+                pending.append(pool.submit(fn, *item))
+                if len(pending) >= window:
+                    yield pending.popleft().result()
+            while pending:
                 yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+        except concurrent.futures.process.BrokenProcessPool as exc:
+            # a worker was killed (out of memory, a signal): nothing was written; say so plainly
+            raise StoreError(f"a worker process of the import ended abruptly ({exc}); nothing was imported") from exc
     finally:
         # Closed early (the run was already imported, or the writer failed): drop the blocks
         # not yet started instead of scoring them for nobody.

@@ -601,3 +601,10 @@ def test_g_team_mode_turns_import_from_a_path_off(runs_page, monkeypatch):
     monkeypatch.delenv(router.TEAM_MODE_ENV)
     monkeypatch.setattr(router, "auth_configured", lambda: True)
     assert router.team_mode()  # [auth] configured: a shared server, team mode on
+
+
+def test_e_a_worker_that_dies_is_a_clear_error_not_a_traceback():
+    from scoring.ingest import _pool_map
+
+    with pytest.raises(StoreError, match="worker process of the import ended abruptly"):
+        list(_pool_map(os._exit, [(1,)], 1))
