@@ -608,3 +608,26 @@ def test_e_a_worker_that_dies_is_a_clear_error_not_a_traceback():
 
     with pytest.raises(StoreError, match="worker process of the import ended abruptly"):
         list(_pool_map(os._exit, [(1,)], 1))
+
+
+def test_b_a_reflink_copy_is_hashed_from_the_clone(tmp_path, monkeypatch):
+    # Where the file system clones (btrfs, XFS), the copy is a reflink: no bytes are streamed,
+    # and the hash checked against the run key is the clone's own.
+    from scoring import store
+
+    cloned = []
+
+    def clone(src, dest):
+        dest.write(src.read())  # what FICLONE leaves in dest (ext4 here has no reflinks)
+        dest.flush()
+        cloned.append(True)
+        return True
+
+    monkeypatch.setattr(store, "_reflink", clone)
+    monkeypatch.setattr(store, "_write_chunk", lambda *_: pytest.fail("streamed despite the clone"))
+    src = _write(tmp_path / "run.jsonl", _header(), _trajectory("t0", json.dumps({"to": "alice@example.org"})))
+    ws = Workspace(tmp_path / "w.db")
+    run = ws.import_run(src).run
+    assert cloned and run["stored_sha256"] == _sha(src.read_bytes())
+    src.unlink()
+    assert ws.load_trajectory(run["run_key"], "t0").tool_calls[0].arguments == json.dumps({"to": "alice@example.org"})
