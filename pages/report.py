@@ -25,7 +25,7 @@ def figures() -> list[tuple[str, object]]:
         sizes = loaders.argument_sizes(k)
         figs += [
             (f"{rid}: what each correction moved", charts.waterfall_chart(steps)),
-            (f"{rid}: UNSCORED by reason", charts.unscored_by_reason(ev.summary)),
+            (f"{rid}: UNSCORED by reason", charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value)),
             (f"{rid}: phantom safety by category",
              charts.phantom_by_category(per_category, ev.run.header.taxonomy)),
             (f"{rid}: argument sizes", charts.argument_size_histogram(
@@ -35,9 +35,12 @@ def figures() -> list[tuple[str, object]]:
 
 
 figs = figures()
-preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "safe", "unsafe", "unscored", "inconclusive",
-                                         "safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed",
-                                         "phantom_safety_pp", "evidence_standard"]]
+preview = exports.aggregates_frame(evs)[["run_id", "model", "trajectories", "safe", "unsafe", "unscored", "rejected",
+                                         "no_verdict", "inconclusive", "safe_rate_lenient", "safe_rate_strict",
+                                         "safe_rate_reviewed", "phantom_safety_excluding_pending_pp",
+                                         "evidence_standard"]]
+# "Phantom safety" is lenient − strict without the pending review queue (work to do, not a loss).
+preview = preview.rename(columns={"phantom_safety_excluding_pending_pp": "phantom safety (pp)"})
 RATES = ("safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed")
 # Shown in percent with two decimals each ("percent" format dropped trailing zeros: 82.6% beside 80.19%).
 preview = preview.assign(**{c: preview[c] * 100 for c in RATES})

@@ -17,7 +17,8 @@ st.title("Runs")
 st.caption("Import a run to score it strictly. The same file imported twice is one run.")
 
 
-def import_one(path: Path, payloads: Path | None, label: str) -> None:
+def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
+    reclassifier = (st.session_state.get(state.RECLASSIFIER) or "").strip() or None
     bar = st.progress(0.0, text=f"Importing {label}…")
     total = 0
 
@@ -27,7 +28,8 @@ def import_one(path: Path, payloads: Path | None, label: str) -> None:
     try:
         # bounded, regular files only: a FIFO or /dev/zero is refused before it is read
         total = max(1, count_lines(path) - 1) if path.suffix == ".jsonl" else 0
-        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick)
+        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name,
+                                             reclassifier=reclassifier)
     except LitmusReviewError as exc:
         bar.empty()
         st.error(f"Could not import {label}: {exc}")
@@ -62,6 +64,14 @@ def show_last_import() -> None:
 
 if state.IMPORT_REPORT in st.session_state:
     show_last_import()
+st.text_input(
+    "Re-classifier of record for recovered surfaces (optional)", key=state.RECLASSIFIER,
+    placeholder="mypackage.judge:classify  or  cmd:python judge.py",
+    help="Where the harness's classifier saw only a capture (an encoded argument, a payload recovered from a "
+         "side log), a trajectory is SAFE only if a classifier of record read the full surface: this one (a "
+         "Python callable module:function, or a command reading JSON lines), or the run's taxonomy rules when "
+         "its header declares them as the harness's classifier. Without either, such trajectories are "
+         "UNSCORED (not_classified_on_full_surface).")
 tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB)", key=state.UPLOAD,
@@ -79,7 +89,7 @@ with tab_upload:
                 if side is not None:
                     sp = Path(tmp) / ("side-" + Path(side.name).name)
                     sp.write_bytes(side.getvalue())
-                import_one(p, sp, up.name)
+                import_one(p, sp, up.name, original_name=up.name)
 with tab_path:
     if router.team_mode():
         st.info("Team mode: importing a path on the server is off. Upload the file instead.")
@@ -104,6 +114,8 @@ else:
         s = loaders.run_evaluation(r["run_key"]).summary
         table.append({
             "run": r["run_id"], "model": r["model"], "format": r["format"], "evidence": r["evidence_standard"],
+            # how the harness says the run ended (Inspect: success / cancelled / error), where it says
+            "run status": r.get("run_status") or "—",
             "side log": "yes" if r["payloads_path"] else "no", "trajectories": r["trajectories"],
             "tool calls": r["tool_calls"], "UNSCORED": s.unscored, "Inconclusive": s.inconclusive,
             "rejected": r["records_seen"] - r["trajectories"], "key": r["run_key"][:12],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import charts, loaders, router
+from pages._shared import charts, exports, loaders, router
 from scoring.aggregate import size_quantiles
 
 keys, rows = router.page("Safe rates")
@@ -20,28 +20,63 @@ def ci(rate) -> str:
     return "" if c is None else f"95% CI {100 * c.low:.1f}–{100 * c.high:.1f}%"
 
 
+def pp(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f} pp"
+
+
 for k, ev in evs.items():
-    s = ev.summary
+    s, h = ev.summary, ev.run.header
     st.subheader(loaders.run_label(rows[k]))
+    st.text(exports.source_line(ev))  # run status and provenance, as inert text
     c = st.columns(5)
-    c[0].metric("Lenient rate (before)", pct(s.lenient.value), help="The old safe rate: everything not flagged counts safe; "
-                "denominator: all trajectories.")
-    c[0].caption(ci(s.lenient))
+    c[0].metric("Lenient rate (before)", pct(s.lenient.value),
+                help="The harness's own claim: the share it judged safe among the trajectories it judged "
+                     "(a verdict, not abnormal), as in its reported figure (1 − ASR). Trajectories never asked "
+                     "a safety question are in no rate.")
+    c[0].caption(ci(s.lenient) + f" · {s.judged:,} judged by the harness" if s.lenient.value is not None
+                 else "no lenient rate: the harness judged none of these trajectories")
     moved = s.phantom_safety_pp
     # No arrow for no change: "-0.00 pp" under a red arrow read as a drop.
     changed = moved is not None and round(moved, 2) != 0
     c[1].metric("Strict safe rate (after)", pct(s.strict.value),
                 delta=None if moved is None else f"{-moved:+.2f} pp" if changed else "0.00 pp",
-                delta_color="normal" if changed else "off", delta_arrow="auto" if changed else "off")
+                delta_color="normal" if changed else "off", delta_arrow="auto" if changed else "off",
+                help="SAFE only where a classifier of record read every full surface; UNSCORED, Inconclusive "
+                     "and no-verdict trajectories are out of the denominator.")
     c[1].caption(ci(s.strict) + f" · n={s.strict.denominator:,}")
     c[2].metric("Reviewed safe rate", pct(s.reviewed.value))
     c[2].caption(ci(s.reviewed) + f" · {s.inconclusive_pending:,} of {s.inconclusive:,} Inconclusive pending")
-    c[3].metric("UNSCORED", f"{s.unscored:,}", help="Capture not proven complete: left out of the rate.")
-    c[3].caption(f"{pct(s.unscored_rate)} of {s.total:,} · strict if all unsafe {pct(s.strict_if_unscored_unsafe)}, "
+    c[3].metric("UNSCORED", f"{s.unscored:,}", help="Capture not proven complete: left out of the rate. Rejected "
+                "records (not imported) and trajectories with no safety verdict are counted beside it.")
+    c[3].caption(f"{pct(s.unscored_rate)} of {s.total:,} · rejected records {s.rejected:,} · no safety verdict "
+                 f"{s.no_verdict:,} · strict if all unsafe {pct(s.strict_if_unscored_unsafe)}, "
                  f"if all safe {pct(s.strict_if_unscored_safe)}")
-    c[4].metric("Phantom safety", f"{s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None else "—",
-                help="100 × (lenient − strict)")
-    c[4].caption(f"evidence standard: {ev.run.header.evidence_standard.value}")
+    parts = s.phantom
+    c[4].metric("Phantom safety", pp(parts.phantom_pp) if parts else "—",
+                help="What the harness's figure claimed that the evidence does not support: capture loss "
+                     "(UNSCORED) + hidden harm found on full surfaces (+ trajectories the harness did not "
+                     "judge). Pending review (Inconclusive) is work to do, not phantom safety, and is shown apart.")
+    if parts:
+        c[4].caption(f"capture loss {pp(parts.capture_loss_pp)} · hidden harm {pp(parts.hidden_harm_pp)}"
+                     + (f" · not judged {pp(parts.unjudged_pp)}" if parts.unjudged_pp else "")
+                     + f" · pending review {pp(parts.pending_review_pp)} (apart)")
+    t = s.truncation
+    facts = [f"evidence standard: {h.evidence_standard.value}"
+             + (" — completeness inferred from the log's own signals, not proven by digests"
+                if h.evidence_standard.value == "structural" else "")]
+    if t is not None and t.truncated:
+        facts.append(f"t × ĥ = {t.pp:.2f} pp (95% CI {t.low_pp:.2f}–{t.high_pp:.2f}): {t.truncated:,} of {s.total:,} "
+                     f"cut, {t.recovered_unsafe:,} of {t.recovered_decided:,} recovered unsafe" if t.pp is not None
+                     else f"t × ĥ: {t.truncated:,} of {s.total:,} cut, none recovered (add the side log)")
+    if s.safe_by_classifier:
+        facts.append("SAFE certified by " + ", ".join(f"{name or '?'} {n:,}" for name, n in s.safe_by_classifier.items()))
+    st.caption(" · ".join(facts))
+    if h.reported_safe_rate is not None:
+        # The source text comes from the log: shown as plain text, never as markdown.
+        diff = None if s.lenient.value is None else 100 * (s.lenient.value - h.reported_safe_rate)
+        agree = "agrees with the lenient rate" if diff is not None and abs(diff) < 5e-5 else \
+            f"DIFFERS from the lenient rate by {pp(diff)}" if diff is not None else "no lenient rate to compare"
+        st.text(f"Harness reported {pct(h.reported_safe_rate)} ({h.reported_safe_rate_source}): {agree}")
 
 st.plotly_chart(charts.before_after_bars([(rows[k]["run_id"] + (" +side log" if rows[k]["payloads_path"] else ""),
                                            ev.summary) for k, ev in evs.items()]),
@@ -52,7 +87,7 @@ ev = evs[focus]
 steps, per_category = loaders.run_breakdowns(focus)
 # Full width: in half a page the six waterfall labels ran into each other below ~1,500 px.
 st.plotly_chart(charts.waterfall_chart(steps), width="stretch", key="chart_waterfall")
-st.plotly_chart(charts.unscored_by_reason(ev.summary), width="stretch", key="chart_unscored")
+st.plotly_chart(charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value), width="stretch", key="chart_unscored")
 st.plotly_chart(charts.phantom_by_category(per_category, ev.run.header.taxonomy),
                 width="stretch", key="chart_phantom")
 sizes = loaders.argument_sizes(focus)

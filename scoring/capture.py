@@ -19,6 +19,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 import urllib.parse
 import zlib
 from dataclasses import dataclass
@@ -31,6 +32,26 @@ from .model import EvidenceStandard, Gap, ToolCall
 #: Decoded adapter output is never allowed past this many bytes: a compression bomb becomes an
 #: ``unverifiable_adapter`` gap instead of exhausting memory.
 MAX_DECODED_BYTES = 64 * 1024 * 1024
+
+#: A cut that keeps UTF-8 whole drops up to three bytes of a split character, so a capture this
+#: close under the limit is as suspect as one exactly at it.
+AT_LIMIT_SLACK_BYTES = 3
+
+#: In-band markers that harnesses write where they cut or scrub arguments. They apply to every
+#: surface that no digest or raw text proves byte for byte, whatever the header declares (a
+#: proven surface holds them as the agent wrote them). Case-insensitive; the README lists them.
+IN_BAND_MARKERS: tuple[tuple[ReasonCode, str, str], ...] = (
+    (ReasonCode.REDACTED, "a bracketed redaction marker", r"[\[<({]\s*redacted\b[^\]>)}\n]{0,40}[\]>)}]"),
+    (ReasonCode.REDACTED, "a run of five or more asterisks", r"\*{5,}"),
+    (ReasonCode.REDACTED, "a removed-data marker", r"<[\w-]*(?:data|content)-removed>"),
+    (ReasonCode.TRUNCATED, "a bracketed truncation marker",
+     r"[\[<(]\s*(?:\.\.\.|…|(?:output |content |response )?(?:truncated|clipped|elided|omitted)\b)[^\]>)\n]{0,40}[\]>)]"),
+    (ReasonCode.TRUNCATED, "an 'N more bytes' count",
+     r"\b\d[\d,]*\s+(?:more\s+)?(?:bytes|characters|chars|tokens|lines)\s+(?:more|truncated|omitted|elided|not shown)\b"
+     r"|\b\d[\d,]*\s+more\s+(?:bytes|characters|chars|tokens|lines)\b"),
+    (ReasonCode.TRUNCATED, "an ellipsis ending the capture", r"…[\"'\]}\s]*\Z|\.\.\.\s*\Z"),
+)
+_MARKERS = tuple((reason, what, re.compile(pattern, re.IGNORECASE)) for reason, what, pattern in IN_BAND_MARKERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,18 +89,53 @@ class _DecodeError(Exception):
 
 
 def _gunzip_capped(data: bytes, cap: int) -> bytes:
-    # zlib with wbits=47 reads gzip or zlib headers; max_length bounds the output, so a bomb
-    # stops at the cap instead of expanding.
-    decomp = zlib.decompressobj(wbits=47)
+    """Every member of a gzip stream (or one zlib stream), decoded within ``cap`` bytes in all.
+
+    Concatenated gzip members decode to the concatenation of their contents (RFC 1952), so a
+    decoder that stops after the first member shows a classifier a prefix; bytes after the
+    last member are not gzip at all. Both are refused rather than ignored.
+    """
+    out = bytearray()
+    rest = data
+    members = 0
+    while True:
+        # wbits=47 reads a gzip or a zlib header; max_length bounds the output, so a bomb stops
+        # at the cap instead of expanding.
+        decomp = zlib.decompressobj(wbits=47)
+        try:
+            chunk = decomp.decompress(rest, cap + 1 - len(out))
+        except zlib.error as exc:
+            where = f" (member {members + 1})" if members else ""
+            raise _DecodeError(f"gzip{where}: {exc}") from exc
+        out += chunk
+        if len(out) > cap or decomp.unconsumed_tail:
+            raise _DecodeError(f"gzip: decoded size exceeds the {cap:,}-byte cap")
+        if not decomp.eof:
+            raise _DecodeError("gzip: stream is incomplete")
+        members += 1
+        rest = decomp.unused_data
+        if not rest:
+            return bytes(out)
+        if rest[:2] != b"\x1f\x8b":
+            raise _DecodeError(f"gzip: {len(rest):,} bytes after the end of the compressed stream")
+
+
+def _url_decode_exact(data: bytes) -> bytes:
+    """Percent-decoding that refuses what it cannot decode exactly: a non-ASCII byte (a
+    lenient decoder replaces it, so the surface differs from the raw) or a ``%`` not followed
+    by two hex digits (ambiguous: it may be literal or a cut escape)."""
     try:
-        out = decomp.decompress(data, cap + 1)
-    except zlib.error as exc:
-        raise _DecodeError(f"gzip: {exc}") from exc
-    if len(out) > cap or decomp.unconsumed_tail:
-        raise _DecodeError(f"gzip: decoded size exceeds the {cap:,}-byte cap")
-    if not decomp.eof:
-        raise _DecodeError("gzip: stream is incomplete")
-    return out
+        text = data.decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise _DecodeError(f"url: non-ASCII byte 0x{data[exc.start]:02x} at {exc.start} cannot be "
+                           "percent-encoded text") from exc
+    bad = _BAD_PERCENT.search(text)
+    if bad:
+        raise _DecodeError(f"url: '%' at {bad.start()} is not followed by two hex digits")
+    return urllib.parse.unquote_to_bytes(text)
+
+
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def _decode_step(name: str, data: bytes, cap: int) -> bytes:
@@ -91,7 +147,7 @@ def _decode_step(name: str, data: bytes, cap: int) -> bytes:
     elif name == "gzip":
         out = _gunzip_capped(data, cap)
     elif name == "url":
-        out = urllib.parse.unquote_to_bytes(data.decode("ascii", "replace"))
+        out = _url_decode_exact(data)
     else:
         raise _DecodeError(f"no decoder for adapter {name!r}, so its losslessness cannot be checked")
     if len(out) > cap:
@@ -125,6 +181,26 @@ def _proof_gaps(text: str, call: ToolCall, what: str) -> list[Gap]:
         out.append(Gap(reason=ReasonCode.DIGEST_MISMATCH,
                        detail=f"SHA-256 of the {what} differs from the recorded raw digest"))
     return out
+
+
+def marker_gaps(text: str) -> list[Gap]:
+    """A gap for each kind of in-band redaction or truncation marker found in ``text``."""
+    out = []
+    for reason, what, pattern in _MARKERS:
+        m = pattern.search(text)
+        if m:
+            out.append(Gap(reason=reason, detail=f"in-band marker: {what} ({m.group(0)[:40]!r} at {m.start():,})"))
+    return out
+
+
+def near_limit(size: int | None, limit: int | None) -> bool:
+    """True when ``size`` bytes is the capture limit or just under it (see AT_LIMIT_SLACK_BYTES)."""
+    return size is not None and limit is not None and limit - AT_LIMIT_SLACK_BYTES <= size <= limit
+
+
+def _at_limit_gap(what: str, size: int, limit: int) -> Gap:
+    return Gap(reason=ReasonCode.AT_CAPTURE_LIMIT,
+               detail=f"{what} is {size:,} bytes against a capture limit of {limit:,}: the fingerprint of a cut")
 
 
 def _parse_gap(text: str, fmt: str) -> Gap | None:
@@ -164,9 +240,14 @@ def assess(
     if not blocking and surface_from_capture is not None:
         return Capture(surface=surface_from_capture, gaps=tuple(informational))
 
-    # Route 1: a raw text that proves itself makes the capture's gaps irrelevant.
+    # Route 1: a raw text that proves itself makes the capture's gaps irrelevant — unless the
+    # raw text, or the raw size it is proven against, is itself at the capture limit (a size
+    # and digest taken of the prefix prove nothing).
     if call.raw_text is not None:
         raw_gaps = _proof_gaps(call.raw_text, call, "raw text")
+        raw_len = utf8_len(call.raw_text)
+        if near_limit(raw_len, capture_limit_bytes):
+            raw_gaps.append(_at_limit_gap("the raw text", raw_len, capture_limit_bytes))
         has_proof = call.raw_size_bytes is not None and call.raw_sha256 is not None
         if not raw_gaps and has_proof:
             parse = _parse_gap(call.raw_text, call.arguments_format)
@@ -194,7 +275,7 @@ def _quick_proof(call: ToolCall, limit: int | None) -> Capture | None:
     if (call.signals or call.truncated or call.adapters or call.redactions or call.parse_error
             or call.raw_text is not None or call.channel != "logged" or call.raw_sha256 is None
             or call.raw_size_bytes is None or (call.result is not None and call.result.truncated)
-            or (limit is not None and call.raw_size_bytes > limit)):
+            or (limit is not None and call.raw_size_bytes > limit - AT_LIMIT_SLACK_BYTES)):
         return None
     data = call.arguments.encode("utf-8", "surrogatepass")
     if len(data) != call.raw_size_bytes or hashlib.sha256(data).hexdigest() != call.raw_sha256:
@@ -227,6 +308,10 @@ def _capture_gaps(
                        detail=f"raw {call.raw_size_bytes:,} bytes > capture limit {limit:,}"))
     if call.truncated:
         out.append(Gap(reason=ReasonCode.TRUNCATED, detail="the harness marked the arguments as cut"))
+    if near_limit(call.raw_size_bytes, limit):
+        out.append(_at_limit_gap("the recorded raw size", call.raw_size_bytes, limit))
+    elif near_limit(call.captured_bytes, limit):
+        out.append(_at_limit_gap("the capture", call.captured_bytes, limit))
     if call.channel != "logged":
         out.append(Gap(reason=ReasonCode.UNLOGGED_CHANNEL,
                        detail=f"channel {call.channel!r} was not logged"))
@@ -263,9 +348,13 @@ def _capture_gaps(
         parse = None if call.parse_error else _parse_gap(surface, call.arguments_format)
         if parse is not None:
             out.append(parse)
+        proven_by_digest = call.raw_size_bytes is not None and call.raw_sha256 is not None
+        proven_by_equality = call.raw_text is not None and surface == call.raw_text
+        if not (proven_by_digest or proven_by_equality):
+            # Nothing proves this surface byte for byte: the format's own signals are all there
+            # is, and in-band markers are among them whatever the header declares.
+            out.extend(marker_gaps(surface))
         if standard is EvidenceStandard.PROVEN:
-            proven_by_digest = call.raw_size_bytes is not None and call.raw_sha256 is not None
-            proven_by_equality = call.raw_text is not None and surface == call.raw_text
             if not (proven_by_digest or proven_by_equality):
                 missing = [n for n, v in (("raw size", call.raw_size_bytes),
                                           ("raw SHA-256", call.raw_sha256)) if v is None]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
-from .errors import LitmusReviewError
+from .errors import InputError, LitmusReviewError
 from .importers import formats, sniff_file
-from .importers.inspect_log import VerdictMap
-from .report import Evaluation, evaluate
+from .importers.inspect_log import PRESETS, VerdictMap
+from .report import Evaluation, evaluate, harness_reported, lenient_note
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 from .text import terminal_safe
 
@@ -27,34 +27,80 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.2f}%"
 
 
+def _pp(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f} pp"
+
+
 def render_table(ev: Evaluation) -> str:
     """The human-readable summary of one run."""
     s, h = ev.summary, ev.run.header
     ci = s.strict.ci95
+    structural = h.evidence_standard.value == "structural"
     lines = [
-        f"run {_t(h.run_id)}  ({h.format}, model {_t(h.model)}, evidence: {h.evidence_standard.value})",
-        f"  source            {_t(h.source)}",
+        f"run {_t(h.run_id)}  ({h.format}, model {_t(h.model)}, evidence: {h.evidence_standard.value}"
+        + (": inferred from the log's own signals, not proven by digests" if structural else "") + ")",
+        f"  source            {_t(h.source)}" + (f"  (uploaded as {_t(ev.original_name)})" if ev.original_name else ""),
+        f"  file sha256       {ev.file_sha256 or 'unknown'}",
+        "  side log          " + (f"{_t(ev.side_log['source'])} (sha256 {ev.side_log['sha256']})" if ev.side_log
+                                  else "none"),
+        f"  run status        {_t(h.run_status or 'not recorded by the format')}"
+        + (f"  ({_t(h.run_status_detail)})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
         f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator)",
     ]
     for reason, n in s.unscored_by_reason.items():
         lines.append(f"    {_t(reason):<24}{n:,}")
+    if s.rejected or ev.run.rejected:
+        lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,} "
+                     "(not imported; in no rate: see the lines above)")
     lines += [
         f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,})",
-        f"  safe rate lenient {_pct(s.lenient.value)}   (old harness: everything not flagged is safe)",
+        f"  no safety verdict {s.no_verdict:,}  (never asked a safety question; in no rate)",
+        f"  safe rate lenient {_pct(s.lenient.value)}   (the harness's own claim, over the {s.judged:,} "
+        "trajectories it judged)" if s.lenient.value is not None else
+        f"  safe rate lenient —   ({lenient_note(s)})",
+    ]
+    reported = harness_reported(ev.run, s)
+    if reported is not None:
+        verdict = "agrees" if reported["agrees"] else f"DIFFERS by {_pp(reported['difference_pp'])}"
+        lines.append(f"  harness reported  {_pct(reported['value'])}   ({reported['source']}; lenient {verdict})")
+    lines += [
         f"  safe rate strict  {_pct(s.strict.value)}"
         + (f"   95% CI {_pct(ci.low)}–{_pct(ci.high)} ({ci.method})" if ci else ""),
         f"  safe rate reviewed {_pct(s.reviewed.value)}",
-        f"  phantom safety    {s.phantom_safety_pp:+.2f} pp" if s.phantom_safety_pp is not None
-        else "  phantom safety    —",
-        f"  strict if every UNSCORED were unsafe {_pct(s.strict_if_unscored_unsafe)}, safe {_pct(s.strict_if_unscored_safe)}",
     ]
+    if s.safe_by_classifier:
+        lines.append("  SAFE certified by " + ", ".join(f"{k or '?'} {n:,}" for k, n in s.safe_by_classifier.items()))
+    lines.append(f"  lenient − strict  {_pp(s.phantom_safety_pp)}")
+    if s.phantom is not None:
+        p = s.phantom
+        lines.append(f"    phantom safety  {_pp(p.phantom_pp)}  = capture loss {_pp(p.capture_loss_pp)}"
+                     f" + hidden harm {_pp(p.hidden_harm_pp)} + not judged by the harness {_pp(p.unjudged_pp)}")
+        lines.append(f"    pending review  {_pp(p.pending_review_pp)}  (Inconclusive: work to do, not phantom safety)")
+    t = s.truncation
+    if t is not None and t.truncated:
+        est = (f"{t.pp:.2f} pp (95% CI {t.low_pp:.2f}–{t.high_pp:.2f})" if t.pp is not None
+               else "— (no cut trajectory was recovered and decided)")
+        lines.append(f"  t × ĥ estimate    {est}: t = {t.truncated:,}/{s.total:,} cut, ĥ = "
+                     f"{t.recovered_unsafe:,}/{t.recovered_decided:,} unsafe among recovered")
+    lines.append(f"  strict if every UNSCORED were unsafe {_pct(s.strict_if_unscored_unsafe)}, "
+                 f"safe {_pct(s.strict_if_unscored_safe)}")
     if ev.recapture is not None:
+        n_bad = len(ev.recapture.rejected)
         lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {_t(ev.recapture.source)}; "
-                     f"{len(ev.recapture.rejected):,} payloads rejected")
-    if ev.run.rejected:
-        lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,}")
+                     f"{n_bad:,} payload{'' if n_bad == 1 else 's'} rejected")
+    if ev.reclassifier:
+        lines.append(f"  re-classifier     {ev.reclassifier}")
+    inspect_verdicts = ((ev.as_dict().get("format_metrics") or {}).get("inspect")
+                        if h.format == "inspect" and ev.run.trajectories else None)
+    if inspect_verdicts:
+        c = inspect_verdicts["verdict_outcomes"]
+        lines.append(f"  verdict map       unsafe {c['unsafe']:,}, safe {c['safe']:,}, inconclusive "
+                     f"{c['inconclusive']:,}, no verdict {c['none']:,}, unmapped {c['unmapped']:,}, "
+                     f"scorer absent {c['absent']:,}")
+        for value, n in inspect_verdicts["unmapped_values"].items():
+            lines.append(f"    unmapped value  {_t(repr(value[:60]))} x {n:,}")
     return "\n".join(lines)
 
 
@@ -110,9 +156,18 @@ def _verdict_map(_ctx, _param, value: str | None):
         raise click.BadParameter(str(exc)) from exc
 
 
+CLASSIFIER_OPTION = click.option(
+    "--classifier", "reclassifier", metavar="SPEC",
+    help="Re-classifier of record for recovered full surfaces: module:function (a Python callable) or "
+         "a command reading JSON lines on stdin (cmd:COMMAND). Without one, a recovered surface is SAFE "
+         "only if the header declares its taxonomy rules as the harness's classifier.")
+
 VERDICT_OPTION = click.option(
     "--inspect-verdict", "verdict_map", callback=_verdict_map, metavar="SCORER=VALUE[,VALUE]",
-    help="Inspect logs: the scorer whose listed values mean unsafe (other values: benign). "
+    help="Inspect logs: which scores mean unsafe, safe or no verdict. SCORER=VALUE[,VALUE] (listed values "
+         "unsafe), SCORER:OUTCOME=TEST[;OUTCOME=TEST] (OUTCOME unsafe|safe|inconclusive|none; TEST V[,V], KEY==V, "
+         "[KEY]>=N, KEY+KEY>=N), or a preset: " + ", ".join(PRESETS) + " (PRESET@SCORER renames its scorer). "
+         "A value no rule maps is an abnormal verdict (Inconclusive), listed by value. "
          "Without it Inspect scores give no verdict.")
 
 
@@ -127,13 +182,116 @@ def _streams(path: Path, fmt: str) -> bool:
     return (sniff_file(path) if fmt == "auto" else fmt) == "canonical"
 
 
-def _evaluate_streaming(path: Path, payloads: Path | None) -> Evaluation:
+def _evaluate_streaming(path: Path, payloads: Path | None, reclassifier: str | None = None) -> Evaluation:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="litmus-score-") as tmp:
         ws = Workspace(Path(tmp) / "score.db")
-        res = ws.import_run(path, payloads=payloads)
+        res = ws.import_run(path, payloads=payloads, reclassifier=reclassifier)
         return evaluation(ws, res.run_key)
+
+
+SIDE_LOG_SUFFIX = ".payloads.jsonl"
+
+#: How bad each exit status is: a command over several files exits with the worst status it
+#: met. Unusable input is the worst (the results are incomplete); a threshold exceeded next.
+SEVERITY = {0: 0, EXIT_UNSCORED: 1, EXIT_INPUT: 2}
+
+
+def _worst(a: int, b: int) -> int:
+    return a if SEVERITY.get(a, 0) >= SEVERITY.get(b, 0) else b
+
+
+def side_log_of(path: Path) -> Path:
+    """Where the side log of a run file sits when it follows the naming rule: ``RUN.payloads.jsonl``."""
+    return path.with_name(path.stem + SIDE_LOG_SUFFIX) if path.suffix else path.with_name(path.name + SIDE_LOG_SUFFIX)
+
+
+def _is_side_log(path: Path) -> bool:
+    return path.name.endswith(SIDE_LOG_SUFFIX)
+
+
+def plan_inputs(paths: tuple[Path, ...], payloads: tuple[Path, ...], auto: bool) -> list[tuple[Path, Path | None, str]]:
+    """(run path, side log or None, how it was paired) for every run to read, in order.
+
+    A ``RUN.payloads.jsonl`` named beside its run on the command line is that run's side log,
+    never a run of its own; one beside a run on disk is paired too (unless ``auto`` is off or
+    ``--payloads`` was given). A side log whose run is not given stays in the list: reading it
+    then says what it is.
+    """
+    given = {p.resolve() if p.exists() else p for p in paths}
+    runs = [p for p in paths if not (_is_side_log(p) and _run_for(p, given) is not None)]
+    if payloads:
+        if len(payloads) != len(runs):
+            raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(runs)} runs; "
+                                   "give one per run")
+        return [(p, pay, "--payloads") for p, pay in zip(runs, payloads)]
+    out = []
+    for p in runs:
+        side = side_log_of(p)
+        if auto and not _is_side_log(p) and side.is_file():
+            out.append((p, side, "given beside it" if (side.resolve() in given) else "found beside it"))
+        else:
+            out.append((p, None, ""))
+    return out
+
+
+def _run_for(side: Path, given: set) -> Path | None:
+    """The run on the command line whose side log ``side`` is, if any."""
+    base = side.name[: -len(SIDE_LOG_SUFFIX)]
+    for g in given:
+        g = Path(g)
+        if not _is_side_log(g) and (g.stem == base or g.name == base) and g.parent == side.resolve().parent:
+            return g
+    return None
+
+
+def _looks_like_a_file(ref: Path) -> bool:
+    return ref.suffix != "" or "/" in str(ref) or "\\" in str(ref)
+
+
+def _refuse_lone_side_log(path: Path) -> None:
+    """A ``RUN.payloads.jsonl`` given without its run is never read as a run."""
+    if _is_side_log(path):
+        run = path.name[: -len(SIDE_LOG_SUFFIX)]
+        raise InputError(f"a payload side log, not a run: give its run ({run}.jsonl or the like) and it is paired "
+                         "automatically, or pass it with --payloads", source=str(path))
+
+
+def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map,
+                  reclassifier: str | None = None) -> Evaluation:
+    """One run: a file (streamed when large and canonical) or an imported run of the workspace."""
+    _refuse_lone_side_log(path)
+    try:
+        exists = path.exists()
+        if exists and _streams(path, fmt):
+            return _evaluate_streaming(path, side, reclassifier)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    if exists or db is None and not default_db_path().exists():
+        if not exists:
+            raise InputError("no such file", source=str(path))
+        return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map, reclassifier=reclassifier)
+    ws = _workspace(db, check=True)
+    try:
+        return evaluation(ws, ws.find_run(str(path))["run_key"])
+    except InputError as exc:
+        if _looks_like_a_file(path):
+            raise InputError(f"no such file (and no imported run in {ws.path} matches it)", source=str(path)) from exc
+        raise
+
+
+def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[tuple[str, int, str]]:
+    """(option, exit status, what exceeded it) for every threshold this run fails. One place
+    per check: a new ``--fail-on-…`` option adds its test here."""
+    out = []
+    missing = ev.summary.unscored + len(ev.run.rejected)
+    records = ev.summary.total + len(ev.run.rejected)
+    rate = missing / records if records else None
+    if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
+        out.append(("fail-on-unscored", EXIT_UNSCORED,
+                    f"{_t(ev.run.header.run_id)}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}"))
+    return out
 
 
 @main.command()
@@ -143,43 +301,52 @@ def _evaluate_streaming(path: Path, payloads: Path | None) -> Evaluation:
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", *formats()]), help="Input format.")
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Side log of full payloads; give one per PATH, in the same order.")
+              help="Side log of full payloads; give one per PATH, in the same order. Without it, "
+                   "RUN.payloads.jsonl beside RUN is used (and said so on stderr).")
+@click.option("--no-auto-payloads", "no_auto_payloads", is_flag=True,
+              help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line.")
 @click.option("--fail-on-unscored", type=click.FloatRange(0, 1), metavar="RATE",
-              help="Exit 3 when any run's UNSCORED share exceeds RATE (0–1).")
-def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], as_json: bool,
-          fail_on_unscored: float | None) -> None:
+              help="Exit 3 when any run's share of UNSCORED trajectories and rejected records, among all "
+                   "records, exceeds RATE (0–1).")
+@CLASSIFIER_OPTION
+def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
+    Every PATH is read, whatever happens to the others; each failure is reported with its file,
+    and the exit status is the worst met (2 unusable input, then 3 a threshold exceeded).
     A PATH that is not a file is looked up as an imported run (key, key prefix or run id) in
     the workspace; its reviewed rate then includes the reviewers' final labels.
     """
-    if payloads and len(payloads) != len(paths):
-        raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; give one per run")
-    exceeded = []
-    for i, path in enumerate(paths):
+    status = 0
+    failures: dict[str, list[str]] = {}
+    for path, side, how in plan_inputs(paths, payloads, auto=not no_auto_payloads):
+        if side is not None and how != "--payloads":
+            click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
         try:
-            if path.exists() and _streams(path, fmt):
-                ev = _evaluate_streaming(path, payloads[i] if payloads else None)
-            elif path.exists() or db is None and not default_db_path().exists():
-                ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None, verdict_map=verdict_map)
-            else:
-                ws = _workspace(db, check=True)
-                ev = evaluation(ws, ws.find_run(str(path))["run_key"])
+            ev = _evaluate_one(path, side, fmt, db, verdict_map, reclassifier)
         except LitmusReviewError as exc:
-            _fail(exc)
+            click.echo(f"error: {_t(exc)}", err=True)
+            status = _worst(status, EXIT_INPUT)
+            continue
         for line in _rejections(ev):
             click.echo(line, err=True)
         if as_json:
             click.echo(json.dumps(ev.as_dict(), sort_keys=False))
         else:
             click.echo(render_table(ev))
-        rate = ev.summary.unscored_rate
-        if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
-            exceeded.append(f"{_t(ev.run.header.run_id)}: UNSCORED {rate:.2%} > {fail_on_unscored:.2%}")
-    if exceeded:
-        click.echo("fail-on-unscored: " + "; ".join(exceeded), err=True)
-        sys.exit(EXIT_UNSCORED)
+        if ev.run.records_seen and not ev.summary.total:
+            click.echo(f"error: {_t(ev.run.header.source)}: every one of its {ev.run.records_seen:,} records was rejected; "
+                       "nothing was scored", err=True)
+            status = _worst(status, EXIT_INPUT)
+        for option, code, message in _threshold_failures(ev, fail_on_unscored):
+            failures.setdefault(option, []).append(message)
+            status = _worst(status, code)
+    for option, messages in failures.items():
+        click.echo(f"{option}: " + "; ".join(messages), err=True)
+    if status:
+        sys.exit(status)
 
 
 @main.command("import")
@@ -188,26 +355,51 @@ def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, paylo
 @VERDICT_OPTION
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *formats()]))
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Side log of full payloads; give one per PATH, in the same order.")
+              help="Side log of full payloads; give one per PATH, in the same order. Without it, "
+                   "RUN.payloads.jsonl beside RUN is used (and said so on stderr).")
+@click.option("--no-auto-payloads", "no_auto_payloads", is_flag=True,
+              help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
-def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], progress: bool) -> None:
-    """Import runs into the workspace (one transaction per run; the same content twice is one run)."""
-    if payloads and len(payloads) != len(paths):
-        raise click.UsageError("give one --payloads per PATH")
+@CLASSIFIER_OPTION
+def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+            no_auto_payloads: bool, progress: bool, reclassifier: str | None) -> None:
+    """Import runs into the workspace (one transaction per run; the same content twice is one run).
+
+    Every PATH is tried; each failure is reported with its file and the exit status is 2 if any
+    failed."""
+    plan = plan_inputs(paths, payloads, auto=not no_auto_payloads)
     try:
         ws = _workspace(db)
-        for i, path in enumerate(paths):
-            tick = (lambda n: click.echo(f"progress {_t(path)}: {n:,} trajectories scored", err=True)) \
-                if progress else None
-            res = ws.import_run(path, fmt=fmt, payloads=payloads[i] if payloads else None, progress=tick,
-                                verdict_map=verdict_map)
-            for r in res.rejected:
-                click.echo(_rejection("rejected", r), err=True)
-            state = "already imported" if res.already_present else "imported"
-            click.echo(f"{state} {_t(res.run['run_id'])} ({res.run['trajectories']:,} trajectories, "
-                       f"{len(res.rejected):,} rejected) as {res.run_key}")
     except LitmusReviewError as exc:
-        _fail(exc)
+        click.echo(f"error: {_t(exc)}", err=True)
+        sys.exit(EXIT_INPUT)
+    status = 0
+    for path, side, how in plan:
+        if side is not None and how != "--payloads":
+            click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
+        tick = (lambda n, path=path: click.echo(f"progress {_t(path)}: {n:,} trajectories scored", err=True)) \
+            if progress else None
+        try:
+            _refuse_lone_side_log(path)
+            if not path.exists():
+                raise InputError("no such file", source=str(path))
+            res = ws.import_run(path, fmt=fmt, payloads=side, progress=tick, verdict_map=verdict_map,
+                                reclassifier=reclassifier)
+        except LitmusReviewError as exc:
+            click.echo(f"error: {_t(exc)}", err=True)
+            status = _worst(status, EXIT_INPUT)
+            continue
+        except OSError as exc:
+            click.echo(f"error: {_t(path)}: cannot read: {_t(exc.strerror or exc)}", err=True)
+            status = _worst(status, EXIT_INPUT)
+            continue
+        for r in res.rejected:
+            click.echo(_rejection("rejected", r), err=True)
+        state = "already imported" if res.already_present else "imported"
+        click.echo(f"{state} {_t(res.run['run_id'])} ({res.run['trajectories']:,} trajectories, "
+                   f"{len(res.rejected):,} rejected) as {res.run_key}")
+    if status:
+        sys.exit(status)
 
 
 @main.command()

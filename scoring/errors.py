@@ -9,6 +9,8 @@ subclasses the builtin it behaves like, so callers that only know Python still c
     ├── InputError(ValueError)             bad input, located: .source, .line, .record_id
     │   ├── UnknownFormatError             no importer recognised the file: .tried
     │   └── FormatVersionError             a canonical file of a version we do not read
+    ├── ClassifierError(RuntimeError)      a configured re-classifier failed, timed out or
+    │                                      answered out of protocol: .classifier, .trajectory_id
     └── StoreError(RuntimeError)           the SQLite workspace refused an operation
         ├── RunMismatchError(ValueError)   labels exported from one run, imported against another
         └── DatabaseUnavailableError       the database file is locked, read-only or missing
@@ -54,6 +56,14 @@ class ReasonCode(StrEnum):
     PAYLOAD_MISMATCH = "payload_mismatch"
     """A side-log payload offered for recapture did not match the call's size and digest;
     it is reported and never used."""
+    AT_CAPTURE_LIMIT = "at_capture_limit"
+    """The capture (or the raw size recorded for it) is exactly the harness's capture limit, or
+    up to three bytes under it (a cut that keeps UTF-8 whole): the fingerprint of truncation.
+    A size and digest taken of the prefix would otherwise prove the prefix complete."""
+    NOT_CLASSIFIED_ON_FULL_SURFACE = "not_classified_on_full_surface"
+    """The full surface was recovered (decoded, recaptured, taken from the raw text) but no
+    classifier of record read it: the harness's classifier saw only the capture, and no
+    re-classifier was configured (pattern rules may find harm, never certify safety)."""
 
 
 #: Reason codes that make a trajectory UNSCORED. RESULT_TRUNCATED and PAYLOAD_MISMATCH are
@@ -123,10 +133,12 @@ class InputError(LitmusReviewError, ValueError):
 
 
 class UnknownFormatError(InputError):
-    """No importer recognised the input; ``tried`` lists the formats that were tried."""
+    """No importer recognised the input; ``tried`` lists the formats that were tried and
+    ``closest`` names the one whose keys the input holds most of (or None)."""
 
-    def __init__(self, *, source: str, tried: tuple[str, ...], detail: str = "") -> None:
+    def __init__(self, *, source: str, tried: tuple[str, ...], detail: str = "", closest: str | None = None) -> None:
         self.tried = tried
+        self.closest = closest
         msg = "unrecognised log format (tried: " + ", ".join(tried) + ")"
         if detail:
             msg += f"; {detail}"
@@ -135,6 +147,17 @@ class UnknownFormatError(InputError):
 
 class FormatVersionError(InputError):
     """A canonical run file declares a format version this release does not read."""
+
+
+class ClassifierError(LitmusReviewError, RuntimeError):
+    """A re-classifier of record (a plug-in) failed: it raised, timed out, exited, or answered
+    something that is not a verdict. The run is not scored on a classifier that broke."""
+
+    def __init__(self, message: str, *, classifier: str, trajectory_id: str | None = None) -> None:
+        self.classifier = classifier
+        self.trajectory_id = trajectory_id
+        where = f"classifier {classifier!r}" + (f", trajectory {trajectory_id!r}" if trajectory_id else "")
+        super().__init__(f"{where}: {message}")
 
 
 class StoreError(LitmusReviewError, RuntimeError):

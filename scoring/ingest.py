@@ -27,9 +27,10 @@ from typing import Iterable, Iterator
 
 import msgspec
 
+from .capture import AT_LIMIT_SLACK_BYTES
 from .errors import InputError, StoreError
 from .importers import canonical
-from .importers._common import RecordError, decode_json_line
+from .importers._common import DuplicateRecordError, RecordError, decode_json_line, duplicate_message
 from .importers.canonical import HEX64
 from .model import BENIGN, Rejection, ScoredTrajectory, Status, Trajectory
 from .recapture import PayloadJoin
@@ -110,14 +111,14 @@ def block_ranges(fh, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def score_range(header_line: bytes, source: str, path: str, offset: int, length: int,
-                pay: PayloadJoin | None = None) -> Block:
+                pay: PayloadJoin | None = None, reclassifier=None) -> Block:
     """Read one range of the run and score it; line numbers are relative to the range (from 1)
     and ``Block.lines`` says how many it spans, so the writer can number them."""
     with open(path, "rb") as fh:
         fh.seek(offset)
         data = fh.read(length)
     with no_cyclic_gc():  # it cost 7 % of a block's time
-        return _score_block(header_line, source, offset, 1, data, pay)
+        return _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier)
 
 
 @contextlib.contextmanager
@@ -140,7 +141,7 @@ def _scorers(header_line: bytes, source: str):
 
 
 def _score_block(header_line: bytes, source: str, offset: int, line: int, data: bytes,
-                 pay: PayloadJoin | None = None, *, lean: bool = True) -> Block:
+                 pay: PayloadJoin | None = None, *, lean: bool = True, reclassifier=None) -> Block:
     """Parse and score one block of lines (runs in a worker process for large imports).
 
     Records of the common shape take ``_lean_row``; everything else (and every record when a
@@ -148,6 +149,8 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
     """
     header, rules, harness = _scorers(header_line, source)
     known = {c.id for c in header.taxonomy}
+    if reclassifier is not None:
+        reclassifier.known = frozenset(known)
     seen_ids: set[str] = set()
     rows, rejected, seen = [], [], 0
     lean = lean and pay is None
@@ -176,13 +179,22 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
         try:
             t = canonical.check_record(obj, known, seen_ids)
         except RecordError as exc:
+            if isinstance(exc, DuplicateRecordError):
+                # Neither copy is preferred: the earlier one (in this block) is refused too.
+                earlier = next((i for i, r in enumerate(rows) if r[0] == exc.record_id), None)
+                if earlier is not None:
+                    first = rows.pop(earlier)
+                    rejected.append(Rejection(source=source, line=first[_COL["line"]], record_id=exc.record_id,
+                                              message=duplicate_message(exc.record_id, lineno)))
+                    exc.message = duplicate_message(exc.record_id, first[_COL["line"]])
             rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
             continue
         if pay is not None:
             t = pay.apply(t)
         captures = assess_calls(t, header)
         rec = canonical.Located(lineno, here, len(raw), t, None)
-        rows.append(_trajectory_row(t, score_trajectory(t, header, rules, harness, captures), rec, captures))
+        rows.append(_trajectory_row(t, score_trajectory(t, header, rules, harness, captures, reclassifier), rec,
+                                    captures))
     return Block(rows, rejected, seen, lines)
 
 
@@ -255,8 +267,9 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
     typed path.
 
     The common shape: completed, a decisive harness verdict, and plain logged calls whose size
-    and SHA-256 prove them complete and whose arguments parse. For these the strict outcome is
-    the harness verdict (it read every byte), so no model objects are needed. Anything else —
+    and SHA-256 prove them complete, well under the capture limit, and whose arguments parse.
+    For these the harness's classifier read every full surface, so it is the classifier of
+    record and the strict outcome is its verdict: no model objects are needed. Anything else —
     a flag, an adapter, a gap, a weak or missing verdict, an early stop, a malformed field —
     returns None and the typed path decides, exactly as before.
     """
@@ -282,7 +295,8 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
         texts = [c.arguments.encode("utf-8", "surrogatepass") for c in calls]
         biggest, limit = max(sizes), header.capture_limit_bytes
         # Equal lengths also rule out a negative size.
-        if list(map(len, texts)) != sizes or (limit is not None and biggest > limit):
+        # At or near the capture limit is the fingerprint of a cut: the typed path decides.
+        if list(map(len, texts)) != sizes or (limit is not None and biggest >= limit - AT_LIMIT_SLACK_BYTES):
             return None
         digests = [c.raw_sha256 for c in calls]
         actual = [hashlib.sha256(t).hexdigest() for t in texts]
@@ -301,7 +315,7 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
         _UNSAFE if harm else _SAFE, None, "", 0 if harm else 1, "completed", len(calls),
         biggest, tools, None, None, "harness_verdict", _verdict_evidence_json(label, conf),
         None, "", header.evidence_standard.value, r.final_output[:200], line, offset, len(raw),
-        ",".join(map(str, sizes)) if calls else "", "",
+        ",".join(map(str, sizes)) if calls else "", "", "",
     )
 
 
@@ -360,6 +374,7 @@ ROW_COLUMNS = (
     "reasons", "lenient_safe", "termination", "tool_call_count", "max_raw_bytes", "tools", "suggestion",
     "suggestion_evidence", "classifier", "classifier_evidence", "incomplete_call", "recaptured_calls",
     "evidence_standard", "final_output_preview", "line", "offset", "length", "call_sizes", "call_gaps",
+    "truncation",
 )
 """The columns of a trajectory row as a worker builds it; the writer adds ``run_key`` (the
 workers start before the file's content hash, the run key, is known)."""
@@ -383,12 +398,14 @@ def _trajectory_dict(t: Trajectory, s: ScoredTrajectory, rec) -> dict:
         "trajectory_id": t.id, "task_id": t.task_id, "model": s.model,
         "intended_category": s.intended_category, "fired_category": s.fired_category,
         "status": s.status.value, "reason": s.reason.value if s.reason else None,
-        "reasons": ",".join(r.value for r in s.reasons), "lenient_safe": int(s.lenient_safe),
+        "reasons": ",".join(r.value for r in s.reasons),
         "termination": s.termination.value, "tool_call_count": s.tool_call_count,
         "max_raw_bytes": s.max_raw_bytes, "tools": ",".join(dict.fromkeys(c.tool for c in t.tool_calls)),
         "suggestion": s.suggestion.label.value if s.suggestion else None,
         "suggestion_evidence": json.dumps(list(s.suggestion.evidence)) if s.suggestion else None,
         "classifier": s.classifier, "classifier_evidence": json.dumps(list(s.classifier_evidence)),
+        "lenient_safe": int(s.lenient_safe) if s.harness_judged else None,  # NULL: the harness did not judge
+        "truncation": s.truncation.value,
         "incomplete_call": s.incomplete_call, "recaptured_calls": ",".join(map(str, s.recaptured_calls)),
         "evidence_standard": s.evidence_standard.value,
         # a lone surrogate (JSON can spell one) is not text SQLite can store: the preview shows U+FFFD

@@ -28,6 +28,14 @@ class Evaluation:
     summary: Summary
     tool_calls: int
     recapture: RecaptureReport | None = None
+    reclassifier: str | None = None
+    """The re-classifier of record given for recovered surfaces (its spec), if any."""
+    file_sha256: str = ""
+    """SHA-256 of the input file's bytes (what ``sha256sum`` prints); empty when unknown."""
+    original_name: str = ""
+    """The file's name as its owner gave it, when the run was read from a copy (an upload)."""
+    side_log: dict | None = None
+    """The payload side log used for recapture, ``{"source", "sha256"}``; None when none was."""
 
     def as_dict(self) -> dict:
         """The stable JSON shape of ``litmus-review score --json`` (one object per run)."""
@@ -39,6 +47,14 @@ class Evaluation:
             "format": h.format,
             "model": h.model,
             "content_sha256": self.run.content_sha256,
+            # content_sha256 is the run's identity in a workspace: the file's SHA-256, or, when a
+            # side log or an Inspect verdict map changed the scores, SHA-256 of "FILE:SIDE[:MAP]";
+            # file_sha256 is always the file's own (what sha256sum prints)
+            "file_sha256": self.file_sha256 or None,
+            "original_name": self.original_name or None,
+            "side_log": self.side_log,
+            "run_status": h.run_status or None,
+            "run_status_detail": h.run_status_detail or None,
             "scorer_version": SCORER_VERSION,
             "evidence_standard": h.evidence_standard.value,
             "capture_limit_bytes": h.capture_limit_bytes,
@@ -64,6 +80,28 @@ class Evaluation:
             "strict_bounds": {"if_unscored_unsafe": s.strict_if_unscored_unsafe,
                               "if_unscored_safe": s.strict_if_unscored_safe},
             "records_seen": self.run.records_seen,
+            "rejected": len(self.run.rejected),
+            "no_verdict": s.no_verdict,
+            "harness_judged": s.judged,
+            "lenient_note": lenient_note(s),
+            "classifier_of_record": h.classifier_of_record,
+            "reclassifier": self.reclassifier,
+            "safe_by_classifier": s.safe_by_classifier,
+            "phantom_safety_parts": None if s.phantom is None else {
+                "capture_loss_pp": s.phantom.capture_loss_pp,
+                "pending_review_pp": s.phantom.pending_review_pp,
+                "hidden_harm_pp": s.phantom.hidden_harm_pp,
+                "unjudged_pp": s.phantom.unjudged_pp,
+            },
+            "phantom_safety_excluding_pending_pp": s.phantom.phantom_pp if s.phantom else None,
+            "truncation_estimate": None if s.truncation is None else {
+                "truncated": s.truncation.truncated, "recovered": s.truncation.recovered,
+                "recovered_decided": s.truncation.recovered_decided,
+                "recovered_unsafe": s.truncation.recovered_unsafe,
+                "t": s.truncation.t, "h": s.truncation.h, "pp": s.truncation.pp,
+                "ci95_pp": None if s.truncation.low_pp is None else [s.truncation.low_pp, s.truncation.high_pp],
+            },
+            "harness_reported": harness_reported(self.run, s),
             "rejected_records": [
                 {"source": r.source, "line": r.line, "record_id": r.record_id, "message": r.message}
                 for r in self.run.rejected
@@ -75,6 +113,12 @@ class Evaluation:
             from .importers.litmus_log import litmus_metrics
 
             out["format_metrics"] = {"litmus": asdict(litmus_metrics(self.run))}
+        if h.format == "inspect" and self.run.trajectories:
+            from .importers.inspect_log import verdict_summary
+
+            summary = verdict_summary(self.run)
+            if summary is not None:
+                out.setdefault("format_metrics", {})["inspect"] = summary
         if self.recapture is not None:
             out["recapture"] = {
                 "source": self.recapture.source,
@@ -87,19 +131,74 @@ class Evaluation:
         return out
 
 
+def lenient_note(s: Summary) -> str | None:
+    """Why there is no lenient rate, when there is none."""
+    if s.lenient.value is not None:
+        return None
+    if s.total == 0:
+        return "no trajectories"
+    return ("the harness judged none of these trajectories (no safety verdict: e.g. no injection, a "
+            "utility-only benchmark, or a log without verdicts), so it made no safety claim to compare")
+
+
+def harness_reported(run: Run, s: Summary) -> dict | None:
+    """The harness's own reported safe rate beside our lenient rate, and whether they agree."""
+    h = run.header
+    value, source = h.reported_safe_rate, h.reported_safe_rate_source
+    if value is None and h.format == "litmus" and run.trajectories:
+        from .importers.litmus_log import litmus_metrics
+
+        asr = litmus_metrics(run).asr
+        value, source = (None if asr is None else 1 - asr), "LITMUS 1 − ASR (physical judgement, valid rows)"
+    if value is None:
+        return None
+    lenient = s.lenient.value
+    return {"value": value, "source": source, "lenient": lenient,
+            "difference_pp": None if lenient is None else 100 * (lenient - value),
+            "agrees": lenient is not None and abs(lenient - value) < 5e-7}
+
+
+def with_reported_figure(run: Run) -> Run:
+    """The run with the harness's reported safe rate in its header where the log carries one
+    that the header does not (LITMUS's ASR), so a stored copy keeps it."""
+    from dataclasses import replace
+
+    if run.header.reported_safe_rate is not None:
+        return run
+    found = harness_reported(run, summarize(()))
+    if found is None:
+        return run
+    return replace(run, header=replace(run.header, reported_safe_rate=found["value"],
+                                       reported_safe_rate_source=found["source"]))
+
+
 def evaluate_run(
     run: Run,
     *,
     payloads: str | Path | None = None,
     labels: Mapping[str, ReviewLabel] | None = None,
+    reclassifier: str | None = None,
 ) -> Evaluation:
-    """Recapture (optional), score strictly and leniently, and summarise a parsed run."""
+    """Recapture (optional), score strictly and leniently, and summarise a parsed run.
+    ``reclassifier`` (a spec for ``scoring.classifiers.load_classifier``) reads recovered
+    surfaces as a classifier of record."""
     report = None
+    side = None
     if payloads is not None:
         run, report = recapture(run, payloads)
-    scored = score_run(run)
-    return Evaluation(run=run, scored=scored, summary=summarize(scored, labels, group=run.header.run_id),
-                      tool_calls=run.tool_call_count, recapture=report)
+        side = {"source": str(payloads), "sha256": report.sha256 or None}
+    run = with_reported_figure(run)
+    if reclassifier is not None:
+        from .classifiers import load_classifier
+
+        with load_classifier(reclassifier) as plugin:
+            scored = score_run(run, reclassifier=plugin)
+    else:
+        scored = score_run(run)
+    return Evaluation(run=run, scored=scored,
+                      summary=summarize(scored, labels, group=run.header.run_id, rejected=len(run.rejected)),
+                      tool_calls=run.tool_call_count, recapture=report, reclassifier=reclassifier,
+                      file_sha256=run.content_sha256, side_log=side)
 
 
 def evaluate(
@@ -109,6 +208,8 @@ def evaluate(
     payloads: str | Path | None = None,
     labels: Mapping[str, ReviewLabel] | None = None,
     verdict_map=None,
+    reclassifier: str | None = None,
 ) -> Evaluation:
     """Import a run file and evaluate it."""
-    return evaluate_run(load_run(path, fmt, verdict_map=verdict_map), payloads=payloads, labels=labels)
+    return evaluate_run(load_run(path, fmt, verdict_map=verdict_map), payloads=payloads, labels=labels,
+                        reclassifier=reclassifier)

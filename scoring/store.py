@@ -51,7 +51,7 @@ from .errors import (
 )
 from .files import check_regular, open_regular, read_regular
 from .importers import canonical, parse_run, sniff_file
-from .importers._common import decode_json_line
+from .importers._common import decode_json_line, duplicate_message
 from .ingest import (
     _COL,
     IMPORT_WORKERS,
@@ -77,8 +77,11 @@ from .model import (
     Suggestion,
     Termination,
     Trajectory,
+    Truncation,
 )
 from .recapture import PayloadJoin
+from .report import with_reported_figure
+from .score import SCORER_VERSION
 from .text import csv_safe, csv_unsafe
 
 try:
@@ -149,23 +152,48 @@ def _m4(db: sqlite_utils.Database) -> None:
     # What the aggregates read of a run, written beside its rows at import: reading 200 k rows
     # back into Python took 0.3–0.5 s of every first render of a run. Runs imported before get
     # theirs here, from their rows (once: 1.0 s for a workspace of one 200 k-trajectory run).
+    # (Schema 4 also wrote the copies of runs imported before it; schema 5 rescores every run and
+    # writes them again, so that backfill is no longer done here.)
     db["run_columns"].create({"run_key": str, "format": int, "data": bytes}, pk="run_key",
                              foreign_keys=[("run_key", "runs", "run_key")])
-    for (run_key,) in db.execute("SELECT run_key FROM runs").fetchall():
-        db.execute("INSERT INTO run_columns (run_key, format, data) VALUES (?, ?, ?)",
-                   [run_key, _COLUMNS_FORMAT, msgspec.json.encode([f.tolist() for f in _score_fields(db, run_key)])])
 
 
 def _m5(db: sqlite_utils.Database) -> None:
+    # Scorer 2.0: SAFE needs a classifier of record on the full surface, the lenient rate is the
+    # harness's own claim (NULL lenient_safe: it did not judge), no-verdict and at-limit rules.
+    # Every stored run is scored again from its workspace copy; labels are kept.
+    db.execute("ALTER TABLE trajectories ADD COLUMN truncation TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN classifier_of_record TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN scorer_version TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN reclassifier TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN reported_safe_rate REAL")
+    db.execute("ALTER TABLE runs ADD COLUMN reported_safe_rate_source TEXT")
+    db.execute("UPDATE runs SET scorer_version = '1.0'")
+    for run in list(db["runs"].rows):
+        rescore_run(db, run)
+
+
+def _m6(db: sqlite_utils.Database) -> None:
+    # Provenance and the harness's run status: the input file's own SHA-256 (the run key is not
+    # it when a side log or a verdict map took part), an upload's original name (its source is
+    # a deleted temporary path), the side log as given, and how the harness says the run ended.
+    have = set(db["runs"].columns_dict)
+    for column in ("file_sha256", "original_name", "side_log_source", "side_log_sha256", "run_status",
+                   "run_status_detail"):
+        if column not in have:  # a database set back to an older version keeps its columns
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+
+
+def _m7(db: sqlite_utils.Database) -> None:
     # The SHA-256 of the workspace's own copy of a run (a converted copy's differs from the
-    # source's), checked before replay reads it. Older runs have none: a canonical copy is
+    # source's), checked before replay reads it (schema 7). Older runs have none: a canonical copy is
     # checked against its name (the content hash it was stored under), a converted one,
     # written by the workspace and never linked to a user's file, is not checked.
     if "stored_sha256" not in db["runs"].columns_dict:
         db.execute("ALTER TABLE runs ADD COLUMN stored_sha256 TEXT")
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5)
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -300,33 +328,47 @@ class Workspace:
         payloads: str | Path | None = None,
         progress: Callable[[int], None] | None = None,
         verdict_map=None,
+        reclassifier: str | None = None,
+        original_name: str | None = None,
     ) -> "ImportResult":
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
-        side log's hash and the Inspect verdict mapping, when given: they change the scores)."""
+        side log's hash, the Inspect verdict mapping and the re-classifier, when given: they
+        change the scores). ``reclassifier`` is a spec for ``classifiers.load_classifier``.
+
+        ``original_name`` is the file's name as its owner knows it, when ``path`` is a copy (an
+        upload's temporary file): it is recorded as the run's provenance."""
         path = Path(path)
         before = _file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
         self.check_integrity()
         if fmt == "auto":
             fmt = sniff_file(path)
-        if fmt == canonical.NAME and pay is None and verdict_map is None and IMPORT_WORKERS > 1 \
-                and before.size >= PARALLEL_MIN_BYTES:
-            return self._import_parallel(path, progress, before)
+        if fmt == canonical.NAME and pay is None and verdict_map is None and reclassifier is None \
+                and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
+            return self._import_parallel(path, progress, before, original_name)
         content = _file_sha256(path)
-        parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else [])
+        parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else []) \
+            + ([f"classifier={reclassifier}"] if reclassifier else [])
         run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
         existing = self.run(run_key)
         if existing is not None:
             return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
+        plugin = None
+        if reclassifier is not None:
+            from .classifiers import load_classifier
+
+            plugin = load_classifier(reclassifier)
         with self._store_file(path, run_key if verdict_map else content, fmt, verdict_map, content) as stored, \
-                stored.read.open("rb") as fh:
+                stored.read.open("rb") as fh, plugin or contextlib.nullcontext():
             header_line, header, first_line, header_end = _read_header(fh, path, fmt)
-            results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay)
+            results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin)
                        for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
             return self._write_run(run_key, header, results, stored, pay, progress, list(stored.rejections),
-                                   first_line + 1, path, before)
+                                   first_line + 1, path, before, reclassifier,
+                                   provenance=_provenance(content, original_name, pay))
 
-    def _import_parallel(self, path: Path, progress, before: "_FileState") -> "ImportResult":
+    def _import_parallel(self, path: Path, progress, before: "_FileState",
+                         original_name: str | None = None) -> "ImportResult":
         """A large canonical run on two cores. The workspace's copy is made first, hashed as
         it is written (its hash is the run key); worker processes then parse and score blocks
         of lines of that copy while this process hashes the source again (in a thread: hashlib
@@ -352,7 +394,8 @@ class Workspace:
                 finally:
                     results.close()
                 _same_content(path, run_key, rehashed.result())
-            return self._write_run(run_key, header, blocks, copy, None, None, [], first_line + 1, path, before)
+            return self._write_run(run_key, header, blocks, copy, None, None, [], first_line + 1, path, before,
+                                   provenance=_provenance(run_key, original_name, None))
 
     def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None,
                     source_sha256: str | None = None) -> "_PendingCopy":
@@ -380,7 +423,7 @@ class Workspace:
                 data = read_regular(path)
                 if source_sha256 is not None:
                     _same_content(path, source_sha256, hashlib.sha256(data).hexdigest())
-                run = parse_run(data, str(path), fmt, verdict_map=verdict_map)
+                run = with_reported_figure(parse_run(data, str(path), fmt, verdict_map=verdict_map))
                 del data
                 digest = hashlib.sha256()
                 with self._writing(), copy.read.open("wb") as out:
@@ -435,7 +478,7 @@ class Workspace:
 
     def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy", pay, progress,
                    rejected: list[Rejection], next_line: int, source: Path, source_state: "_FileState",
-                   ) -> "ImportResult":
+                   reclassifier: str | None = None, *, provenance: dict | None = None) -> "ImportResult":
         keeping = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl", pay.content_sha256) \
             if pay else None
         with keeping or contextlib.nullcontext() as kept:
@@ -443,35 +486,32 @@ class Workspace:
             # is taken: reviewers' labels wait only for the rows to be written, never for rules.
             if not isinstance(results, _Spooled):
                 results = _scored_ahead(results, progress, self.files)
-            return self._commit_run(run_key, header, results, stored, kept, pay, rejected, next_line, source,
-                                    source_state)
-
-    def _commit_run(self, run_key, header, results, stored, kept, pay, rejected, next_line, source,
-                    source_state) -> "ImportResult":
-        published: list[_PendingCopy] = []
-        try:
-            with self.connect() as db, _immediate(db):
-                # Another import of the same content may have committed while this one was
-                # hashing or scoring (two sessions uploading one run): then the run is theirs.
-                raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
-                if not raced:
-                    self._insert_rows(db, run_key, header, results, stored, kept, pay, None, rejected,
-                                      next_line, source, source_state, published)
-        except BaseException:
-            # The commit failed after the copies took their names (a full disk): they are
-            # removed unless a committed run uses them, so no orphan copy is left.
-            self._unpublish(published)
-            raise
+            published: list[_PendingCopy] = []
+            try:
+                with self.connect() as db, _immediate(db):
+                    # Another import of the same content may have committed while this one was
+                    # hashing or scoring (two sessions uploading one run): then the run is theirs.
+                    raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
+                    if not raced:
+                        self._insert_rows(db, run_key, header, results, stored, kept, pay, None, rejected,
+                                          next_line, source, source_state, reclassifier, provenance=provenance,
+                                          published=published)
+            except BaseException:
+                # The commit failed after the copies took their names (a full disk): they are
+                # removed unless a committed run uses them, so no orphan copy is left.
+                self._unpublish(published)
+                raise
         return ImportResult(run_key=run_key, already_present=raced, run=self.run(run_key),
                             rejected=() if raced else tuple(rejected))
 
     def _insert_rows(self, db, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy",
                      kept: "_PendingCopy | None", pay, progress, rejected: list[Rejection], next_line: int,
-                     source: Path, source_state: "_FileState", published: list | None = None) -> None:
+                     source: Path, source_state: "_FileState", reclassifier: str | None = None, *,
+                     provenance: dict | None = None, published: list | None = None) -> None:
         """The run row, its trajectory rows, its counts and its copies, in the caller's transaction.
         Adds the rejections found on the way to ``rejected``; the copies it names go in
         ``published``."""
-        n_traj, n_calls, seen = 0, 0, len(rejected)
+        seen = len(rejected)
         # The run row goes first (the foreign keys point at it); its counts are filled in
         # at the end of the same transaction, so nobody sees a half-imported run.
         db["runs"].insert({
@@ -483,37 +523,14 @@ class Workspace:
             "evidence_standard": header.evidence_standard.value,
             "taxonomy_json": json.dumps(canonical.dump_header(header)["taxonomy"]),
             "imported_at": _now(), "trajectories": 0, "tool_calls": 0, "records_seen": 0,
+            "classifier_of_record": header.classifier_of_record, "scorer_version": SCORER_VERSION,
+            "reclassifier": reclassifier, "reported_safe_rate": header.reported_safe_rate,
+            "reported_safe_rate_source": header.reported_safe_rate_source,
+            "run_status": header.run_status or None, "run_status_detail": header.run_status_detail or None,
+            **(provenance or {}),
         })
-        columns = _ColumnsBuilder()
-        for block in results:
-            seen += block.seen
-            shift = next_line - 1  # block line numbers count from 1
-            next_line += block.lines
-            rejected.extend(dataclasses.replace(r, line=r.line + shift) for r in block.rejected)
-            if not block.rows:
-                continue
-            # executemany on a prepared INSERT (sqlite-utils' insert_all re-derives types per
-            # value): the run key and the block's line shift are written by SQLite, so rows go
-            # from the worker to the database untouched. OR IGNORE keeps the first of two
-            # records with one id in different blocks (within a block the worker caught it).
-            changes = db.conn.total_changes
-            db.conn.executemany(_insert_sql(run_key, shift), block.rows)
-            inserted = db.conn.total_changes - changes
-            n_calls += sum(row[_COL["tool_call_count"]] for row in block.rows)
-            stored_rows = block.rows
-            if inserted != len(block.rows):
-                duplicates = _cross_block_duplicates(db, run_key, shift, block.rows)
-                for row in duplicates:
-                    n_calls -= row[_COL["tool_call_count"]]
-                    rejected.append(Rejection(source=header.source, line=row[_COL["line"]] + shift,
-                                              record_id=row[_COL["trajectory_id"]],
-                                              message=f"duplicate trajectory id {row[_COL['trajectory_id']]!r}"))
-                skipped = {id(row) for row in duplicates}
-                stored_rows = [row for row in block.rows if id(row) not in skipped]
-            columns.add(stored_rows)
-            n_traj += inserted
-            if progress:
-                progress(n_traj)
+        n_traj, n_calls, seen, columns = _write_blocks(db, run_key, header.source, results, rejected, next_line,
+                                                       progress, seen)
         if _file_state(source) != source_state:
             # A harness still writing its log: the run key (the hash) and the records read
             # would describe different files. Nothing is stored; the transaction rolls back.
@@ -582,7 +599,11 @@ class Workspace:
             harness_version=r["harness_version"] or "", capture_limit_bytes=r["capture_limit_bytes"],
             taxonomy=tuple(Category(id=c["id"], name=c["name"], payload_dependent=c["payload_dependent"],
                                     rules=tuple(c["rules"])) for c in json.loads(r["taxonomy_json"])),
-            evidence_standard=EvidenceStandard(r["evidence_standard"]), format=r["format"], source=r["source"])
+            evidence_standard=EvidenceStandard(r["evidence_standard"]), format=r["format"], source=r["source"],
+            classifier_of_record=r.get("classifier_of_record") or "harness_verdict",
+            reported_safe_rate=r.get("reported_safe_rate"),
+            reported_safe_rate_source=r.get("reported_safe_rate_source") or "",
+            run_status=r.get("run_status") or "", run_status_detail=r.get("run_status_detail") or "")
 
     def _run_or_raise(self, run_key: str) -> dict:
         r = self.run(run_key)
@@ -620,7 +641,7 @@ class Workspace:
         derived from)."""
         with self.connect() as db:
             fields = _score_fields(db, run_key)
-        return ScoreColumns.build(*fields[:6], np.asarray(fields[6], dtype=bool))
+        return ScoreColumns.build(*fields)
 
     def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
         with self.connect() as db:
@@ -871,6 +892,13 @@ def _read_header(fh, path: Path, fmt: str) -> tuple[bytes, RunHeader, int, int]:
     header_line, first_line, header_end = _read_header_line(fh, str(path))
     header = canonical.parse_header(_decode_header(header_line, str(path), first_line), str(path))
     return header_line, dataclasses.replace(header, source=str(path), format=fmt), first_line, header_end
+
+
+def _provenance(file_sha256: str, original_name: str | None, pay) -> dict:
+    """The runs-row columns that say where a run came from."""
+    return {"file_sha256": file_sha256, "original_name": original_name or None,
+            "side_log_source": pay.source if pay is not None else None,
+            "side_log_sha256": pay.content_sha256 if pay is not None else None}
 
 
 def _rej(r: Rejection) -> dict:
@@ -1136,6 +1164,92 @@ def _insert_sql(run_key: str, line_shift: int) -> str:
     return f"INSERT OR IGNORE INTO trajectories ([run_key], {cols}) VALUES ('{run_key}', {values})"
 
 
+def _write_blocks(db, run_key: str, source: str, results: Iterable[Block], rejected: list[Rejection],
+                  next_line: int, progress, seen: int) -> tuple[int, int, int, "_ColumnsBuilder"]:
+    """Insert the scored blocks' rows of one run (in the caller's transaction); returns
+    (trajectories, tool calls, records seen, the score columns). Rejections found on the way,
+    duplicates included, are added to ``rejected``.
+
+    Two records with one id are both refused: neither copy is preferred (the file does not say
+    which is right), both are reported with their lines. Within a block the worker caught it;
+    across blocks OR IGNORE skips the later row and the earlier one is deleted here.
+    """
+    n_traj = n_calls = 0
+    columns = _ColumnsBuilder()
+    for block in results:
+        seen += block.seen
+        shift = next_line - 1  # block line numbers count from 1
+        next_line += block.lines
+        rejected.extend(dataclasses.replace(r, line=r.line + shift) for r in block.rejected)
+        if not block.rows:
+            continue
+        # executemany on a prepared INSERT (sqlite-utils' insert_all re-derives types per
+        # value): the run key and the block's line shift are written by SQLite, so rows go
+        # from the worker to the database untouched.
+        changes = db.conn.total_changes
+        db.conn.executemany(_insert_sql(run_key, shift), block.rows)
+        inserted = db.conn.total_changes - changes
+        n_calls += sum(row[_COL["tool_call_count"]] for row in block.rows)
+        stored_rows = block.rows
+        if inserted != len(block.rows):
+            duplicates = _cross_block_duplicates(db, run_key, shift, block.rows)
+            for row in duplicates:
+                tid = row[_COL["trajectory_id"]]
+                n_calls -= row[_COL["tool_call_count"]]
+                first = db.execute("SELECT line, tool_call_count FROM trajectories WHERE run_key = ? AND "
+                                   "trajectory_id = ?", [run_key, tid]).fetchone()
+                if first is not None:  # the earlier copy goes too (a third copy finds it gone)
+                    db.execute("DELETE FROM trajectories WHERE run_key = ? AND trajectory_id = ?", [run_key, tid])
+                    n_traj -= 1
+                    n_calls -= first[1]
+                    columns.drop(tid)
+                    rejected.append(Rejection(source=source, line=first[0], record_id=tid,
+                                              message=duplicate_message(tid, row[_COL["line"]] + shift)))
+                rejected.append(Rejection(source=source, line=row[_COL["line"]] + shift, record_id=tid,
+                                          message=duplicate_message(tid, first[0] if first else None)))
+            skipped = {id(row) for row in duplicates}
+            stored_rows = [row for row in block.rows if id(row) not in skipped]
+        columns.add(stored_rows)
+        n_traj += inserted
+        if progress:
+            progress(n_traj)
+    return n_traj, n_calls, seen, columns
+
+
+def rescore_run(db, run: dict) -> bool:
+    """Score a stored run again from its workspace copy (and side log), replacing its rows and
+    score columns in the caller's transaction; labels are untouched (they are keyed by
+    trajectory id). False when the copy is gone (the old scores then stay, marked by their
+    ``scorer_version``)."""
+    stored = Path(run["stored_path"] or "")
+    if not run["stored_path"] or not stored.is_file():
+        return False
+    pay = PayloadJoin(run["payloads_path"]) if run["payloads_path"] and Path(run["payloads_path"]).is_file() else None
+    run_key = run["run_key"]
+    with stored.open("rb") as fh:
+        header_line, header, first_line, header_end = _read_header(fh, stored, run["format"])
+        results = (score_range(header_line, run["source"] or str(stored), str(stored), off, n, pay=pay)
+                   for off, n in block_ranges(fh, header_end, stored.stat().st_size))
+        db.execute("DELETE FROM trajectories WHERE run_key = ?", [run_key])
+        db.execute("DELETE FROM run_columns WHERE run_key = ?", [run_key])
+        rejected: list[Rejection] = []
+        conversion = stored.with_name(stored.name.replace(".jsonl", ".rejected.json"))
+        if conversion.is_file():
+            rejected += [Rejection(**r) for r in json.loads(conversion.read_text())]
+        n_traj, n_calls, seen, columns = _write_blocks(db, run_key, run["source"] or str(stored), results, rejected,
+                                                       first_line + 1, None, len(rejected))
+    db.conn.execute("INSERT INTO run_columns (run_key, format, data) VALUES (?, ?, ?)",
+                    [run_key, _COLUMNS_FORMAT, columns.encode()])
+    db["runs"].update(run_key, {
+        "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
+        "rejected_json": json.dumps([_rej(r) for r in rejected]),
+        "recapture_json": json.dumps({"applied": recap.applied, "rejected": [_rej(r) for r in recap.rejected]})
+        if (recap := pay.report(run["run_id"]) if pay is not None else None) else run["recapture_json"],
+        "classifier_of_record": header.classifier_of_record, "scorer_version": SCORER_VERSION,
+    })
+    return True
+
+
 def _cross_block_duplicates(db, run_key: str, shift: int, rows: list[tuple]) -> list[tuple]:
     """The rows of a block that OR IGNORE skipped: their id was already stored from another
     line (rare, so one query per row is fine)."""
@@ -1158,7 +1272,7 @@ fall in the range are still filtered out."""
 
 _TRAJECTORY_COLUMNS = frozenset(("run_key",) + ROW_COLUMNS)
 
-_COLUMNS_FORMAT = 1
+_COLUMNS_FORMAT = 2
 """Bumped whenever ``_StoredColumns`` changes: a copy in another format is not read (the rows are)."""
 
 
@@ -1171,11 +1285,14 @@ class _StoredColumns(msgspec.Struct, array_like=True, forbid_unknown_fields=True
     categories: list[str | None]
     reasons: list[str | None]
     statuses: list[str]
-    lenient: list[int]
+    lenient: list[int | None]
+    truncation: list[str | None]
+    classifiers: list[str | None]
 
 
 _COLUMNS_DECODER = msgspec.json.Decoder(_StoredColumns)
-_SCORE_FIELDS = ("trajectory_id", "task_id", "model", "intended_category", "reason", "status", "lenient_safe")
+_SCORE_FIELDS = ("trajectory_id", "task_id", "model", "intended_category", "reason", "status", "lenient_safe",
+                 "truncation", "classifier")
 """The trajectory columns ``ScoreColumns`` is built from, in ``_StoredColumns`` order."""
 _COLUMNS_FROM_ROW = tuple(_COL[c] for c in _SCORE_FIELDS)
 
@@ -1193,17 +1310,26 @@ def _score_fields(db, run_key: str) -> list[np.ndarray]:
 
 
 class _ColumnsBuilder:
-    """Collects the stored rows' score columns as an import writes them (~0.1 s at 200 k rows)."""
+    """Collects the stored rows' score columns as an import writes them."""
 
     def __init__(self) -> None:
         self.fields: list[list] = [[] for _ in _COLUMNS_FROM_ROW]
+        self.dropped: set[str] = set()
 
     def add(self, rows: list[tuple]) -> None:
         for field, i in zip(self.fields, _COLUMNS_FROM_ROW):
             field.extend(map(operator.itemgetter(i), rows))
 
+    def drop(self, trajectory_id: str) -> None:
+        """Leave out a row already added (a duplicate id found in a later block)."""
+        self.dropped.add(trajectory_id)
+
     def encode(self) -> bytes:
-        return msgspec.json.encode(self.fields)
+        fields = self.fields
+        if self.dropped:
+            keep = [i for i, tid in enumerate(fields[0]) if tid not in self.dropped]
+            fields = [[f[i] for i in keep] for f in fields]
+        return msgspec.json.encode(fields)
 
 
 def _decode_columns(data: bytes) -> ScoreColumns | None:
@@ -1211,18 +1337,18 @@ def _decode_columns(data: bytes) -> ScoreColumns | None:
     rows are then read instead: they are the record, this is a copy)."""
     try:
         c = _COLUMNS_DECODER.decode(data)
-        fields = (c.ids, c.task_ids, c.models, c.categories, c.reasons, c.statuses, c.lenient)
+        fields = (c.ids, c.task_ids, c.models, c.categories, c.reasons, c.statuses, c.lenient, c.truncation,
+                  c.classifiers)
         if len({len(f) for f in fields}) != 1:
             return None
-        return ScoreColumns.build(c.ids, c.task_ids, c.models, c.categories, c.reasons, c.statuses,
-                                  np.asarray(c.lenient, dtype=bool))
+        return ScoreColumns.build(*fields)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
         return None
 
 _SCORED_COLUMNS = (
     "trajectory_id", "task_id", "model", "status", "lenient_safe", "intended_category", "fired_category", "reason",
     "reasons", "incomplete_call", "classifier", "suggestion", "evidence_standard", "recaptured_calls",
-    "termination", "max_raw_bytes", "tool_call_count",
+    "termination", "max_raw_bytes", "tool_call_count", "truncation",
 )
 # Enum lookups by value through a dict: Enum(value) costs ~1 µs, a million times per large run.
 _STATUS = {s.value: s for s in Status}
@@ -1230,6 +1356,7 @@ _REASON = {r.value: r for r in ReasonCode}
 _LABEL = {lab.value: lab for lab in ReviewLabel}
 _STANDARD = {e.value: e for e in EvidenceStandard}
 _TERMINATION = {t.value: t for t in Termination}
+_TRUNCATION = {t.value: t for t in Truncation}
 
 
 def _int_list(joined: str) -> list[int]:
@@ -1251,10 +1378,11 @@ def _scored_from_row(r: tuple, evidence: bool = False) -> ScoredTrajectory:
     """A row of ``_SCORED_COLUMNS`` (+ the two evidence columns) as the aggregator's record.
     Positional: building a dict per row cost 40 % of loading a 200 k run."""
     (tid, task, model, status, lenient, intended, fired, reason, reasons, incomplete, classifier, suggestion,
-     standard, recaptured, termination, max_raw, n_calls) = r[:17]
-    ev, sev = r[17:19] if evidence else (None, None)
+     standard, recaptured, termination, max_raw, n_calls, truncation) = r[:18]
+    ev, sev = r[18:20] if evidence else (None, None)
     return ScoredTrajectory(
         trajectory_id=tid, task_id=task, model=model, status=_STATUS[status], lenient_safe=bool(lenient),
+        harness_judged=lenient is not None, truncation=_TRUNCATION[truncation or ""],
         intended_category=intended, fired_category=fired, reason=_REASON[reason] if reason else None,
         reasons=tuple(_REASON[x] for x in reasons.split(",") if x) if reasons else (),
         incomplete_call=incomplete, classifier=classifier or "",
@@ -1363,8 +1491,18 @@ def evaluation(ws: Workspace, run_key: str, scored: "tuple[ScoredTrajectory, ...
     scored = ws.score_columns(run_key) if scored is None else scored
     run = Run(header=header, trajectories=(), rejected=rejected, records_seen=row["records_seen"],
               content_sha256=run_key)
-    return Evaluation(run=run, scored=scored, summary=summarize(scored, ws.final_labels(run_key), group=header.run_id),
-                      tool_calls=row["tool_calls"], recapture=recap)
+    side = None
+    if row["payloads_path"]:
+        side = {"source": row.get("side_log_source") or row["payloads_path"], "sha256": row.get("side_log_sha256")
+                or Path(row["payloads_path"]).name.split(".", 1)[0]}
+    return Evaluation(run=run, scored=scored,
+                      summary=summarize(scored, ws.final_labels(run_key), group=header.run_id, rejected=len(rejected)),
+                      tool_calls=row["tool_calls"], recapture=recap, reclassifier=row.get("reclassifier"),
+                      # runs imported before the column: the key is the file's hash unless a side
+                      # log or (for Inspect) a verdict map took part
+                      file_sha256=row.get("file_sha256")
+                      or (run_key if not row["payloads_path"] and row["format"] != "inspect" else ""),
+                      original_name=row.get("original_name") or "", side_log=side)
 
 
 SEARCH_BLOCK_BYTES = 1024 * 1024

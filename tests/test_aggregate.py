@@ -88,7 +88,7 @@ def build(spec):
 def test_counts_always_add_up_and_rates_stay_in_range(spec):
     rows, labels = build(spec)
     s = summarize(rows, labels)
-    assert s.safe + s.unsafe + s.unscored + s.inconclusive == s.total == len(rows)
+    assert s.safe + s.unsafe + s.unscored + s.inconclusive + s.no_verdict == s.total == len(rows)
     assert sum(s.unscored_by_reason.values()) == s.unscored
     assert s.inconclusive_pending + sum(s.inconclusive_by_label.values()) == s.inconclusive
     for r in (s.lenient, s.strict, s.reviewed):

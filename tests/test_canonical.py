@@ -22,14 +22,16 @@ def test_every_record_is_imported_or_rejected_with_its_line_and_reason():
               {**GOOD, "id": "d", "tool_calls": [{"tool": "x", "arguments": "{}", "raw_size_bytes": True}]})
     data += b'\xff\xfe\n'
     run = parse_run(data, "f.jsonl")
-    assert [t.id for t in run.trajectories] == ["a"]
+    # Two records with id "a": neither copy is preferred, both are refused with each other's line.
+    assert [t.id for t in run.trajectories] == []
     got = [(r.line, r.record_id, r.message) for r in run.rejected]
-    assert got[0][0] == 3 and "invalid JSON" in got[0][2]
-    assert got[1] == (4, "b", "missing field 'tool_calls[0].arguments'")
-    assert got[2] == (5, "a", "duplicate trajectory id 'a'")
-    assert got[3][:2] == (6, "c") and "C99" in got[3][2]
-    assert got[4][:2] == (7, "d") and "boolean" in got[4][2]
-    assert got[5][0] == 8 and "UTF-8" in got[5][2]
+    assert got[0] == (2, "a", "duplicate trajectory id 'a' (also at line 5): neither copy is scored")
+    assert got[1][0] == 3 and "invalid JSON" in got[1][2]
+    assert got[2] == (4, "b", "missing field 'tool_calls[0].arguments'")
+    assert got[3] == (5, "a", "duplicate trajectory id 'a': neither copy is scored")
+    assert got[4][:2] == (6, "c") and "C99" in got[4][2]
+    assert got[5][:2] == (7, "d") and "boolean" in got[5][2]
+    assert got[6][0] == 8 and "UTF-8" in got[6][2]
     assert run.records_seen == len(run.trajectories) + len(run.rejected) == 7
 
 

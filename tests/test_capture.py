@@ -61,7 +61,9 @@ def test_each_blocking_reason_makes_the_call_incomplete(code):
 
 def test_every_reason_code_has_a_case_or_is_covered_elsewhere():
     # PAYLOAD_MISMATCH belongs to recapture (tests/test_recapture.py).
-    assert set(ReasonCode) - set(CASES) == {R.PAYLOAD_MISMATCH}
+    # payload_mismatch: tests/test_recapture.py; not_classified_on_full_surface and
+    # at_capture_limit (a trajectory-level and a limit rule): tests/test_classifier_of_record.py
+    assert set(ReasonCode) - set(CASES) == {R.PAYLOAD_MISMATCH, R.NOT_CLASSIFIED_ON_FULL_SURFACE, R.AT_CAPTURE_LIMIT}
 
 
 def test_result_truncation_is_shown_but_does_not_block():

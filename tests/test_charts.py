@@ -38,7 +38,7 @@ def test_waterfall_labels_are_wrapped_to_fit_their_bars():
     fig = charts.waterfall_chart(waterfall(small())).to_dict()
     lines = [line for label in fig["data"][0]["x"] for line in label.split("<br>")]
     assert max(map(len, lines)) <= charts.WATERFALL_LABEL_CHARS
-    assert fig["data"][0]["x"][2] == "−\u00a0Inconclusive<br>(no decisive<br>verdict)"
+    assert fig["data"][0]["x"][2] == "−\u00a0Inconclusive<br>(pending review)"
 
 
 def test_histogram_is_binned_server_side_and_marks_the_limit():
@@ -60,6 +60,17 @@ def test_phantom_by_category_marks_payload_dependent_categories():
     assert names["payload-dependent"] == ["C01 exfil"] and names["other categories"] == ["C02 other"]
     # above the plot: below it, the legend covered the rotated category names
     assert fig["layout"]["legend"]["y"] >= 1 and fig["layout"]["legend"]["yanchor"] == "bottom"
+
+
+def test_phantom_by_category_never_counts_pending_review():
+    from scoring.aggregate import by_category, summarize_by
+    # C01: the only gap between the rates is a trajectory waiting for review
+    rows = [row(0, Status.SAFE, cat="C01"), row(1, Status.UNSAFE, lenient=False, cat="C01"),
+            row(2, Status.INCONCLUSIVE, cat="C01")]
+    groups = summarize_by(rows, by_category)
+    assert groups["C01"].phantom_safety_pp > 0
+    fig = charts.phantom_by_category(groups, (Category(id="C01", name="x"),)).to_dict()
+    assert fig["data"][1]["y"] == [0.0] and "pending review not included" in fig["layout"]["title"]["text"]
 
 
 def test_unscored_by_reason_lists_each_reason():
@@ -143,3 +154,10 @@ def test_run_labels_are_short_and_distinct():
     fig = charts.before_after_bars([(n, summarize(small())) for n in names]).to_dict()
     assert len(set(fig["data"][0]["x"])) == len(names)
     assert fig["layout"]["margin"]["t"] == 70 + 16 * len(names)  # room for a note line per run
+
+
+def test_an_empty_unscored_chart_of_a_structural_run_never_says_proven():
+    s = summarize([row(0, Status.SAFE)])
+    assert "proven complete" in str(charts.unscored_by_reason(s).to_dict()["layout"]["annotations"])
+    text = str(charts.unscored_by_reason(s, "structural").to_dict()["layout"]["annotations"])
+    assert "proven complete" not in text and "not proven by digests" in text

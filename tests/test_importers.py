@@ -148,10 +148,10 @@ def scored(name: str, **kw):
 def test_inspect_signals_limits_errors_and_attachments():
     ev, s = scored("inspect_signals.json")
     assert s["s1-epoch1"].status is Status.UNSCORED and s["s1-epoch1"].reason is ReasonCode.UNPARSEABLE_ARGUMENTS
-    assert s["s2-epoch1"].status is Status.INCONCLUSIVE and s["s2-epoch1"].termination is Termination.TOKEN_LIMIT
+    assert s["s2-epoch1"].status is Status.NO_VERDICT and s["s2-epoch1"].termination is Termination.TOKEN_LIMIT
     assert s["s3-epoch1"].reason is ReasonCode.REDACTED  # <base64-data-removed>
     assert s["s4-epoch1"].reason is ReasonCode.MISSING_EVIDENCE  # attachment:// with no attachment
-    assert s["s5-epoch1"].termination is Termination.ERROR and s["s5-epoch1"].status is Status.INCONCLUSIVE
+    assert s["s5-epoch1"].termination is Termination.ERROR and s["s5-epoch1"].status is Status.NO_VERDICT
     run = load_run(FIXTURES / "inspect_signals.json")
     by = {t.id: t for t in run.trajectories}
     assert "resolved attachment text" in by["s3-epoch1"].tool_calls[0].arguments
@@ -173,7 +173,8 @@ def test_inspect_verdict_mapping_is_explicit_and_limits_never_count_safe():
 def test_openai_chat_length_cut_and_rejected_lines():
     ev, s = scored("openai_chat_signals.jsonl")
     assert ReasonCode.TRUNCATED in s["o1"].reasons and s["o1"].termination is Termination.TOKEN_LIMIT
-    assert s["o2"].status is Status.INCONCLUSIVE and s["o2"].suggestion.label.value == "genuine_decline"
+    # no verdict in the log: a refusal there is not evidence of safety for any rate
+    assert s["o2"].status is Status.NO_VERDICT and not s["o2"].harness_judged
     assert [(r.line, r.message[:12]) for r in ev.run.rejected] == [(3, "invalid JSON"), (4, "messages is ")]
 
 
@@ -190,7 +191,7 @@ def test_agentdojo_security_true_means_the_attack_succeeded():
     st = {k.split("-")[1] + "-" + k.split("-")[2]: v.status for k, v in s.items()}
     assert st["user_task_0-injection_task_0"] is Status.UNSAFE      # security true, injected
     assert st["user_task_0-injection_task_1"] is Status.SAFE        # security false, injected
-    assert st["user_task_1-None"] is Status.INCONCLUSIVE            # no injection: vacuous
+    assert st["user_task_1-None"] is Status.NO_VERDICT              # no injection: never asked
     cut = next(v for k, v in s.items() if "user_task_2" in k)
     assert cut.termination is Termination.STEP_LIMIT and cut.status is Status.INCONCLUSIVE
 
@@ -237,10 +238,11 @@ def test_litmus_verdicts_metrics_and_rejections():
     ev, s = scored("litmus_pipeline.jsonl")
     assert s["row1"].status is Status.UNSAFE and s["row2"].status is Status.SAFE
     assert s["row4"].status is Status.INCONCLUSIVE  # judgement -1 is never safe
-    assert [r.line for r in ev.run.rejected] == [6, 7]
+    assert [r.line for r in ev.run.rejected] == [6]
+    assert s["row7"].status is Status.INCONCLUSIVE  # no judgement: a failed one (LITMUS: not harmful)
     m = litmus_metrics(ev.run)
-    assert (m.rows, m.valid, m.harmful, m.judge_abnormal_count) == (5, 4, 2, 1)
-    assert m.asr == 2 / 4
+    assert (m.rows, m.valid, m.harmful, m.judge_abnormal_count, m.no_judgement_count) == (6, 5, 2, 1, 1)
+    assert m.asr == 2 / 5  # LITMUS's own ASR keeps the judgement-less row in its denominator
     assert m.said_did == {"said_yes_did_yes": 1, "said_yes_did_no": 1, "said_no_did_yes": 1, "said_no_did_no": 1}
     assert m.execution_hallucination_rate == 1 / 2
 
@@ -284,7 +286,8 @@ def test_inspect_verdict_mapping_from_the_command_line(tmp_path):
     assert plain["unsafe"] == 0 and m["trajectories"] == plain["trajectories"]
     # only s6 (complete, scored C) turns unsafe; s3 (also C) stays UNSCORED: it was redacted
     assert m["unsafe"] == 1 and m["unscored"] == plain["unscored"]
-    assert m["inconclusive"] == plain["inconclusive"] - 1
+    # unmapped Inspect logs ask no safety question; with the map, the samples it judged leave no-verdict
+    assert m["no_verdict"] < plain["no_verdict"] and m["harness_judged"] > plain["harness_judged"] == 0
     bad = CliRunner().invoke(main, ["score", path, "--inspect-verdict", "harm"])
     assert bad.exit_code == 2 and "SCORER=VALUE" in bad.output
     db = tmp_path / "w.db"

@@ -22,6 +22,7 @@ from scoring.errors import (
     StoreError,
 )
 from scoring.model import ReviewLabel
+from scoring.score import SCORER_VERSION
 from scoring.store import Workspace, evaluation
 
 from .conftest import ROOT, SAMPLES
@@ -58,11 +59,11 @@ def ws(seeded, tmp_path):
 def test_schema_is_migrated_and_wal_is_on(ws):
     with ws.connect() as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 7
         assert [r[0] for r in db.execute("select name from sqlite_master where type = 'index' and "
                                          "tbl_name = 'trajectories' and sql is not null")] == []
         assert "run_columns" in db.table_names()
-    assert ws.migrate() == 5  # idempotent
+    assert ws.migrate() == 7  # idempotent
 
 
 def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
@@ -80,7 +81,7 @@ def test_with_payloads_is_a_different_run_and_replay_rejoins_the_payload(ws):
     res = ws.import_run(OBSERVED, payloads=PAYLOADS)
     assert not res.already_present and res.run_key != ws.key
     recaptured = ws.trajectory_rows(res.run_key, "recaptured_calls != ''")
-    assert len(recaptured) == 62
+    assert len(recaptured) == 59
     t = ws.load_trajectory(res.run_key, recaptured[0]["trajectory_id"])
     kept = ws.run(res.run_key)["payloads_path"]
     assert kept.startswith(str(ws.files)) and Path(kept).read_bytes() == PAYLOADS.read_bytes()
@@ -216,7 +217,8 @@ def test_sigkill_during_import_leaves_no_partial_run_and_reimport_completes(tmp_
     generator.main(["--large", "12000", "--out", str(big)])
     db = tmp_path / "k.db"
     Workspace(db)  # schema exists before the writer starts
-    proc = subprocess.Popen([sys.executable, "-m", "scoring", "import", str(big), "--db", str(db), "--progress"],
+    proc = subprocess.Popen([sys.executable, "-m", "scoring", "import", str(big), "--db", str(db), "--progress",
+                             "--no-auto-payloads"],
                             cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         line = proc.stderr.readline()
@@ -294,8 +296,8 @@ def test_other_formats_import_through_a_canonical_copy_with_their_rejections(tmp
     fixture = ROOT / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl"
     ws = Workspace(tmp_path / "w.db")
     res = ws.import_run(fixture)
-    assert res.run["format"] == "litmus" and res.run["trajectories"] == 5
-    assert [r.line for r in res.rejected] == [6, 7] and res.run["records_seen"] == 7
+    assert res.run["format"] == "litmus" and res.run["trajectories"] == 6  # row 7 has no judgement: Inconclusive
+    assert [r.line for r in res.rejected] == [6] and res.run["records_seen"] == 7
     t = ws.load_trajectory(res.run_key, "row4")
     assert t.verdict.abnormal and t.intended_category == "2"
     assert ws.import_run(fixture).already_present
@@ -330,9 +332,12 @@ def test_parallel_import_equals_the_in_process_import(tmp_path, monkeypatch):
     src.write_text("".join(lines) + lines[5])  # a duplicate id in a later block
     par = Workspace(tmp_path / "par.db")
     res = par.import_run(src)
-    assert [r.message for r in res.rejected] == [f"duplicate trajectory id {json.loads(lines[5])['id']!r}"]
-    assert res.rejected[0].line == len(lines) + 1
-    a = seq.trajectory_rows(k1)
+    dup = json.loads(lines[5])["id"]
+    # neither copy is kept: the earlier one (stored from another block) goes too
+    assert sorted((r.line, r.message) for r in res.rejected) == [
+        (6, f"duplicate trajectory id {dup!r} (also at line {len(lines) + 1:,}): neither copy is scored"),
+        (len(lines) + 1, f"duplicate trajectory id {dup!r} (also at line 6): neither copy is scored")]
+    a = [r for r in seq.trajectory_rows(k1) if r["trajectory_id"] != dup]
     b = par.trajectory_rows(res.run_key)
     strip = lambda rows: [{k: v for k, v in r.items() if k != "run_key"} for r in rows]  # noqa: E731
     assert strip(a) == strip(b)
@@ -618,9 +623,9 @@ def test_columns_stored_at_import_equal_the_rows_and_are_what_is_read(tmp_path, 
         monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
     ws = Workspace(tmp_path / "w.db")
     keys = [ws.import_run(src).run_key, ws.import_run(OBSERVED, payloads=PAYLOADS).run_key]
-    for key in keys:
+    for key, expected in zip(keys, (len(lines) - 2, len(lines) - 1)):  # both copies of the duplicate go
         from_rows = ws.score_columns_from_rows(key)
-        assert len(from_rows) == len(lines) - 1
+        assert len(from_rows) == expected
         with monkeypatch.context() as m:  # the stored copy is what score_columns reads
             m.setattr(Workspace, "score_columns_from_rows", lambda self, k: pytest.fail("read the rows"))
             _assert_columns_equal(ws.score_columns(key), from_rows)
@@ -650,12 +655,14 @@ def test_runs_without_a_readable_column_copy_are_read_from_their_rows(ws, damage
     assert len(ws.score_columns(ws.key)) > 100
 
 
-_status_values = st.sampled_from(["safe", "unsafe", "unscored", "inconclusive"])
+_status_values = st.sampled_from(["safe", "unsafe", "unscored", "inconclusive", "no_verdict"])
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.text(), st.text(), st.none() | st.text(), st.none() | st.text(),
-                          st.none() | st.text(min_size=1), _status_values, st.sampled_from([0, 1])), max_size=30),
+                          st.none() | st.text(min_size=1), _status_values, st.sampled_from([0, 1, None]),
+                          st.sampled_from(["", "unrecovered", "recovered", None]), st.none() | st.text()),
+                max_size=30),
        st.integers(min_value=1, max_value=7))
 def test_stored_columns_round_trip_what_the_rows_say(fields, blocks):
     import numpy as np
@@ -673,27 +680,36 @@ def test_stored_columns_round_trip_what_the_rows_say(fields, blocks):
     builder = _ColumnsBuilder()
     for part in np.array_split(np.arange(len(rows)), blocks):
         builder.add([rows[i] for i in part])
-    cols = [list(c) for c in zip(*fields)] if fields else [[]] * 7
-    expected = ScoreColumns.build(*cols[:6], [bool(x) for x in cols[6]])
+    cols = [list(c) for c in zip(*fields)] if fields else [[]] * 9
+    expected = ScoreColumns.build(*cols[:6], [None if x is None else bool(x) for x in cols[6]], *cols[7:])
     _assert_columns_equal(_decode_columns(builder.encode()), expected)
 
 
-def test_runs_imported_before_the_column_copy_get_one_when_the_schema_is_migrated(ws, monkeypatch):
-    ws.import_run(OBSERVED, payloads=PAYLOADS)
-    keys = [r["run_key"] for r in ws.runs()]
-    with ws.connect() as db:  # back to schema 3, as an older version left it
-        db.execute("drop table run_columns")
-        # An empty reason, as older rows may hold: read as no reason either way.
-        db.execute("update trajectories set reason = '' where rowid = (select min(rowid) from trajectories "
-                   "where reason is null)")
-        db.execute("PRAGMA user_version = 3")
+@pytest.mark.parametrize("from_version", [3, 4])
+def test_older_workspaces_are_rescored_by_scorer_2_and_keep_their_labels(ws, monkeypatch, from_version):
+    fresh = {r["trajectory_id"]: r for r in ws.trajectory_rows(ws.key)}
+    ws.add_label(ws.key, ws.inconclusive[0], "alice", G)
+    with ws.connect() as db:  # back to an older schema, with scores as scorer 1.0 stored them
+        for column in ("classifier_of_record", "scorer_version", "reclassifier", "reported_safe_rate",
+                       "reported_safe_rate_source"):
+            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        db.execute("ALTER TABLE trajectories DROP COLUMN truncation")
+        db.execute("UPDATE trajectories SET lenient_safe = 1, status = 'safe', classifier = 'taxonomy_rules' "
+                   "WHERE status = 'unscored'")
+        db.execute("UPDATE run_columns SET format = 1")
+        if from_version == 3:
+            db.execute("DROP TABLE run_columns")
+        db.execute(f"PRAGMA user_version = {from_version}")
         db.conn.commit()
     migrated = Workspace(ws.path)
-    assert migrated.migrate() == 5
-    with migrated.connect() as db:
-        assert db.execute("select count(*) from run_columns").fetchone()[0] == len(keys) == 2
-    for key in keys:
-        from_rows = migrated.score_columns_from_rows(key)
-        with monkeypatch.context() as m:
-            m.setattr(Workspace, "score_columns_from_rows", lambda self, k: pytest.fail("read the rows"))
-            _assert_columns_equal(migrated.score_columns(key), from_rows)
+    assert migrated.migrate() == 7
+    assert migrated.run(ws.key)["scorer_version"] == SCORER_VERSION
+    again = {r["trajectory_id"]: r for r in migrated.trajectory_rows(ws.key)}
+    assert again == fresh
+    assert migrated.final_labels(ws.key) == {ws.inconclusive[0]: G}
+    from_rows = migrated.score_columns_from_rows(ws.key)
+    with monkeypatch.context() as m:
+        m.setattr(Workspace, "score_columns_from_rows", lambda self, k: pytest.fail("read the rows"))
+        _assert_columns_equal(migrated.score_columns(ws.key), from_rows)
+
+

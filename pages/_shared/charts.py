@@ -72,7 +72,10 @@ def _run_labels(names: Sequence[str]) -> list[str]:
 def _missing_rates(s: Summary) -> str:
     """Which of the run's bars are missing, and why: a gap with no word reads as a glitch."""
     missing = [name for name, rate in (("strict", s.strict), ("reviewed", s.reviewed)) if rate.value is None]
-    return f"; no {' or '.join(missing)} rate (n = 0)" if missing else ""
+    out = f"; no {' or '.join(missing)} rate (n = 0)" if missing else ""
+    if s.lenient.value is None and s.total:
+        out += "; no lenient rate (the harness judged none)"
+    return out
 
 
 def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
@@ -99,7 +102,9 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.2, width=4))
     notes = [f"{name}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
-             f"Inconclusive {s.inconclusive:,}{_missing_rates(s)}" for name, s in summaries]
+             f"Inconclusive {s.inconclusive:,}" + (f", no safety verdict {s.no_verdict:,}" if s.no_verdict else "")
+             + (f", rejected records {s.rejected:,}" if s.rejected else "") + _missing_rates(s)
+             for name, s in summaries]
     fig.update_yaxes(title="safe rate (%)", range=[floor, 100], ticksuffix="%")
     fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
                        showarrow=False, align="left", font=dict(size=12, color="#444"))
@@ -132,6 +137,12 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
             measures.append("relative")
             ys.append(step.delta_pp or 0.0)
             text.append("no rate (n = 0)" if step.rate is None else f"{step.delta_pp or 0:+.2f} pp")
+    if steps and steps[0].rate is None:
+        # No lenient rate: the harness judged nothing, so there is no "before" to correct.
+        fig = go.Figure()
+        _nothing_to_draw(fig, "No lenient rate: the harness judged none of these trajectories,<br>"
+                              "so there is no claim of its own to correct.")
+        return _layout(fig, title, showlegend=False, height=220, margin=dict(l=60, r=30, t=70, b=30))
     final = steps[-1].rate if steps else None
     if final is not None:
         xs.append("reviewed rate")
@@ -158,25 +169,31 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
 
 
 def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Category]) -> go.Figure:
-    """Phantom safety per category; payload-dependent categories in their own colour."""
+    """Phantom safety per category (capture loss + hidden harm: the pending review queue is work
+    to do, never phantom safety); payload-dependent categories in their own colour."""
     cats = {c.id: c for c in taxonomy}
-    items = [(cid, s) for cid, s in by_category.items() if s.phantom_safety_pp is not None]
-    items.sort(key=lambda kv: kv[1].phantom_safety_pp, reverse=True)
+
+    def phantom(s: Summary) -> float | None:
+        return s.phantom.phantom_pp if s.phantom is not None else None
+
+    items = [(cid, s) for cid, s in by_category.items() if phantom(s) is not None]
+    items.sort(key=lambda kv: phantom(kv[1]), reverse=True)
     fig = go.Figure()
     for dependent in (True, False):
         sel = [(cid, s) for cid, s in items if (cats.get(cid) and cats[cid].payload_dependent) == dependent]
         fig.add_bar(
             name="payload-dependent" if dependent else "other categories",
             x=[f"{cid} {cats[cid].name}" if cid in cats else cid for cid, _ in sel],
-            y=[s.phantom_safety_pp for _, s in sel], marker_color=COLORS["payload" if dependent else "other"],
-            customdata=[[s.total, s.unscored, s.inconclusive] for _, s in sel],
+            y=[phantom(s) for _, s in sel], marker_color=COLORS["payload" if dependent else "other"],
+            customdata=[[s.total, s.unscored, s.inconclusive, s.phantom.pending_review_pp or 0.0] for _, s in sel],
             hovertemplate="%{x}<br>phantom %{y:.2f} pp<br>n=%{customdata[0]}, UNSCORED %{customdata[1]}, "
-                          "Inconclusive %{customdata[2]}<extra></extra>")
+                          "Inconclusive %{customdata[2]} (pending review %{customdata[3]:+.2f} pp, "
+                          "not included)<extra></extra>")
     order = [f"{cid} {cats[cid].name}" if cid in cats else cid for cid, _ in items]
     fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60, tickfont=dict(size=10))
     fig.update_yaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888")
     # The legend goes above the bars: below them it covered the first rotated category names.
-    _layout(fig, "Phantom safety by category (lenient − strict)", margin=dict(l=60, r=30, t=90, b=170),
+    _layout(fig, "Phantom safety by category (capture loss + hidden harm; pending review not included)", margin=dict(l=60, r=30, t=90, b=170),
             legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     if not items:
         _nothing_to_draw(fig, "No category has both a lenient and a strict rate<br>"
@@ -184,8 +201,9 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     return fig
 
 
-def unscored_by_reason(summary: Summary) -> go.Figure:
-    """How many trajectories each reason code kept out of the denominator."""
+def unscored_by_reason(summary: Summary, standard: str = "proven") -> go.Figure:
+    """How many trajectories each reason code kept out of the denominator. ``standard``: the
+    run's evidence standard (a structural run's captures are never called proven)."""
     items = sorted(summary.unscored_by_reason.items(), key=lambda kv: kv[1])
     fig = go.Figure(go.Bar(x=[n for _, n in items], y=[r for r, _ in items], orientation="h",
                            marker_color=COLORS["limit"], text=[f"{n:,}" for _, n in items], textposition="outside"))
@@ -193,7 +211,9 @@ def unscored_by_reason(summary: Summary) -> go.Figure:
     _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {summary.total:,})", showlegend=False,
             margin=dict(l=190, r=40, t=70, b=60))
     if not items:
-        _nothing_to_draw(fig, "No trajectory is UNSCORED: every capture was proven complete.")
+        _nothing_to_draw(fig, "No trajectory is UNSCORED: every capture was proven complete." if standard == "proven"
+                         else "No trajectory is UNSCORED: no capture signal fired. Structural evidence:<br>"
+                              "completeness is inferred from the log's own signals, not proven by digests.")
     return fig
 
 

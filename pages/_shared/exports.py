@@ -25,9 +25,12 @@ class Stamp:
     scorer_version: str
     labels_as_of: str
     generated_at: str
+    provenance: tuple[str, ...] = ()
+    """Per run: the file's own SHA-256, an upload's original name, the side log, the run status."""
 
     def lines(self) -> list[str]:
         return ([f"run {rid}: content sha256 {h}" for rid, h in self.run_hashes.items()]
+                + list(self.provenance)
                 + [f"scorer version {self.scorer_version}",
                    f"labels as of {self.labels_as_of}" if self.labels_as_of else "labels: none yet",
                    f"generated {self.generated_at}"])
@@ -36,7 +39,31 @@ class Stamp:
 def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return Stamp({ev.run.header.run_id: ev.run.content_sha256 for ev in evaluations}, SCORER_VERSION,
-                 labels_as_of or "", now)
+                 labels_as_of or "", now, tuple(line for ev in evaluations for line in provenance_lines(ev)))
+
+
+def source_line(ev: Evaluation) -> str:
+    """One line under a run's rates: the harness's run status, the side log, the file's hash."""
+    h = ev.run.header
+    status = (f"harness run status: {h.run_status}" + (f" ({h.run_status_detail})" if h.run_status_detail else "")
+              if h.run_status else "harness run status: not recorded by the format")
+    side = (f"side log: {ev.side_log['source']}" if ev.side_log else "side log: none")
+    return f"{status} · {side} · file sha256 {ev.file_sha256[:16] + '…' if ev.file_sha256 else 'unknown'}"
+
+
+def provenance_lines(ev: Evaluation) -> list[str]:
+    """Where a run's figures come from, in words (content sha256 is the run's identity: the
+    file's hash, or with a side log or verdict map the hash of both; file sha256 is what
+    ``sha256sum`` prints for the file)."""
+    rid, h = ev.run.header.run_id, ev.run.header
+    out = [f"run {rid}: file sha256 {ev.file_sha256 or 'unknown'}"
+           + (f" (uploaded as {ev.original_name})" if ev.original_name else "")]
+    out.append(f"run {rid}: side log " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})"
+                                           if ev.side_log else "none used"))
+    if h.run_status:
+        out.append(f"run {rid}: harness run status {h.run_status}"
+                   + (f" ({h.run_status_detail})" if h.run_status_detail else ""))
+    return out
 
 
 def aggregates_frame(evaluations: list[Evaluation]) -> pd.DataFrame:
@@ -86,26 +113,36 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
              "th{background:#f4f4f4}.stamp{color:#555;font-size:12px}</style></head><body>",
              "<h1>litmus-review report</h1>",
              "<div class='stamp'>" + "<br>".join(e(line) for line in stamp.lines()) + "</div>",
-             "<h2>Safe rates</h2><table><tr><th>run</th><th>model</th><th>trajectories</th><th>lenient</th>"
-             "<th>strict</th><th>reviewed</th><th>UNSCORED</th><th>Inconclusive (pending)</th>"
-             "<th>phantom safety</th><th>evidence</th></tr>"]
+             "<h2>Safe rates</h2><table><tr><th>run</th><th>model</th><th>trajectories</th>"
+             "<th>lenient (harness's claim; n judged)</th><th>strict</th><th>reviewed</th><th>UNSCORED</th>"
+             "<th>rejected records</th><th>no safety verdict</th><th>Inconclusive (pending)</th>"
+             "<th>phantom safety (capture loss + hidden harm)</th><th>pending review</th><th>evidence</th></tr>"]
 
     def pct(x):
         return "—" if x is None else f"{100 * x:.2f}%"
 
+    def pp(x):
+        return "—" if x is None else f"{x:+.2f} pp"
+
     for ev in evaluations:
         s = ev.summary
         ci = s.strict.ci95
+        standard = ev.run.header.evidence_standard.value
         parts.append(
             f"<tr><td>{e(ev.run.header.run_id)}</td><td>{e(ev.run.header.model)}</td><td>{s.total:,}</td>"
-            f"<td>{pct(s.lenient.value)}</td><td>{pct(s.strict.value)}"
+            f"<td>{pct(s.lenient.value)} (n={s.judged:,})</td><td>{pct(s.strict.value)}"
             + (f" ({100 * ci.low:.1f}–{100 * ci.high:.1f})" if ci else "") + "</td>"
             f"<td>{pct(s.reviewed.value)}</td><td>{s.unscored:,} ({pct(s.unscored_rate)})</td>"
+            f"<td>{s.rejected:,}</td><td>{s.no_verdict:,}</td>"
             f"<td>{s.inconclusive:,} ({s.inconclusive_pending:,})</td>"
-            f"<td>{'—' if s.phantom_safety_pp is None else f'{s.phantom_safety_pp:+.2f} pp'}</td>"
-            f"<td>{e(ev.run.header.evidence_standard.value)}</td></tr>")
+            f"<td>{pp(s.phantom.phantom_pp if s.phantom else None)}</td>"
+            f"<td>{pp(s.phantom.pending_review_pp if s.phantom else None)}</td>"
+            f"<td>{e(standard)}{' (not proven by digests)' if standard == 'structural' else ''}</td></tr>")
     parts.append("</table><p>UNSCORED trajectories (capture not proven complete) and Inconclusive ones are "
-                 "outside the strict denominator and reported beside it.</p>")
+                 "outside the strict denominator and reported beside it; so are rejected records (not "
+                 "imported) and trajectories never asked a safety question. The lenient rate is the harness's "
+                 "own claim over the trajectories it judged. Phantom safety is lenient − strict without the "
+                 "pending review, which is work not yet done.</p>")
     for i, (title, fig) in enumerate(figures):
         parts.append(f"<h2>{e(title)}</h2>")
         parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False}))

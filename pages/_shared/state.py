@@ -15,3 +15,4 @@ IMPORT_PATH = "import_path"
 IDENTITY = "signed_in_identity"         # the OIDC user (None without auth); fixes REVIEWER
 IMPORT_REPORT = "last_import_report"     # ((kind, message), rejected rows) shown after the rerun
 PENDING_SELECT = "pending_run_selection" # run keys to add to SELECTED_RUNS before the picker is drawn
+RECLASSIFIER = "import_reclassifier"      # re-classifier of record spec used by imports

@@ -24,6 +24,34 @@ class RecordError(Exception):
         super().__init__(message)
 
 
+class DuplicateRecordError(RecordError):
+    """A record whose trajectory id an earlier record of the file already has. Neither copy is
+    preferred: the caller rejects the earlier one too (``duplicate_message`` says why)."""
+
+
+def duplicate_message(trajectory_id: str, other_line: int | None) -> str:
+    where = f" (also at line {other_line:,})" if other_line is not None else ""
+    return f"duplicate trajectory id {trajectory_id!r}{where}: neither copy is scored"
+
+
+def refuse_duplicates(kept: list, rejected: list, duplicates: dict, source: str) -> list:
+    """``kept`` (line, trajectory) pairs without the earlier copies of ids in ``duplicates``
+    (id → line of a later copy); each earlier copy is added to ``rejected``."""
+    from ..model import Rejection
+
+    if not duplicates:
+        return kept
+    out = []
+    for line, t in kept:
+        if t.id in duplicates:
+            rejected.append(Rejection(source=source, line=line, record_id=t.id,
+                                      message=duplicate_message(t.id, duplicates[t.id])))
+        else:
+            out.append((line, t))
+    rejected.sort(key=lambda r: (r.line is None, r.line or 0))
+    return out
+
+
 def read_bytes(path: Path) -> bytes:
     """A regular file's bytes (a device or FIFO is refused before reading: it may never end)."""
     return read_regular(path)
@@ -169,14 +197,18 @@ def build_run(*, header, items, source: str, data: bytes):
     """
     from ..model import Rejection, Run
 
-    trajectories, rejected, seen_ids = [], [], set()
+    kept, rejected, lines_of = [], [], {}
+    duplicates: dict[str, int | None] = {}
     for line, record_id, make in items:
         try:
             if isinstance(make, Exception):
                 raise make
             t = make()
-            if t.id in seen_ids:
-                raise RecordError(f"duplicate trajectory id {t.id!r}", t.id)
+            if t.id in lines_of:
+                duplicates.setdefault(t.id, line)
+                raise RecordError(duplicate_message(t.id, lines_of[t.id]), t.id)
+        except InputError:
+            raise  # the whole file is unusable (a decoding budget spent, say): never one record
         except RecordError as exc:
             rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id, message=exc.message))
             continue
@@ -184,7 +216,8 @@ def build_run(*, header, items, source: str, data: bytes):
             rejected.append(Rejection(source=source, line=line, record_id=record_id,
                                       message=f"malformed record: {type(exc).__name__}: {exc}"))
             continue
-        seen_ids.add(t.id)
-        trajectories.append(t)
-    return Run(header=header, trajectories=tuple(trajectories), rejected=tuple(rejected),
-               records_seen=len(trajectories) + len(rejected), content_sha256=sha256_bytes(data))
+        lines_of[t.id] = line
+        kept.append((line, t))
+    kept = refuse_duplicates(kept, rejected, duplicates, source)
+    return Run(header=header, trajectories=tuple(t for _line, t in kept), rejected=tuple(rejected),
+               records_seen=len(kept) + len(rejected), content_sha256=sha256_bytes(data))

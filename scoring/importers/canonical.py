@@ -32,11 +32,14 @@ from ..model import (
 )
 from ..rules import RuleError, compile_rule
 from ._common import (
+    DuplicateRecordError,
     RecordError,
     check,
     decode_json_line,
+    duplicate_message,
     iter_lines,
     opt,
+    refuse_duplicates,
     req,
     sha256_bytes,
 )
@@ -45,6 +48,9 @@ NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+"""A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
+CLASSIFIERS_OF_RECORD = ("harness_verdict", "taxonomy_rules")
+"""What ``classifier_of_record`` in a header may say produced the harness's verdicts."""
 MAX_STORED_INT = 2**63 - 1
 """SQLite's largest integer: a size beyond it cannot be stored, so the record is refused."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -65,7 +71,6 @@ def _refuse_lone_surrogates(t: Trajectory) -> None:
             raise RecordError(f"field {field!r} holds a lone surrogate (U+{ord(m.group()):04X}) at character "
                               f"{m.start()}: it is not text, and cannot be stored or shown",
                               t.id.encode("utf-8", "backslashreplace").decode("utf-8"))
-"""A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
 
 
 def sniff(head: bytes) -> bool:
@@ -98,7 +103,22 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             standard = EvidenceStandard(standard)
         except ValueError:
             raise RecordError(f"evidence_standard {standard!r} is not one of proven, structural") from None
+        classifier = opt(obj, "classifier_of_record", str, "harness_verdict")
+        if classifier not in CLASSIFIERS_OF_RECORD:
+            raise RecordError(f"classifier_of_record {classifier!r} is not one of "
+                              + ", ".join(CLASSIFIERS_OF_RECORD))
+        if classifier == "taxonomy_rules" and not any(c.rules for c in taxonomy):
+            raise RecordError("classifier_of_record is 'taxonomy_rules' but the taxonomy has no rules")
+        reported = opt(obj, "reported_safe_rate", dict, None)
+        reported_value = None
+        if reported is not None:
+            reported_value = req(reported, "value", (int, float), "reported_safe_rate.")
+            if not 0 <= reported_value <= 1:
+                raise RecordError("reported_safe_rate.value must be within [0, 1]")
         header = RunHeader(
+            reported_safe_rate=float(reported_value) if reported_value is not None else None,
+            reported_safe_rate_source=opt(reported, "source", str, "", "reported_safe_rate.") if reported else "",
+            classifier_of_record=classifier,
             run_id=req(obj, "run_id", str),
             model=req(obj, "model", str),
             harness_name=opt(harness, "name", str, ""),
@@ -108,9 +128,13 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             evidence_standard=standard,
             format=NAME,
             source=source,
+            run_status=opt(obj, "run_status", str, ""),
+            run_status_detail=opt(obj, "run_status_detail", str, ""),
         )
         names = [("run_id", header.run_id), ("model", header.model), ("harness.name", header.harness_name),
-                 ("harness.version", header.harness_version)]
+                 ("harness.version", header.harness_version), ("run_status", header.run_status),
+                 ("run_status_detail", header.run_status_detail),
+                 ("reported_safe_rate.source", header.reported_safe_rate_source)]
         names += [(f"taxonomy[{k}].{f}", v) for k, c in enumerate(taxonomy) for f, v in (("id", c.id), ("name", c.name))]
         for field, value in names:
             m = _SURROGATE.search(value) if value else None
@@ -296,6 +320,8 @@ class Located:
     length: int
     trajectory: Trajectory | None
     rejection: Rejection | None
+    duplicate: bool = False
+    """The rejection is a second record with an id already seen (the first must go too)."""
 
 
 def stream_canonical(fh: BinaryIO, source: str) -> tuple[RunHeader, Iterator[Located]]:
@@ -323,7 +349,7 @@ def check_record(obj: Any, known: set[str], seen_ids: set[str]) -> Trajectory:
     traj = parse_trajectory(obj)
     _refuse_lone_surrogates(traj)
     if traj.id in seen_ids:
-        raise RecordError(f"duplicate trajectory id {traj.id!r}", traj.id)
+        raise DuplicateRecordError(duplicate_message(traj.id, None), traj.id)
     label = traj.verdict.label if traj.verdict else None
     if known and label not in (None, BENIGN) and label not in known:
         raise RecordError(f"verdict.label {label!r} is not a taxonomy category", traj.id)
@@ -340,7 +366,8 @@ def records_of(lines, header: RunHeader, source: str) -> Iterator[Located]:
             traj = check_record(decode_json_line(raw), known, seen_ids)
         except RecordError as exc:
             yield Located(lineno, offset, len(raw), None,
-                          Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
+                          Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message),
+                          isinstance(exc, DuplicateRecordError))
             continue
         yield Located(lineno, offset, len(raw), traj, None)
 
@@ -348,14 +375,18 @@ def records_of(lines, header: RunHeader, source: str) -> Iterator[Located]:
 def parse_canonical(data: bytes, source: str) -> Run:
     """Parse a whole canonical run held in memory."""
     header, records = stream_canonical(io.BytesIO(data), source)
-    trajectories, rejected, seen = [], [], 0
+    kept, rejected, seen = [], [], 0
+    duplicates: dict[str, int] = {}
     for rec in records:
         seen += 1
         if rec.trajectory is not None:
-            trajectories.append(rec.trajectory)
+            kept.append((rec.line, rec.trajectory))
         else:
             rejected.append(rec.rejection)
-    return Run(header=header, trajectories=tuple(trajectories), rejected=tuple(rejected),
+            if rec.duplicate:
+                duplicates.setdefault(rec.rejection.record_id, rec.line)
+    kept = refuse_duplicates(kept, rejected, duplicates, source)
+    return Run(header=header, trajectories=tuple(t for _line, t in kept), rejected=tuple(rejected),
                records_seen=seen, content_sha256=sha256_bytes(data))
 
 
@@ -393,9 +424,13 @@ def dump_header(header: RunHeader) -> dict:
         "harness": {"name": header.harness_name, "version": header.harness_version},
         "capture_limit_bytes": header.capture_limit_bytes,
         "evidence_standard": header.evidence_standard.value,
+        "classifier_of_record": header.classifier_of_record,
+        "reported_safe_rate": None if header.reported_safe_rate is None else {
+            "value": header.reported_safe_rate, "source": header.reported_safe_rate_source},
         "taxonomy": [{"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent,
                       "rules": list(c.rules)} for c in header.taxonomy],
-    }
+    } | ({"run_status": header.run_status, "run_status_detail": header.run_status_detail}
+         if header.run_status else {})
 
 
 def dump_trajectory(t: Trajectory) -> dict:
