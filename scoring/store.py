@@ -1128,7 +1128,7 @@ def _verified(path: str, expected: str | None) -> str:
         if found != expected:
             raise InputError(
                 f"the workspace's copy of the run changed since import (SHA-256 {found[:12]}…, imported as "
-                f"{expected[:12]}…): it was edited or replaced (before schema 5, copies were hard links to the "
+                f"{expected[:12]}…): it was edited or replaced (before schema 7, copies were hard links to the "
                 "imported file, so editing that file changed them); import the original run again",
                 source=path)
         _VERIFIED[key] = expected
@@ -1137,7 +1137,7 @@ def _verified(path: str, expected: str | None) -> str:
 
 def _verified_copy(run: dict) -> str:
     """The run's stored copy, checked against its recorded SHA-256 (for a canonical copy made
-    before schema 5: the content hash it is named after; a converted copy made then was
+    before schema 7: the content hash it is named after; a converted copy made then was
     written by the workspace, never linked, and is not checked)."""
     path = run["stored_path"]
     expected = run.get("stored_sha256")
@@ -1223,6 +1223,10 @@ def rescore_run(db, run: dict) -> bool:
     ``scorer_version``)."""
     stored = Path(run["stored_path"] or "")
     if not run["stored_path"] or not stored.is_file():
+        return False
+    try:
+        _verified_copy(run)  # a hard-linked copy (before schema 7) whose source was edited is not read
+    except InputError:
         return False
     pay = PayloadJoin(run["payloads_path"]) if run["payloads_path"] and Path(run["payloads_path"]).is_file() else None
     run_key = run["run_key"]

@@ -189,7 +189,7 @@ def test_b_a_same_size_edit_during_the_import_is_refused(tmp_path, monkeypatch):
 
 
 def test_b_a_workspace_whose_copy_is_a_hard_link_keeps_working_and_reports_an_edit(tmp_path):
-    # Workspaces made before schema 5 hard-linked the user's file into <db>.d/.
+    # Workspaces made before schema 7 hard-linked the user's file into <db>.d/.
     src = _write(tmp_path / "run.jsonl", _header(), _trajectory("t0", json.dumps({"to": "alice@example.org"})))
     ws = Workspace(tmp_path / "w.db")
     key = ws.import_run(src).run_key
@@ -631,3 +631,29 @@ def test_b_a_reflink_copy_is_hashed_from_the_clone(tmp_path, monkeypatch):
     assert cloned and run["stored_sha256"] == _sha(src.read_bytes())
     src.unlink()
     assert ws.load_trajectory(run["run_key"], "t0").tool_calls[0].arguments == json.dumps({"to": "alice@example.org"})
+
+
+def test_b_a_migration_that_rescores_never_reads_an_edited_hard_linked_copy(tmp_path):
+    # Scorer 2.0's migration scores every run again from its workspace copy; a copy hard-linked
+    # (before schema 7) to a file edited since is not read: the run keeps its stored scores.
+    src = _write(tmp_path / "run.jsonl", _header(taxonomy=[{"id": "harm01", "name": "h", "rules": ["zzz"]}]),
+                 _trajectory("t0"), _trajectory("t1"))
+    ws = Workspace(tmp_path / "w.db")
+    key = ws.import_run(src).run_key
+    stored = Path(ws.run(key)["stored_path"])
+    stored.unlink()
+    os.link(src, stored)
+    _edit_same_size(src, b'"label": "benign", "confidence": 0.9}, "tool_calls"'.replace(b", \"tool_calls\"", b""),
+                    b'"label": "harm01", "confidence": 0.9}')
+    with ws.connect() as db:  # back to schema 4, as a version before scorer 2.0 left it
+        for column in ("classifier_of_record", "scorer_version", "reclassifier", "reported_safe_rate",
+                       "reported_safe_rate_source"):
+            db.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+        db.execute("ALTER TABLE trajectories DROP COLUMN truncation")
+        db.execute("UPDATE runs SET stored_sha256 = NULL")
+        db.execute("PRAGMA user_version = 4")
+        db.conn.commit()
+    migrated = Workspace(tmp_path / "w.db")
+    assert {r["trajectory_id"]: r["status"] for r in migrated.trajectory_rows(key)} == {"t0": "safe", "t1": "safe"}
+    with pytest.raises(InputError, match="changed since import"):
+        migrated.load_trajectory(key, "t0")
