@@ -1445,8 +1445,8 @@ def _latest_adjudications(events: list[dict]) -> dict[str, ReviewLabel]:
 
 def _read_label_file(path: Path) -> list[dict]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_regular(path).decode("utf-8")  # a FIFO or device is refused before reading
+    except UnicodeDecodeError as exc:
         raise InputError(f"cannot read labels: {exc}", source=str(path)) from exc
     rows: list[dict] = []
     if path.suffix == ".csv" or text.startswith("run_key,"):

@@ -359,7 +359,9 @@ def test_d_devices_and_fifos_are_refused_before_reading(tmp_path, kind):
     elif kind == "fifo":
         path = tmp_path / "pipe.jsonl"
         os.mkfifo(path)
-    for args in (["score", path], ["import", path, "--db", tmp_path / "w.db"]):
+    for args in (["score", path], ["import", path, "--db", tmp_path / "w.db"],
+                 ["score", SAMPLES / "compare-m2.jsonl", "--payloads", path],
+                 ["labels", "import", path, "--db", tmp_path / "w.db"]):
         try:
             done = _run_cli(*args, timeout=60)
         except subprocess.TimeoutExpired:
@@ -657,3 +659,21 @@ def test_b_a_migration_that_rescores_never_reads_an_edited_hard_linked_copy(tmp_
     assert {r["trajectory_id"]: r["status"] for r in migrated.trajectory_rows(key)} == {"t0": "safe", "t1": "safe"}
     with pytest.raises(InputError, match="changed since import"):
         migrated.load_trajectory(key, "t0")
+
+
+def test_c_the_app_reads_a_read_only_workspace(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from pages._shared import loaders
+
+    home = tmp_path / "ws"
+    home.mkdir()
+    Workspace(home / "app.db").import_run(SAMPLES / "compare-m2.jsonl")
+    monkeypatch.setattr(loaders, "DB_PATH", home / "app.db")
+    with _immutable(home / "app.db", home):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90).run()
+        assert not at.exception and not at.error, [e.value for e in at.error]
+        assert any(m.label.startswith("Strict") for m in at.metric)
+        for page in ("pages/runs.py", "pages/trajectories.py", "pages/review.py", "pages/report.py"):
+            at.switch_page(page).run()
+            assert not at.exception and not at.error, (page, [e.value for e in at.error])
