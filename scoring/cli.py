@@ -17,7 +17,7 @@ from .importers import formats, sniff_file
 from .importers.inspect_log import PRESETS, VerdictMap
 from .report import Evaluation, evaluate, harness_reported, lenient_note
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
-from .text import terminal_safe
+from .text import reveal, terminal_safe
 
 EXIT_INPUT = 2
 EXIT_UNSCORED = 3
@@ -434,8 +434,12 @@ def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> N
         _fail(exc)
     if output:
         output.write_text(text, encoding="utf-8")
+    elif sys.stdout.isatty():
+        # a terminal, not a file: the notes and ids the reviewers and the data wrote are shown
+        # with their controls spelled out (a pipe or -o gets the exact bytes)
+        click.echo(reveal(text, keep="\n")[0], nl=False)
     else:
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=True)  # color=True: click would strip escapes from the data
 
 
 @labels.command("agreement")

@@ -677,3 +677,31 @@ def test_c_the_app_reads_a_read_only_workspace(tmp_path, monkeypatch):
         for page in ("pages/runs.py", "pages/trajectories.py", "pages/review.py", "pages/report.py"):
             at.switch_page(page).run()
             assert not at.exception and not at.error, (page, [e.value for e in at.error])
+
+
+def test_f_labels_export_to_a_terminal_shows_escapes_and_to_a_pipe_keeps_the_bytes(tmp_path):
+    import pty
+
+    src = _write(tmp_path / "l.jsonl", _header(), _trajectory("t\x1b]0;x\x07", verdict={"label": None}))
+    ws = Workspace(tmp_path / "w.db")
+    key = ws.import_run(src).run_key
+    ws.add_label(key, "t\x1b]0;x\x07", "al\u202eice", ReviewLabel.DEGENERATE, note="\x1b[2J")
+    piped = _run_cli("labels", "export", key, "--db", tmp_path / "w.db", "--format", "csv")
+    assert piped.returncode == 0 and "\x1b[2J" in piped.stdout  # the exact bytes for a file or a pipe
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([*CLI, "labels", "export", key, "--db", str(tmp_path / "w.db"), "--format", "csv"],
+                            cwd=ROOT, stdout=follower, stderr=subprocess.PIPE)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(leader)
+    shown = b"".join(chunks).decode("utf-8")
+    assert proc.returncode == 0 and "⟨U+001B⟩[2J" in shown and "\x1b" not in shown and "\u202e" not in shown
