@@ -82,3 +82,22 @@ def test_import_reads_every_file_and_exits_2_when_any_failed(folder):
     assert "imported observed-m1" in res.stdout
     assert "empty.jsonl: empty file" in res.stderr and "gone.jsonl: no such file" in res.stderr
     assert "found beside it" in res.stderr
+
+
+def test_an_unreadable_file_is_named_and_the_next_file_is_still_read(folder, monkeypatch):
+    import pathlib
+
+    locked = folder / "locked.jsonl"
+    locked.write_text("{}")
+    real = pathlib.Path.read_bytes
+
+    def read_bytes(self):
+        if self == locked:  # as root, chmod does not stop a read: refuse it here instead
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    res = run("score", locked, folder / "observed-m1.jsonl", "--json", "--no-auto-payloads")
+    assert res.exit_code == 2
+    assert f"{locked}: cannot read: Permission denied" in res.stderr
+    assert [json.loads(line)["run_id"] for line in res.stdout.splitlines()] == ["observed-m1"]
