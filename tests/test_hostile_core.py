@@ -600,6 +600,9 @@ def test_g_team_mode_turns_import_from_a_path_off(runs_page, monkeypatch):
     assert "Import path" not in [b.label for b in runs_page.button]
     assert not [t for t in runs_page.text_input if t.label.startswith("Path on this machine")]
     assert any("Team mode" in i.value for i in runs_page.info)
+    # nor can a web form name code for the server to run as a re-classifier: only the server's setting
+    assert not [t for t in runs_page.text_input if t.label.startswith("Re-classifier")]
+    assert any("Re-classifier of record for recovered surfaces: none" in c.value for c in runs_page.caption)
     monkeypatch.delenv(router.TEAM_MODE_ENV)
     monkeypatch.setattr(router, "auth_configured", lambda: True)
     assert router.team_mode()  # [auth] configured: a shared server, team mode on
