@@ -202,8 +202,9 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, verdict_map, as_j
     if block_bytes:
         kwargs["block_bytes"] = block_bytes
     try:
+        plans = [engine.plan_run(p, storage_options) for p in paths]  # bad input fails before a cluster starts
         with engine.connect(scheduler) as client:
-            results = engine.score_runs(paths, client, **kwargs)
+            results = engine.score_runs(plans, client, **kwargs)
     except LitmusReviewError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)

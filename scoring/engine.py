@@ -399,11 +399,12 @@ def connect(scheduler: str | None = None, workers: int = LOCAL_WORKERS) -> Itera
         yield client
 
 
-def score_runs(paths: Sequence[str], client, *, out: str | None = None, block_bytes: int = BLOCK_BYTES,
+def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None, block_bytes: int = BLOCK_BYTES,
                reclassifier: str | None = None, storage_options: dict | None = None) -> list[RunResult]:
-    """Score every run in one graph on ``client``'s cluster; with ``out``, write the score table
-    and summaries there atomically. Raises ``EngineError`` (located) when a block fails."""
-    plans = [plan_run(p, storage_options) for p in paths]
+    """Score every run (a path, URL or its ``plan_run``) in one graph on ``client``'s cluster;
+    with ``out``, write the score table and summaries there atomically. Raises ``EngineError``
+    (located) when a block fails."""
+    plans = [p if isinstance(p, RunPlan) else plan_run(p, storage_options) for p in paths]
     tmp = _prepare_out(out, storage_options or {}) if out else None
     try:
         results = _run_graph(client, plans, block_bytes, reclassifier, tmp, storage_options or {})
@@ -444,34 +445,35 @@ def _run_graph(client, plans: list[RunPlan], block_bytes: int, reclassifier: str
 
 
 def _prepare_out(out: str, storage_options: dict) -> str:
+    """Where the workers write the table: on a local file system a hidden sibling of ``out``
+    (renamed into place at the end); on an object store, which has no rename, ``out`` itself,
+    with ``summary.json`` written last as the mark of a complete table."""
+    from fsspec.implementations.local import LocalFileSystem
+
     fs, path = _fs(out, storage_options)
     if fs.exists(path) and (not fs.isdir(path) or fs.ls(path)):
         raise InputError("the output already exists; give a new directory (nothing is overwritten)", source=out)
-    parent, name = path.rstrip("/").rsplit("/", 1) if "/" in path.rstrip("/") else ("", path)
-    tmp_path = f"{parent}/.{name}.tmp-{uuid.uuid4().hex}" if parent else f".{name}.tmp-{uuid.uuid4().hex}"
-    fs.makedirs(tmp_path, exist_ok=True)
-    return _URL.match(out).group(0) + tmp_path if _URL.match(out) else tmp_path
+    if not isinstance(fs, LocalFileSystem):
+        return out
+    path = os.path.abspath(path)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    return tmp
 
 
 def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult]) -> None:
-    """Summaries last, then the rename: on a local file system the table appears whole or not
-    at all. (An object store has no atomic rename: there ``summary.json`` is written last and
-    marks a complete table.)"""
+    """Summaries last, then (on a local file system) the rename: the table appears whole or
+    not at all."""
     fs, tmp_path = _fs(tmp, storage_options)
-    _, out_path = _fs(out, storage_options)
-    if fs.exists(out_path) and fs.isdir(out_path) and not fs.ls(out_path):
-        fs.rmdir(out_path)
-    from fsspec.implementations.local import LocalFileSystem
-
-    if isinstance(fs, LocalFileSystem):
-        with fs.open(f"{tmp_path}/{SUMMARY_FILE}", "w") as fh:
-            json.dump([r.summary for r in results], fh)
-        os.rename(tmp_path, out_path)
-        return
-    fs.mv(f"{tmp_path}/{TABLE_DIR}", f"{out_path}/{TABLE_DIR}", recursive=True)
-    with fs.open(f"{out_path}/{SUMMARY_FILE}", "w") as fh:
+    fs.invalidate_cache()  # the workers wrote the parts: this client's listings are stale
+    with fs.open(f"{tmp_path}/{SUMMARY_FILE}", "w") as fh:
         json.dump([r.summary for r in results], fh)
-    _remove(tmp, storage_options)
+    if tmp != out:
+        _, out_path = _fs(out, storage_options)
+        out_path = os.path.abspath(out_path)
+        if os.path.isdir(out_path):
+            os.rmdir(out_path)  # empty (checked before the run)
+        os.rename(tmp_path, out_path)
 
 
 def _remove(tmp: str, storage_options: dict) -> None:
