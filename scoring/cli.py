@@ -192,8 +192,10 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, verdict_map, as_j
     """``score --engine dask``: every run in one Dask graph (scoring.engine)."""
     if fmt not in ("auto", "canonical"):
         raise click.UsageError("--engine dask scores canonical runs; other formats need the local engine")
-    if payloads or verdict_map:
-        raise click.UsageError("--payloads and --inspect-verdict are not supported by --engine dask yet")
+    if verdict_map:
+        raise click.UsageError("--inspect-verdict applies to Inspect logs; --engine dask scores canonical runs")
+    if payloads and len(payloads) != len(paths):
+        raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; give one per run")
     try:
         from . import engine
     except ImportError as exc:
@@ -202,7 +204,9 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, verdict_map, as_j
     if block_bytes:
         kwargs["block_bytes"] = block_bytes
     try:
-        plans = [engine.plan_run(p, storage_options) for p in paths]  # bad input fails before a cluster starts
+        # Bad input fails here, before a cluster starts.
+        plans = [engine.plan_run(p, storage_options, str(payloads[i]) if payloads else None)
+                 for i, p in enumerate(paths)]
         with engine.connect(scheduler) as client:
             results = engine.score_runs(plans, client, **kwargs)
     except LitmusReviewError as exc:

@@ -27,7 +27,9 @@ counted once: the totals are computed from block results, never accumulated as a
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -74,6 +76,19 @@ class RunPlan:
     header_end: int
     size: int
     storage_options: dict
+    payloads: str | None = None
+    """The side log's URL (read by the workers), if one is joined."""
+    payloads_source: str | None = None
+    """The side log as the user named it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A scored block, with what its share of the side log did (when one is joined)."""
+
+    block: Block
+    recapture: tuple[list, int, list[Rejection]] | None = None
+    """(the payload keys its trajectories took, how many were applied, the payloads refused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +105,7 @@ class BlockDigest:
     """``SCORE_FIELDS`` as columns."""
     error: tuple[int, int, str] | None = None
     """(line within the block, byte offset, message) of a block that raised."""
+    recapture: tuple[list, int, list[Rejection]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +135,18 @@ def _fs(url: str, storage_options: dict):
     return fsspec.core.url_to_fs(url, **storage_options)
 
 
-def plan_run(path: str, storage_options: dict | None = None) -> RunPlan:
-    """The header line and size of a canonical run (the only bytes the client reads)."""
+def _url(path: str) -> str:
+    return path if _URL.match(path) else os.path.abspath(path)
+
+
+def plan_run(path: str, storage_options: dict | None = None, payloads: str | None = None) -> RunPlan:
+    """The header line and size of a canonical run (the only bytes the client reads), and the
+    side log to join (``payloads``; the workers read it)."""
     from .importers import canonical
     from .ingest import _read_header_line
 
     storage_options = dict(storage_options or {})
-    url = path if _URL.match(path) else os.path.abspath(path)
+    url = _url(path)
     try:
         fs, fpath = _fs(url, storage_options)
         size = fs.size(fpath)
@@ -140,7 +161,13 @@ def plan_run(path: str, storage_options: dict | None = None) -> RunPlan:
         raise InputError("the dask engine scores canonical runs (litmus-review-run JSONL); import other "
                          "formats with the local engine, or convert them first", source=path, line=first_line)
     canonical.parse_header(obj, path)  # a bad header is refused here, before any task runs
-    return RunPlan(url, path, header_line, first_line, header_end, size, storage_options)
+    if payloads is not None:
+        fs, ppath = _fs(_url(str(payloads)), storage_options)
+        if not fs.exists(ppath):
+            raise InputError("no such file (the payload side log)", source=str(payloads))
+    return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
+                   _url(str(payloads)) if payloads is not None else None,
+                   str(payloads) if payloads is not None else None)
 
 
 def block_bounds(plan: RunPlan, block_bytes: int = BLOCK_BYTES) -> list[tuple[int, int]]:
@@ -184,7 +211,27 @@ def read_owned(fh, start: int, end: int, first: bool) -> tuple[int, bytes]:
 # --- tasks (run on the workers) --------------------------------------------------------------
 
 
-def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = None) -> Block | BlockDigest:
+@functools.lru_cache(maxsize=2)
+def _side_log(url: str, source: str, storage_options: str):
+    """A side log as loaded once per worker process; blocks apply copies of it."""
+    from .recapture import PayloadJoin
+
+    fs, path = _fs(url, json.loads(storage_options))
+    with fs.open(path, "rb") as fh:
+        return PayloadJoin(source, fh.read())
+
+
+def _join(plan: RunPlan):
+    """A fresh copy of the run's side log (None without one): its payloads, nothing applied."""
+    if plan.payloads is None:
+        return None
+    pristine = _side_log(plan.payloads, plan.payloads_source, json.dumps(plan.storage_options, sort_keys=True))
+    join = copy.copy(pristine)
+    join._payloads, join._rejected, join.applied = dict(pristine._payloads), [], 0
+    return join
+
+
+def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = None) -> Scored | BlockDigest:
     """Read and score one nominal range. A block that raises returns a digest with ``error``
     (located by its line within the block), never an exception: the final stage reports it
     with the line number it can compute."""
@@ -193,8 +240,14 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         fs, fpath = _fs(plan.url, plan.storage_options)
         with fs.open(fpath, "rb") as fh:
             begin, data = read_owned(fh, start, end, start == plan.header_end)
+        pay = _join(plan)
         with _classifier(reclassifier) as plugin:
-            return score_bytes(plan.header_line, plan.source, begin, data, reclassifier=plugin)
+            block = score_bytes(plan.header_line, plan.source, begin, data, pay, reclassifier=plugin)
+        if pay is None:
+            return Scored(block)
+        taken = [k for k in _side_log(plan.payloads, plan.payloads_source, json.dumps(
+            plan.storage_options, sort_keys=True))._payloads if k not in pay._payloads]
+        return Scored(block, (taken, pay.applied, list(pay._rejected)))
     except Exception as exc:  # noqa: BLE001 - reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         return BlockDigest(lines=data.count(b"\n"), seen=0, rejected=[], ids=[], rel_lines=[], calls=[],
@@ -224,7 +277,8 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 nl = data.find(b"\n", pos)
                 stop = len(data) if nl < 0 else nl + 1
                 try:
-                    score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], reclassifier=plugin)
+                    score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
+                                reclassifier=plugin)
                 except Exception:  # noqa: BLE001
                     return line, begin + pos
                 pos, line = stop, line + 1
@@ -233,15 +287,16 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
     return 1, begin
 
 
-def digest(block: Block | BlockDigest) -> BlockDigest:
+def digest(scored: Scored | BlockDigest) -> BlockDigest:
     """A scored block's score fields (runs where the block is held: only these travel)."""
-    if isinstance(block, BlockDigest):
-        return block
+    if isinstance(scored, BlockDigest):
+        return scored
+    block = scored.block
     rows = block.rows
     return BlockDigest(
         lines=block.lines, seen=block.seen, rejected=list(block.rejected),
         ids=[r[_ID] for r in rows], rel_lines=[r[_LINE] for r in rows], calls=[r[_CALLS] for r in rows],
-        fields=[[r[i] for r in rows] for i in _SCORE_INDEX])
+        fields=[[r[i] for r in rows] for i in _SCORE_INDEX], recapture=scored.recapture)
 
 
 def file_sha256(plan: RunPlan) -> str | tuple[str]:
@@ -342,10 +397,27 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
     header = canonical.parse_header(_decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
     header = dataclasses.replace(header, source=plan.source, format=canonical.NAME)
     run = Run(header=header, trajectories=(), rejected=tuple(rejected), records_seen=seen, content_sha256=content)
+    report, parts = None, [content]
+    if plan.payloads is not None:
+        # The run's side log as if applied once, in file order: what every block took is gone,
+        # the rest is refused by ``PayloadJoin.report`` as locally.
+        join = _join(plan)
+        for d in digests:
+            taken, applied, refused = d.recapture
+            for key in taken:
+                join._payloads.pop(tuple(key), None)
+            join.applied += applied
+            join._rejected.extend(refused)
+        join._rejected[:0] = _side_log(plan.payloads, plan.payloads_source, json.dumps(
+            plan.storage_options, sort_keys=True))._rejected  # refused on loading
+        report = join.report(header.run_id)
+        parts.append(join.content_sha256)
     ev = Evaluation(run=run, scored=cols, summary=summarize(cols, None, group=header.run_id, rejected=len(rejected)),
-                    tool_calls=n_calls, recapture=None, reclassifier=reclassifier)
-    run_key = content if reclassifier is None else hashlib.sha256(
-        f"{content}:classifier={reclassifier}".encode()).hexdigest()  # as the workspace keys the run
+                    tool_calls=n_calls, recapture=report, reclassifier=reclassifier)
+    if reclassifier is not None:
+        parts.append(f"classifier={reclassifier}")
+    # As the workspace keys the run: its content, and what else changes its scores.
+    run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
     rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops))
     return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows)
 
@@ -358,15 +430,16 @@ def table_schema():
                      + [pa.field("source", pa.string())])
 
 
-def write_part(block: Block | BlockDigest, final: RunResult, index: int, tmp_url: str, storage_options: dict,
+def write_part(scored: Scored | BlockDigest, final: RunResult, index: int, tmp_url: str, storage_options: dict,
                source: str) -> int:
     """Write one block's stored rows (line numbers shifted) as a Parquet part; returns the rows
     written. Idempotent: a retried writer writes the same file again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if final.error is not None or isinstance(block, BlockDigest):
+    if final.error is not None or isinstance(scored, BlockDigest):
         return 0
+    block = scored.block
     drop, shift = set(final.drops[index]), final.shifts[index]
     rows = [r for i, r in enumerate(block.rows) if i not in drop] if drop else block.rows
     columns = {c: [r[j] for r in rows] for j, c in enumerate(ROW_COLUMNS)}

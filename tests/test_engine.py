@@ -40,12 +40,12 @@ def cli(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None) -> list[engine.RunResult]:
+def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None, payloads=None) -> list[engine.RunResult]:
     """The engine's graph executed in this process, task by task, with the table written to
     ``tmp / 'out'`` (what the cluster does, without one)."""
     out, results = tmp / "out", []
-    for p in paths:
-        plan = engine.plan_run(str(p))
+    for i, p in enumerate(paths):
+        plan = engine.plan_run(str(p), None, str(payloads[i]) if payloads else None)
         blocks = [engine.score_block(plan, s, e, reclassifier) for s, e in engine.block_bounds(plan, block_bytes)]
         res = engine.finish_run(plan, engine.file_sha256(plan), reclassifier, *map(engine.digest, blocks))
         assert res.error is None, res.error
@@ -107,6 +107,35 @@ def test_blocks_equal_the_local_summary_and_the_workspace_rows(tmp_path, block_b
     assert table_rows(tmp_path / "out", key) == rows
 
 
+@pytest.mark.parametrize("block_bytes", [8192, 1 << 22])
+def test_with_the_side_log_blocks_equal_the_local_summary_and_the_workspace_rows(tmp_path, block_bytes):
+    """Each block joins its share of the side log; the final stage refuses what no block took:
+    the local ``score --payloads --json`` object key for key (recapture report included) and
+    the workspace's rows."""
+    side = SAMPLES / "observed-m1.payloads.jsonl"
+    (res,) = run_inline([OBSERVED], tmp_path, block_bytes, payloads=[side])
+    local = cli("score", str(OBSERVED), "--payloads", str(side), "--json")
+    assert res.summary == json.loads(local.stdout)
+    assert res.summary["recapture"]["applied"] > 0 and res.summary["unscored"] == 24
+    ws = Workspace(tmp_path / "ws.db")
+    key = ws.import_run(OBSERVED, payloads=side).run_key
+    assert res.run_key == key
+    assert table_rows(tmp_path / "out", key) == [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
+
+
+def test_side_log_payloads_no_call_takes_are_refused_once(tmp_path):
+    """A payload for a call no block has is refused once (not once per block), as locally."""
+    side = tmp_path / "side.jsonl"
+    lines = (SAMPLES / "observed-m1.payloads.jsonl").read_text().splitlines()
+    extra = json.loads(lines[0])
+    extra["call_index"] = 99
+    side.write_text("\n".join(lines + [json.dumps(extra), "not json"]) + "\n")
+    (res,) = run_inline([OBSERVED], tmp_path, 8192, payloads=[side])
+    local = json.loads(cli("score", str(OBSERVED), "--payloads", str(side), "--json").stdout)
+    assert res.summary == local
+    assert len(local["recapture"]["rejected"]) >= 2
+
+
 def _with_duplicates(tmp_path: Path) -> Path:
     lines = OBSERVED.read_bytes().splitlines(keepends=True)[:120]
     # Record 3 again near the end; record 50 again right after itself.
@@ -155,8 +184,8 @@ def test_other_formats_are_refused_with_the_file_named(tmp_path):
 
 
 def test_cli_refuses_what_the_dask_engine_does_not_support():
-    res = cli("score", str(OBSERVED), "--engine", "dask", "--payloads", str(SAMPLES / "observed-m1.payloads.jsonl"))
-    assert res.exit_code == 2 and "not supported by --engine dask" in res.output
+    res = cli("score", str(OBSERVED), "--engine", "dask", "--inspect-verdict", "harm=C")
+    assert res.exit_code == 2 and "--engine dask scores canonical runs" in res.output
 
 
 def test_a_missing_file_is_named_before_any_cluster_starts(tmp_path):
@@ -288,6 +317,14 @@ def test_a_cluster_scores_like_the_local_path_and_writes_the_workspace_rows(clus
         key, rows = workspace_rows(tmp_path / f"ws{i}", path)
         assert table_rows(out, key) == rows, path
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    # With their side logs (each block joins its share; the recapture report is the local one).
+    sides = [SAMPLES / "observed-m1.payloads.jsonl", SAMPLES / "compare-m2.payloads.jsonl"]
+    side_args = [x for s in sides for x in ("--payloads", str(s))]
+    res = cli("score", str(OBSERVED), str(COMPARE), *side_args, "--scheduler", cluster.address, "--json",
+              "--block-bytes", str(1 << 17))
+    assert res.exit_code == 0, res.output
+    local = cli("score", str(OBSERVED), str(COMPARE), *side_args, "--json")
+    assert res.stdout == local.stdout and local.exit_code == 0
 
 
 @pytest.fixture(scope="module")
