@@ -432,8 +432,9 @@ def table_schema():
 
 def write_part(scored: Scored | BlockDigest, final: RunResult, index: int, tmp_url: str, storage_options: dict,
                source: str) -> int:
-    """Write one block's stored rows (line numbers shifted) as a Parquet part; returns the rows
-    written. Idempotent: a retried writer writes the same file again."""
+    """Write one block's stored rows (line numbers shifted) as a Parquet part, with ``source``
+    (where the run is read: replay reads a row's byte range there); returns the rows written.
+    Idempotent: a retried writer writes the same file again."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -492,7 +493,7 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
 
 def _run_graph(client, plans: list[RunPlan], block_bytes: int, reclassifier: str | None, tmp: str | None,
                storage_options: dict) -> list[RunResult]:
-    finals, blocks_of = [], []
+    finals, writes = [], []
     for r, plan in enumerate(plans):
         tag = f"{r}-{uuid.uuid4().hex[:8]}"
         bounds = block_bounds(plan, block_bytes)
@@ -500,16 +501,18 @@ def _run_graph(client, plans: list[RunPlan], block_bytes: int, reclassifier: str
                   for i, (s, e) in enumerate(bounds)]
         digests = [client.submit(digest, b, key=f"litmus-digest-{tag}-{i}") for i, b in enumerate(blocks)]
         content = client.submit(file_sha256, plan, key=f"litmus-sha256-{tag}")
-        finals.append(client.submit(finish_run, plan, content, reclassifier, *digests, key=f"litmus-final-{tag}"))
-        blocks_of.append((tag, blocks))
+        final = client.submit(finish_run, plan, content, reclassifier, *digests, key=f"litmus-final-{tag}")
+        finals.append(final)
+        if tmp is not None:  # in the same graph: a block's rows are dropped once its part is written
+            writes += [client.submit(write_part, b, final, i, tmp, storage_options, plan.url,
+                                     key=f"litmus-write-{tag}-{i}") for i, b in enumerate(blocks)]
+        del blocks  # without a table, a block's rows are dropped once its digest is taken
     results: list[RunResult] = client.gather(finals)
     for res in results:
         if res.error is not None:
+            client.cancel(writes)
             raise EngineError(res.error)
     if tmp is not None:
-        writes = [client.submit(write_part, b, final, i, tmp, storage_options, plan.source,
-                                key=f"litmus-write-{tag}-{i}")
-                  for plan, final, (tag, blocks) in zip(plans, finals, blocks_of) for i, b in enumerate(blocks)]
         written = sum(client.gather(writes))
         expected = sum(res.rows for res in results)
         if written != expected:
@@ -553,6 +556,26 @@ def _remove(tmp: str, storage_options: dict) -> None:
     fs, path = _fs(tmp, storage_options)
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(path, recursive=True)
+
+
+def read_trajectory(source: str, offset: int, length: int, storage_options: dict | None = None):
+    """One trajectory of a score table's row, read by its byte range from the run wherever it
+    is (the row's ``source``: a path or fsspec URL), for replay without importing the run."""
+    from .importers import canonical
+    from .importers._common import RecordError, decode_json_line
+
+    fs, path = _fs(source, dict(storage_options or {}))
+    with fs.open(path, "rb") as fh:
+        fh.seek(offset)
+        raw = fh.read(length)
+    obj = decode_json_line(raw)
+    if isinstance(obj, RecordError):
+        raise InputError(f"bytes {offset:,}+{length:,} hold no record ({obj.message}): the run changed since it "
+                         "was scored", source=source)
+    try:
+        return canonical.parse_trajectory(obj)
+    except RecordError as exc:
+        raise InputError(exc.message, source=source, record_id=exc.record_id) from exc
 
 
 def read_table(out: str, storage_options: dict | None = None):

@@ -49,7 +49,7 @@ def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None, payloads=N
         blocks = [engine.score_block(plan, s, e, reclassifier) for s, e in engine.block_bounds(plan, block_bytes)]
         res = engine.finish_run(plan, engine.file_sha256(plan), reclassifier, *map(engine.digest, blocks))
         assert res.error is None, res.error
-        assert sum(engine.write_part(b, res, i, str(out), {}, plan.source) for i, b in enumerate(blocks)) == res.rows
+        assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
         results.append(res)
     return results
 
@@ -105,6 +105,28 @@ def test_blocks_equal_the_local_summary_and_the_workspace_rows(tmp_path, block_b
     key, rows = workspace_rows(tmp_path, OBSERVED)
     assert res.run_key == key
     assert table_rows(tmp_path / "out", key) == rows
+
+
+def test_a_table_row_replays_its_trajectory_from_the_run(tmp_path):
+    """Replay without an import: a row's byte range, read where its ``source`` says, holds its
+    trajectory; a run changed since is reported, not misread."""
+    run = tmp_path / "run.jsonl"
+    shutil.copyfile(OBSERVED, run)
+    run_inline([run], tmp_path, 1 << 16)
+    rows = engine.read_table(str(tmp_path / "out")).to_pylist()
+    for row in rows[::97]:
+        t = engine.read_trajectory(row["source"], row["offset"], row["length"])
+        assert t.id == row["trajectory_id"] and len(t.tool_calls) == row["tool_call_count"]
+    run.write_bytes(b" " * 7 + OBSERVED.read_bytes())
+    with pytest.raises(engine.InputError, match="the run changed since it was scored"):
+        engine.read_trajectory(rows[5]["source"], rows[5]["offset"], rows[5]["length"])
+
+
+def test_a_run_of_only_a_header_scores_as_locally(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(OBSERVED.read_bytes().split(b"\n", 1)[0] + b"\n")
+    (res,) = run_inline([path], tmp_path, 1 << 16)
+    assert res.summary == local_json(path)[0] and res.summary["trajectories"] == 0
 
 
 @pytest.mark.parametrize("block_bytes", [8192, 1 << 22])
@@ -376,6 +398,9 @@ def test_a_run_in_s3_is_read_by_the_workers(cluster, s3, tmp_path):
     s_col = FIELDS.index("offset")  # rows are equal field for field, byte offsets included
     assert table_rows("s3://runs/tables/nightly", key, s3) == rows and rows[0][s_col] > 0
     assert json.loads(fs.cat("runs/tables/nightly/summary.json")) == [got]
+    row = engine.read_table("s3://runs/tables/nightly", s3).to_pylist()[1234]
+    assert row["source"] == url  # replayed through s3fs, by byte range
+    assert engine.read_trajectory(row["source"], row["offset"], row["length"], s3).id == row["trajectory_id"]
 
 
 @pytest.mark.dask
