@@ -55,6 +55,7 @@ _SCORE_INDEX = tuple(ROW_COLUMNS.index(c) for c in SCORE_FIELDS)
 _ID, _LINE, _CALLS = (ROW_COLUMNS.index(c) for c in ("trajectory_id", "line", "tool_call_count"))
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
+KEYS_FILE = "run_keys.json"
 
 
 class EngineError(LitmusReviewError, RuntimeError):
@@ -542,6 +543,8 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
     not at all."""
     fs, tmp_path = _fs(tmp, storage_options)
     fs.invalidate_cache()  # the workers wrote the parts: this client's listings are stale
+    with fs.open(f"{tmp_path}/{KEYS_FILE}", "w") as fh:
+        json.dump([r.run_key for r in results], fh)  # the partition of each summary, in order
     with fs.open(f"{tmp_path}/{SUMMARY_FILE}", "w") as fh:
         json.dump([r.summary for r in results], fh)
     if tmp != out:
@@ -584,3 +587,52 @@ def read_table(out: str, storage_options: dict | None = None):
 
     fs, path = _fs(out, dict(storage_options or {}))
     return ds.dataset(f"{path}/{TABLE_DIR}", filesystem=fs, format="parquet", partitioning="hive").to_table()
+
+
+# --- reading a score table back (the app's Score tables page) ----------------------------------
+
+
+def open_table(out: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
+    """The runs of a score table: (run key, its ``score --json`` object from ``summary.json``).
+    Refused when absent: not a score table, or one still being written."""
+    fs, path = _fs(out, dict(storage_options or {}))
+    try:
+        with fs.open(f"{path.rstrip('/')}/{SUMMARY_FILE}", "rb") as fh:
+            summaries = json.loads(fh.read())
+        with fs.open(f"{path.rstrip('/')}/{KEYS_FILE}", "rb") as fh:
+            keys = json.loads(fh.read())
+    except FileNotFoundError as exc:
+        raise InputError(f"no {SUMMARY_FILE}: not a score table written by score --out, or one still being "
+                         "written", source=out) from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {SUMMARY_FILE}: {exc}", source=out) from exc
+    if not isinstance(summaries, list) or not all(isinstance(s, dict) and "run_id" in s for s in summaries) \
+            or not isinstance(keys, list) or len(keys) != len(summaries):
+        raise InputError(f"{SUMMARY_FILE} is not a list of run summaries, one per run key", source=out)
+    return list(zip(map(str, keys), summaries))
+
+
+def table_run(out: str, run_key: str, storage_options: dict | None = None):
+    """One run's rows of a score table (a pyarrow Table, in file order)."""
+    import pyarrow.dataset as ds
+
+    fs, path = _fs(out, dict(storage_options or {}))
+    data = ds.dataset(f"{path.rstrip('/')}/{TABLE_DIR}", filesystem=fs, format="parquet", partitioning="hive")
+    return data.to_table(filter=ds.field("run_key") == run_key)
+
+
+def table_summary(rows, group: str):
+    """``aggregate.summarize`` over a score table's rows (what the charts draw from)."""
+    from .aggregate import ScoreColumns, summarize
+
+    cols = rows.select(list(SCORE_FIELDS)).to_pydict()
+    return summarize(ScoreColumns.build(*(cols[c] for c in SCORE_FIELDS)), group=group)
+
+
+def run_header(source: str, storage_options: dict | None = None):
+    """The header of the run a score table row points at (its capture limit and taxonomy, for
+    replaying its calls' capture evidence)."""
+    from .importers import canonical
+
+    plan = plan_run(source, storage_options)
+    return canonical.parse_header(_decode_header(plan.header_line, source, plan.first_line), source)

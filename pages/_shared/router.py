@@ -15,6 +15,7 @@ PAGES = [
     ("pages/trajectories.py", "Trajectories"),
     ("pages/review.py", "Review"),
     ("pages/report.py", "Report"),
+    ("pages/score_tables.py", "Score tables"),
 ]
 DEFAULT_PAGE = "pages/safe_rates.py"
 
