@@ -254,7 +254,7 @@ class Cluster:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp, self.procs, self.workers = tmp, [], {}
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "LITMUS_TEST_CLASSIFIER_DELAY_S": "0.1",
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "LITMUS_TEST_CLASSIFIER_DELAY_S": "0.2",
                     "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "3"}
         sched_file = tmp / "scheduler.json"
         self.procs.append(self._start([_tool("dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
