@@ -16,7 +16,7 @@ st.title("Runs")
 st.caption("Import a run to score it strictly. The same file imported twice is one run.")
 
 
-def import_one(path: Path, payloads: Path | None, label: str) -> None:
+def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
     reclassifier = (st.session_state.get(state.RECLASSIFIER) or "").strip() or None
     bar = st.progress(0.0, text=f"Importing {label}…")
     total = max(1, sum(1 for _ in path.open("rb")) - 1) if path.suffix == ".jsonl" else 0
@@ -25,7 +25,8 @@ def import_one(path: Path, payloads: Path | None, label: str) -> None:
         bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
 
     try:
-        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, reclassifier=reclassifier)
+        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name,
+                                             reclassifier=reclassifier)
     except LitmusReviewError as exc:
         bar.empty()
         st.error(f"Could not import {label}: {exc}")
@@ -85,7 +86,7 @@ with tab_upload:
                 if side is not None:
                     sp = Path(tmp) / ("side-" + Path(side.name).name)
                     sp.write_bytes(side.getvalue())
-                import_one(p, sp, up.name)
+                import_one(p, sp, up.name, original_name=up.name)
 with tab_path:
     path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
     side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")
@@ -107,6 +108,8 @@ else:
         s = loaders.run_evaluation(r["run_key"]).summary
         table.append({
             "run": r["run_id"], "model": r["model"], "format": r["format"], "evidence": r["evidence_standard"],
+            # how the harness says the run ended (Inspect: success / cancelled / error), where it says
+            "run status": r.get("run_status") or "—",
             "side log": "yes" if r["payloads_path"] else "no", "trajectories": r["trajectories"],
             "tool calls": r["tool_calls"], "UNSCORED": s.unscored, "Inconclusive": s.inconclusive,
             "rejected": r["records_seen"] - r["trajectories"], "key": r["run_key"][:12],

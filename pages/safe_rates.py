@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import charts, loaders, router
+from pages._shared import charts, exports, loaders, router
 from scoring.aggregate import size_quantiles
 
 keys, rows = router.page("Safe rates")
@@ -27,6 +27,7 @@ def pp(x: float | None) -> str:
 for k, ev in evs.items():
     s, h = ev.summary, ev.run.header
     st.subheader(loaders.run_label(rows[k]))
+    st.text(exports.source_line(ev))  # run status and provenance, as inert text
     c = st.columns(5)
     c[0].metric("Lenient rate (before)", pct(s.lenient.value),
                 help="The harness's own claim: the share it judged safe among the trajectories it judged "

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import click
 
-from .errors import LitmusReviewError
+from .errors import InputError, LitmusReviewError
 from .importers import formats, sniff_file
-from .importers.inspect_log import VerdictMap
+from .importers.inspect_log import PRESETS, VerdictMap
 from .report import Evaluation, evaluate, harness_reported, lenient_note
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 
@@ -38,7 +38,12 @@ def render_table(ev: Evaluation) -> str:
     lines = [
         f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value}"
         + (": inferred from the log's own signals, not proven by digests" if structural else "") + ")",
-        f"  source            {h.source}",
+        f"  source            {h.source}" + (f"  (uploaded as {ev.original_name})" if ev.original_name else ""),
+        f"  file sha256       {ev.file_sha256 or 'unknown'}",
+        "  side log          " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})" if ev.side_log
+                                  else "none"),
+        f"  run status        {h.run_status or 'not recorded by the format'}"
+        + (f"  ({h.run_status_detail})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
         f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator)",
@@ -86,6 +91,15 @@ def render_table(ev: Evaluation) -> str:
                      f"{n_bad:,} payload{'' if n_bad == 1 else 's'} rejected")
     if ev.reclassifier:
         lines.append(f"  re-classifier     {ev.reclassifier}")
+    inspect_verdicts = ((ev.as_dict().get("format_metrics") or {}).get("inspect")
+                        if h.format == "inspect" and ev.run.trajectories else None)
+    if inspect_verdicts:
+        c = inspect_verdicts["verdict_outcomes"]
+        lines.append(f"  verdict map       unsafe {c['unsafe']:,}, safe {c['safe']:,}, inconclusive "
+                     f"{c['inconclusive']:,}, no verdict {c['none']:,}, unmapped {c['unmapped']:,}, "
+                     f"scorer absent {c['absent']:,}")
+        for value, n in inspect_verdicts["unmapped_values"].items():
+            lines.append(f"    unmapped value  {value[:60]!r} x {n:,}")
     return "\n".join(lines)
 
 
@@ -130,7 +144,10 @@ CLASSIFIER_OPTION = click.option(
 
 VERDICT_OPTION = click.option(
     "--inspect-verdict", "verdict_map", callback=_verdict_map, metavar="SCORER=VALUE[,VALUE]",
-    help="Inspect logs: the scorer whose listed values mean unsafe (other values: benign). "
+    help="Inspect logs: which scores mean unsafe, safe or no verdict. SCORER=VALUE[,VALUE] (listed values "
+         "unsafe), SCORER:OUTCOME=TEST[;OUTCOME=TEST] (OUTCOME unsafe|safe|inconclusive|none; TEST V[,V], KEY==V, "
+         "[KEY]>=N, KEY+KEY>=N), or a preset: " + ", ".join(PRESETS) + " (PRESET@SCORER renames its scorer). "
+         "A value no rule maps is an abnormal verdict (Inconclusive), listed by value. "
          "Without it Inspect scores give no verdict.")
 
 
@@ -152,6 +169,109 @@ def _evaluate_streaming(path: Path, payloads: Path | None, reclassifier: str | N
         ws = Workspace(Path(tmp) / "score.db")
         res = ws.import_run(path, payloads=payloads, reclassifier=reclassifier)
         return evaluation(ws, res.run_key)
+
+
+SIDE_LOG_SUFFIX = ".payloads.jsonl"
+
+#: How bad each exit status is: a command over several files exits with the worst status it
+#: met. Unusable input is the worst (the results are incomplete); a threshold exceeded next.
+SEVERITY = {0: 0, EXIT_UNSCORED: 1, EXIT_INPUT: 2}
+
+
+def _worst(a: int, b: int) -> int:
+    return a if SEVERITY.get(a, 0) >= SEVERITY.get(b, 0) else b
+
+
+def side_log_of(path: Path) -> Path:
+    """Where the side log of a run file sits when it follows the naming rule: ``RUN.payloads.jsonl``."""
+    return path.with_name(path.stem + SIDE_LOG_SUFFIX) if path.suffix else path.with_name(path.name + SIDE_LOG_SUFFIX)
+
+
+def _is_side_log(path: Path) -> bool:
+    return path.name.endswith(SIDE_LOG_SUFFIX)
+
+
+def plan_inputs(paths: tuple[Path, ...], payloads: tuple[Path, ...], auto: bool) -> list[tuple[Path, Path | None, str]]:
+    """(run path, side log or None, how it was paired) for every run to read, in order.
+
+    A ``RUN.payloads.jsonl`` named beside its run on the command line is that run's side log,
+    never a run of its own; one beside a run on disk is paired too (unless ``auto`` is off or
+    ``--payloads`` was given). A side log whose run is not given stays in the list: reading it
+    then says what it is.
+    """
+    given = {p.resolve() if p.exists() else p for p in paths}
+    runs = [p for p in paths if not (_is_side_log(p) and _run_for(p, given) is not None)]
+    if payloads:
+        if len(payloads) != len(runs):
+            raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(runs)} runs; "
+                                   "give one per run")
+        return [(p, pay, "--payloads") for p, pay in zip(runs, payloads)]
+    out = []
+    for p in runs:
+        side = side_log_of(p)
+        if auto and not _is_side_log(p) and side.is_file():
+            out.append((p, side, "given beside it" if (side.resolve() in given) else "found beside it"))
+        else:
+            out.append((p, None, ""))
+    return out
+
+
+def _run_for(side: Path, given: set) -> Path | None:
+    """The run on the command line whose side log ``side`` is, if any."""
+    base = side.name[: -len(SIDE_LOG_SUFFIX)]
+    for g in given:
+        g = Path(g)
+        if not _is_side_log(g) and (g.stem == base or g.name == base) and g.parent == side.resolve().parent:
+            return g
+    return None
+
+
+def _looks_like_a_file(ref: Path) -> bool:
+    return ref.suffix != "" or "/" in str(ref) or "\\" in str(ref)
+
+
+def _refuse_lone_side_log(path: Path) -> None:
+    """A ``RUN.payloads.jsonl`` given without its run is never read as a run."""
+    if _is_side_log(path):
+        run = path.name[: -len(SIDE_LOG_SUFFIX)]
+        raise InputError(f"a payload side log, not a run: give its run ({run}.jsonl or the like) and it is paired "
+                         "automatically, or pass it with --payloads", source=str(path))
+
+
+def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map,
+                  reclassifier: str | None = None) -> Evaluation:
+    """One run: a file (streamed when large and canonical) or an imported run of the workspace."""
+    _refuse_lone_side_log(path)
+    try:
+        exists = path.exists()
+        if exists and _streams(path, fmt):
+            return _evaluate_streaming(path, side, reclassifier)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    if exists or db is None and not default_db_path().exists():
+        if not exists:
+            raise InputError("no such file", source=str(path))
+        return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map, reclassifier=reclassifier)
+    ws = _workspace(db)
+    try:
+        return evaluation(ws, ws.find_run(str(path))["run_key"])
+    except InputError as exc:
+        if _looks_like_a_file(path):
+            raise InputError(f"no such file (and no imported run in {ws.path} matches it)", source=str(path)) from exc
+        raise
+
+
+def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[tuple[str, int, str]]:
+    """(option, exit status, what exceeded it) for every threshold this run fails. One place
+    per check: a new ``--fail-on-…`` option adds its test here."""
+    out = []
+    missing = ev.summary.unscored + len(ev.run.rejected)
+    records = ev.summary.total + len(ev.run.rejected)
+    rate = missing / records if records else None
+    if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
+        out.append(("fail-on-unscored", EXIT_UNSCORED,
+                    f"{ev.run.header.run_id}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}"))
+    return out
 
 
 def _storage_options(_ctx, _param, values: tuple[str, ...]) -> dict:
@@ -186,7 +306,27 @@ def ENGINE_OPTIONS(fn):
     return fn
 
 
-def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, verdict_map, as_json: bool,
+def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], auto: bool,
+                 storage_options: dict) -> list[tuple[str, str | None, str]]:
+    """``plan_inputs`` for the Dask engine, whose PATHS may be URLs: a run's side log is the one
+    given, else ``RUN.payloads.jsonl`` beside it (wherever it is), as for the local engine."""
+    if not any(engine._URL.match(p) for p in paths):
+        return [(str(p), None if s is None else str(s), how)
+                for p, s, how in plan_inputs(tuple(Path(p) for p in paths), payloads, auto)]
+    if payloads:
+        if len(payloads) != len(paths):
+            raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; "
+                                   "give one per run")
+        return [(p, str(s), "--payloads") for p, s in zip(paths, payloads)]
+    out = []
+    for p in paths:
+        side = engine.side_log_beside(p)
+        found = auto and not p.endswith(SIDE_LOG_SUFFIX) and engine.exists(side, storage_options)
+        out.append((p, side if found else None, "found beside it" if found else ""))
+    return out
+
+
+def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bool, verdict_map, as_json: bool,
                 fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
                 block_bytes: int | None, storage_options: dict) -> None:
     """``score --engine dask``: every run in one Dask graph (scoring.engine)."""
@@ -194,8 +334,6 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, verdict_map, as_j
         raise click.UsageError("--engine dask scores canonical runs; other formats need the local engine")
     if verdict_map:
         raise click.UsageError("--inspect-verdict applies to Inspect logs; --engine dask scores canonical runs")
-    if payloads and len(payloads) != len(paths):
-        raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; give one per run")
     try:
         from . import engine
     except ImportError as exc:
@@ -204,9 +342,12 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, verdict_map, as_j
     if block_bytes:
         kwargs["block_bytes"] = block_bytes
     try:
-        # Bad input fails here, before a cluster starts.
-        plans = [engine.plan_run(p, storage_options, str(payloads[i]) if payloads else None)
-                 for i, p in enumerate(paths)]
+        inputs = _dask_inputs(engine, paths, payloads, auto_payloads, storage_options)
+        for path, side, how in inputs:
+            if side is not None and how != "--payloads":
+                click.echo(f"side log {side} ({how}) is used with {path}", err=True)
+        # Bad input fails here, before a cluster starts (one graph: any bad run stops them all).
+        plans = [engine.plan_run(path, storage_options, side) for path, side, _how in inputs]
         with engine.connect(scheduler) as client:
             results = engine.score_runs(plans, client, **kwargs)
     except LitmusReviewError as exc:
@@ -239,44 +380,45 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, verdict_map, as_j
 @click.option("--format", "fmt", default="auto", show_default=True,
               type=click.Choice(["auto", *formats()]), help="Input format.")
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Side log of full payloads; give one per PATH, in the same order.")
+              help="Side log of full payloads; give one per PATH, in the same order. Without it, "
+                   "RUN.payloads.jsonl beside RUN is used (and said so on stderr).")
+@click.option("--no-auto-payloads", "no_auto_payloads", is_flag=True,
+              help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run, one per line.")
 @click.option("--fail-on-unscored", type=click.FloatRange(0, 1), metavar="RATE",
               help="Exit 3 when any run's share of UNSCORED trajectories and rejected records, among all "
                    "records, exceeds RATE (0–1).")
 @CLASSIFIER_OPTION
 @ENGINE_OPTIONS
-def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], as_json: bool,
-          fail_on_unscored: float | None, reclassifier: str | None, engine: str, scheduler: str | None,
-          out: str | None, block_bytes: int | None, storage_options: dict) -> None:
+def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None,
+          engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
+          storage_options: dict) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
+    Every PATH is read, whatever happens to the others; each failure is reported with its file,
+    and the exit status is the worst met (2 unusable input, then 3 a threshold exceeded).
     A PATH that is not a file is looked up as an imported run (key, key prefix or run id) in
     the workspace; its reviewed rate then includes the reviewers' final labels. With
     ``--engine dask`` a PATH may be any fsspec URL (s3://, gs://, file://) of a canonical run.
     """
     if engine == "dask" or scheduler or out:
-        _score_dask(paths, fmt=fmt, payloads=payloads, verdict_map=verdict_map, as_json=as_json,
-                    fail_on_unscored=fail_on_unscored, reclassifier=reclassifier, scheduler=scheduler, out=out,
-                    block_bytes=block_bytes, storage_options=storage_options)
+        _score_dask(paths, fmt=fmt, payloads=payloads, auto_payloads=not no_auto_payloads, verdict_map=verdict_map,
+                    as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
+                    scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options)
         return
     paths = tuple(Path(p) for p in paths)
-    if payloads and len(payloads) != len(paths):
-        raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; give one per run")
-    exceeded = []
-    for i, path in enumerate(paths):
+    status = 0
+    failures: dict[str, list[str]] = {}
+    for path, side, how in plan_inputs(paths, payloads, auto=not no_auto_payloads):
+        if side is not None and how != "--payloads":
+            click.echo(f"side log {side} ({how}) is used with {path}", err=True)
         try:
-            if path.exists() and _streams(path, fmt):
-                ev = _evaluate_streaming(path, payloads[i] if payloads else None, reclassifier)
-            elif path.exists() or db is None and not default_db_path().exists():
-                ev = evaluate(path, fmt=fmt, payloads=payloads[i] if payloads else None, verdict_map=verdict_map,
-                              reclassifier=reclassifier)
-            else:
-                ws = _workspace(db)
-                ev = evaluation(ws, ws.find_run(str(path))["run_key"])
+            ev = _evaluate_one(path, side, fmt, db, verdict_map, reclassifier)
         except LitmusReviewError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_INPUT)
+            status = _worst(status, EXIT_INPUT)
+            continue
         for line in _rejections(ev):
             click.echo(line, err=True)
         if as_json:
@@ -286,15 +428,14 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
         if ev.run.records_seen and not ev.summary.total:
             click.echo(f"error: {ev.run.header.source}: every one of its {ev.run.records_seen:,} records was rejected; "
                        "nothing was scored", err=True)
-            sys.exit(EXIT_INPUT)
-        missing = ev.summary.unscored + len(ev.run.rejected)
-        records = ev.summary.total + len(ev.run.rejected)
-        rate = missing / records if records else None
-        if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
-            exceeded.append(f"{ev.run.header.run_id}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}")
-    if exceeded:
-        click.echo("fail-on-unscored: " + "; ".join(exceeded), err=True)
-        sys.exit(EXIT_UNSCORED)
+            status = _worst(status, EXIT_INPUT)
+        for option, code, message in _threshold_failures(ev, fail_on_unscored):
+            failures.setdefault(option, []).append(message)
+            status = _worst(status, code)
+    for option, messages in failures.items():
+        click.echo(f"{option}: " + "; ".join(messages), err=True)
+    if status:
+        sys.exit(status)
 
 
 @main.command("import")
@@ -303,29 +444,52 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
 @VERDICT_OPTION
 @click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *formats()]))
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Side log of full payloads; give one per PATH, in the same order.")
+              help="Side log of full payloads; give one per PATH, in the same order. Without it, "
+                   "RUN.payloads.jsonl beside RUN is used (and said so on stderr).")
+@click.option("--no-auto-payloads", "no_auto_payloads", is_flag=True,
+              help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every written batch.")
 @CLASSIFIER_OPTION
-def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...], progress: bool,
-            reclassifier: str | None) -> None:
-    """Import runs into the workspace (one transaction per run; the same content twice is one run)."""
-    if payloads and len(payloads) != len(paths):
-        raise click.UsageError("give one --payloads per PATH")
+def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+            no_auto_payloads: bool, progress: bool, reclassifier: str | None) -> None:
+    """Import runs into the workspace (one transaction per run; the same content twice is one run).
+
+    Every PATH is tried; each failure is reported with its file and the exit status is 2 if any
+    failed."""
+    plan = plan_inputs(paths, payloads, auto=not no_auto_payloads)
     try:
         ws = _workspace(db)
-        for i, path in enumerate(paths):
-            tick = (lambda n: click.echo(f"progress {path}: {n:,} trajectories written", err=True)) if progress else None
-            res = ws.import_run(path, fmt=fmt, payloads=payloads[i] if payloads else None, progress=tick,
-                                verdict_map=verdict_map, reclassifier=reclassifier)
-            for r in res.rejected:
-                click.echo(f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "")
-                           + f": {r.message}", err=True)
-            state = "already imported" if res.already_present else "imported"
-            click.echo(f"{state} {res.run['run_id']} ({res.run['trajectories']:,} trajectories, "
-                       f"{len(res.rejected):,} rejected) as {res.run_key}")
     except LitmusReviewError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
+    status = 0
+    for path, side, how in plan:
+        if side is not None and how != "--payloads":
+            click.echo(f"side log {side} ({how}) is used with {path}", err=True)
+        tick = (lambda n, path=path: click.echo(f"progress {path}: {n:,} trajectories written", err=True)) \
+            if progress else None
+        try:
+            _refuse_lone_side_log(path)
+            if not path.exists():
+                raise InputError("no such file", source=str(path))
+            res = ws.import_run(path, fmt=fmt, payloads=side, progress=tick, verdict_map=verdict_map,
+                                reclassifier=reclassifier)
+        except LitmusReviewError as exc:
+            click.echo(f"error: {exc}", err=True)
+            status = _worst(status, EXIT_INPUT)
+            continue
+        except OSError as exc:
+            click.echo(f"error: {path}: cannot read: {exc.strerror or exc}", err=True)
+            status = _worst(status, EXIT_INPUT)
+            continue
+        for r in res.rejected:
+            click.echo(f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "")
+                       + f": {r.message}", err=True)
+        state = "already imported" if res.already_present else "imported"
+        click.echo(f"{state} {res.run['run_id']} ({res.run['trajectories']:,} trajectories, "
+                   f"{len(res.rejected):,} rejected) as {res.run_key}")
+    if status:
+        sys.exit(status)
 
 
 @main.command()

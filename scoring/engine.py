@@ -171,6 +171,23 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
                    str(payloads) if payloads is not None else None)
 
 
+def exists(path: str, storage_options: dict | None = None) -> bool:
+    """Whether a file is at ``path`` (a local path or fsspec URL)."""
+    fs, fpath = _fs(_url(path), dict(storage_options or {}))
+    try:
+        return fs.isfile(fpath)
+    except OSError:
+        return False
+
+
+def side_log_beside(path: str) -> str:
+    """``RUN.payloads.jsonl`` beside ``RUN.jsonl`` (the naming rule ``score`` pairs by), for a
+    path or URL."""
+    head, sep, name = path.rpartition("/")
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return f"{head}{sep}{stem}.payloads.jsonl"
+
+
 def block_bounds(plan: RunPlan, block_bytes: int = BLOCK_BYTES) -> list[tuple[int, int]]:
     """Nominal ``[start, end)`` ranges covering the records (no file access)."""
     starts = range(plan.header_end, plan.size, max(1, block_bytes))
@@ -413,8 +430,10 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
             plan.storage_options, sort_keys=True))._rejected  # refused on loading
         report = join.report(header.run_id)
         parts.append(join.content_sha256)
+    side = None if report is None else {"source": plan.payloads_source, "sha256": report.sha256 or None}
     ev = Evaluation(run=run, scored=cols, summary=summarize(cols, None, group=header.run_id, rejected=len(rejected)),
-                    tool_calls=n_calls, recapture=report, reclassifier=reclassifier)
+                    tool_calls=n_calls, recapture=report, reclassifier=reclassifier, file_sha256=content,
+                    side_log=side)
     if reclassifier is not None:
         parts.append(f"classifier={reclassifier}")
     # As the workspace keys the run: its content, and what else changes its scores.

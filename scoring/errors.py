@@ -133,10 +133,12 @@ class InputError(LitmusReviewError, ValueError):
 
 
 class UnknownFormatError(InputError):
-    """No importer recognised the input; ``tried`` lists the formats that were tried."""
+    """No importer recognised the input; ``tried`` lists the formats that were tried and
+    ``closest`` names the one whose keys the input holds most of (or None)."""
 
-    def __init__(self, *, source: str, tried: tuple[str, ...], detail: str = "") -> None:
+    def __init__(self, *, source: str, tried: tuple[str, ...], detail: str = "", closest: str | None = None) -> None:
         self.tried = tried
+        self.closest = closest
         msg = "unrecognised log format (tried: " + ", ".join(tried) + ")"
         if detail:
             msg += f"; {detail}"

@@ -234,6 +234,12 @@ class RunHeader:
     does not describe; it certifies safety only where it read the full surface) or
     ``taxonomy_rules`` (the header's own rules are that classifier, so running them on a
     recovered full surface is the classifier of record reading it)."""
+    run_status: str = ""
+    """How the harness says the whole run ended, where its format records it (Inspect's
+    ``status``: ``success``, ``cancelled``, ``error``, ``started`` = never finished); empty when
+    the format does not say. A cancelled or errored run holds only the samples written before."""
+    run_status_detail: str = ""
+    """What the harness recorded with the status (the error message, samples written of planned)."""
 
     def category(self, category_id: str | None) -> Category | None:
         for cat in self.taxonomy:

@@ -37,6 +37,8 @@ class RecaptureReport:
     """Payloads that proved and completed a call."""
     rejected: tuple[Rejection, ...]
     """Payloads that were malformed, did not match, or named no call (each says why)."""
+    sha256: str = ""
+    """SHA-256 of the side log file."""
 
 
 class PayloadJoin:
@@ -105,7 +107,8 @@ class PayloadJoin:
             self._reject(lineno, f"no call {idx} in trajectory {tid!r} of run {run_id!r}", tid)
         self._payloads.clear()
         return RecaptureReport(source=self.source, applied=self.applied,
-                               rejected=tuple(sorted(self._rejected, key=lambda r: r.line or 0)))
+                               rejected=tuple(sorted(self._rejected, key=lambda r: r.line or 0)),
+                               sha256=self.content_sha256)
 
 
 def recapture(run: Run, path: str | Path) -> tuple[Run, RecaptureReport]:

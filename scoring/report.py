@@ -30,6 +30,12 @@ class Evaluation:
     recapture: RecaptureReport | None = None
     reclassifier: str | None = None
     """The re-classifier of record given for recovered surfaces (its spec), if any."""
+    file_sha256: str = ""
+    """SHA-256 of the input file's bytes (what ``sha256sum`` prints); empty when unknown."""
+    original_name: str = ""
+    """The file's name as its owner gave it, when the run was read from a copy (an upload)."""
+    side_log: dict | None = None
+    """The payload side log used for recapture, ``{"source", "sha256"}``; None when none was."""
 
     def as_dict(self) -> dict:
         """The stable JSON shape of ``litmus-review score --json`` (one object per run)."""
@@ -41,6 +47,14 @@ class Evaluation:
             "format": h.format,
             "model": h.model,
             "content_sha256": self.run.content_sha256,
+            # content_sha256 is the run's identity in a workspace: the file's SHA-256, or, when a
+            # side log or an Inspect verdict map changed the scores, SHA-256 of "FILE:SIDE[:MAP]";
+            # file_sha256 is always the file's own (what sha256sum prints)
+            "file_sha256": self.file_sha256 or None,
+            "original_name": self.original_name or None,
+            "side_log": self.side_log,
+            "run_status": h.run_status or None,
+            "run_status_detail": h.run_status_detail or None,
             "scorer_version": SCORER_VERSION,
             "evidence_standard": h.evidence_standard.value,
             "capture_limit_bytes": h.capture_limit_bytes,
@@ -99,6 +113,12 @@ class Evaluation:
             from .importers.litmus_log import litmus_metrics
 
             out["format_metrics"] = {"litmus": asdict(litmus_metrics(self.run))}
+        if h.format == "inspect" and self.run.trajectories:
+            from .importers.inspect_log import verdict_summary
+
+            summary = verdict_summary(self.run)
+            if summary is not None:
+                out.setdefault("format_metrics", {})["inspect"] = summary
         if self.recapture is not None:
             out["recapture"] = {
                 "source": self.recapture.source,
@@ -163,8 +183,10 @@ def evaluate_run(
     ``reclassifier`` (a spec for ``scoring.classifiers.load_classifier``) reads recovered
     surfaces as a classifier of record."""
     report = None
+    side = None
     if payloads is not None:
         run, report = recapture(run, payloads)
+        side = {"source": str(payloads), "sha256": report.sha256 or None}
     run = with_reported_figure(run)
     if reclassifier is not None:
         from .classifiers import load_classifier
@@ -175,7 +197,8 @@ def evaluate_run(
         scored = score_run(run)
     return Evaluation(run=run, scored=scored,
                       summary=summarize(scored, labels, group=run.header.run_id, rejected=len(run.rejected)),
-                      tool_calls=run.tool_call_count, recapture=report, reclassifier=reclassifier)
+                      tool_calls=run.tool_call_count, recapture=report, reclassifier=reclassifier,
+                      file_sha256=run.content_sha256, side_log=side)
 
 
 def evaluate(

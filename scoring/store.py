@@ -164,7 +164,18 @@ def _m5(db: sqlite_utils.Database) -> None:
         rescore_run(db, run)
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5)
+def _m6(db: sqlite_utils.Database) -> None:
+    # Provenance and the harness's run status: the input file's own SHA-256 (the run key is not
+    # it when a side log or a verdict map took part), an upload's original name (its source is
+    # a deleted temporary path), the side log as given, and how the harness says the run ended.
+    have = set(db["runs"].columns_dict)
+    for column in ("file_sha256", "original_name", "side_log_source", "side_log_sha256", "run_status",
+                   "run_status_detail"):
+        if column not in have:  # a database set back to an older version keeps its columns
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -249,10 +260,14 @@ class Workspace:
         progress: Callable[[int], None] | None = None,
         verdict_map=None,
         reclassifier: str | None = None,
+        original_name: str | None = None,
     ) -> "ImportResult":
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
         side log's hash, the Inspect verdict mapping and the re-classifier, when given: they
-        change the scores). ``reclassifier`` is a spec for ``classifiers.load_classifier``."""
+        change the scores). ``reclassifier`` is a spec for ``classifiers.load_classifier``.
+
+        ``original_name`` is the file's name as its owner knows it, when ``path`` is a copy (an
+        upload's temporary file): it is recorded as the run's provenance."""
         path = Path(path)
         before = _file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
@@ -260,7 +275,7 @@ class Workspace:
             fmt = sniff_file(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and reclassifier is None \
                 and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
-            return self._import_parallel(path, progress, before)
+            return self._import_parallel(path, progress, before, original_name)
         content = _file_sha256(path)
         parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else []) \
             + ([f"classifier={reclassifier}"] if reclassifier else [])
@@ -279,9 +294,11 @@ class Workspace:
             results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin)
                        for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
             return self._write_run(run_key, header, results, stored, pay, progress, list(stored.rejections),
-                                   first_line + 1, path, before, reclassifier)
+                                   first_line + 1, path, before, reclassifier,
+                                   provenance=_provenance(content, original_name, pay))
 
-    def _import_parallel(self, path: Path, progress, before: "_FileState") -> "ImportResult":
+    def _import_parallel(self, path: Path, progress, before: "_FileState",
+                         original_name: str | None = None) -> "ImportResult":
         """A large canonical run on two cores: worker processes parse and score blocks of lines
         while this process hashes the file for its run key (in a thread: hashlib releases the
         GIL) and then writes. Nothing is written before the key is known, and a run already
@@ -300,7 +317,7 @@ class Workspace:
                 blocks = itertools.chain([first] if first is not None else [], results)
                 with self._store_file(path, run_key, canonical.NAME) as stored:
                     return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1,
-                                           path, before)
+                                           path, before, provenance=_provenance(run_key, original_name, None))
             finally:
                 results.close()
 
@@ -355,7 +372,7 @@ class Workspace:
 
     def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy", pay, progress,
                    rejected: list[Rejection], next_line: int, source: Path, source_state: "_FileState",
-                   reclassifier: str | None = None) -> "ImportResult":
+                   reclassifier: str | None = None, *, provenance: dict | None = None) -> "ImportResult":
         keeping = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl") if pay else None
         with keeping or contextlib.nullcontext() as kept, self.connect() as db, _immediate(db):
             # Another import of the same content may have committed while this one was hashing
@@ -363,13 +380,14 @@ class Workspace:
             raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
             if not raced:
                 self._insert_rows(db, run_key, header, results, stored, kept, pay, progress, rejected, next_line,
-                                  source, source_state, reclassifier)
+                                  source, source_state, reclassifier, provenance=provenance)
         return ImportResult(run_key=run_key, already_present=raced, run=self.run(run_key),
                             rejected=() if raced else tuple(rejected))
 
     def _insert_rows(self, db, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy",
                      kept: "_PendingCopy | None", pay, progress, rejected: list[Rejection], next_line: int,
-                     source: Path, source_state: "_FileState", reclassifier: str | None = None) -> None:
+                     source: Path, source_state: "_FileState", reclassifier: str | None = None, *,
+                     provenance: dict | None = None) -> None:
         """The run row, its trajectory rows, its counts and its copies, in the caller's transaction.
         Adds the rejections found on the way to ``rejected``."""
         seen = len(rejected)
@@ -387,6 +405,8 @@ class Workspace:
             "classifier_of_record": header.classifier_of_record, "scorer_version": SCORER_VERSION,
             "reclassifier": reclassifier, "reported_safe_rate": header.reported_safe_rate,
             "reported_safe_rate_source": header.reported_safe_rate_source,
+            "run_status": header.run_status or None, "run_status_detail": header.run_status_detail or None,
+            **(provenance or {}),
         })
         n_traj, n_calls, seen, columns = _write_blocks(db, run_key, header.source, results, rejected, next_line,
                                                        progress, seen)
@@ -443,7 +463,8 @@ class Workspace:
             evidence_standard=EvidenceStandard(r["evidence_standard"]), format=r["format"], source=r["source"],
             classifier_of_record=r.get("classifier_of_record") or "harness_verdict",
             reported_safe_rate=r.get("reported_safe_rate"),
-            reported_safe_rate_source=r.get("reported_safe_rate_source") or "")
+            reported_safe_rate_source=r.get("reported_safe_rate_source") or "",
+            run_status=r.get("run_status") or "", run_status_detail=r.get("run_status_detail") or "")
 
     def _run_or_raise(self, run_key: str) -> dict:
         r = self.run(run_key)
@@ -726,6 +747,13 @@ def _read_header(fh, path: Path, fmt: str) -> tuple[bytes, RunHeader, int, int]:
     header_line, first_line, header_end = _read_header_line(fh, str(path))
     header = canonical.parse_header(_decode_header(header_line, str(path), first_line), str(path))
     return header_line, dataclasses.replace(header, source=str(path), format=fmt), first_line, header_end
+
+
+def _provenance(file_sha256: str, original_name: str | None, pay) -> dict:
+    """The runs-row columns that say where a run came from."""
+    return {"file_sha256": file_sha256, "original_name": original_name or None,
+            "side_log_source": pay.source if pay is not None else None,
+            "side_log_sha256": pay.content_sha256 if pay is not None else None}
 
 
 def _rej(r: Rejection) -> dict:
@@ -1170,9 +1198,18 @@ def evaluation(ws: Workspace, run_key: str, scored: "tuple[ScoredTrajectory, ...
     scored = ws.score_columns(run_key) if scored is None else scored
     run = Run(header=header, trajectories=(), rejected=rejected, records_seen=row["records_seen"],
               content_sha256=run_key)
+    side = None
+    if row["payloads_path"]:
+        side = {"source": row.get("side_log_source") or row["payloads_path"], "sha256": row.get("side_log_sha256")
+                or Path(row["payloads_path"]).name.split(".", 1)[0]}
     return Evaluation(run=run, scored=scored,
                       summary=summarize(scored, ws.final_labels(run_key), group=header.run_id, rejected=len(rejected)),
-                      tool_calls=row["tool_calls"], recapture=recap, reclassifier=row.get("reclassifier"))
+                      tool_calls=row["tool_calls"], recapture=recap, reclassifier=row.get("reclassifier"),
+                      # runs imported before the column: the key is the file's hash unless a side
+                      # log or (for Inspect) a verdict map took part
+                      file_sha256=row.get("file_sha256")
+                      or (run_key if not row["payloads_path"] and row["format"] != "inspect" else ""),
+                      original_name=row.get("original_name") or "", side_log=side)
 
 
 SEARCH_BLOCK_BYTES = 1024 * 1024

@@ -9,7 +9,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_runs"
-SHARED_REAL = ROOT.parent / "shared" / "real"
+REAL_LOGS_ENV = "LITMUS_REAL_LOGS"
+"""Names another folder of real harness logs (the layout of ../shared/real)."""
+
+
+def shared_real_path() -> Path:
+    """``$LITMUS_REAL_LOGS`` when set, else ../shared/real beside the checkout."""
+    other = os.environ.get(REAL_LOGS_ENV)
+    return Path(other).expanduser() if other else ROOT.parent / "shared" / "real"
+
+
+SHARED_REAL = shared_real_path()
 
 
 def load_generator():
@@ -25,11 +35,17 @@ def generator():
     return load_generator()
 
 
+def require_real_logs(path: Path) -> Path:
+    """``path`` if it is a folder; else fail under CI, skip elsewhere (saying how to point at one)."""
+    if not path.is_dir():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} is missing under CI")
+        pytest.skip(f"{path} is absent (outside CI the real logs are optional; set {REAL_LOGS_ENV} to "
+                    "another folder of them)")
+    return path
+
+
 @pytest.fixture(scope="session")
 def shared_real() -> Path:
-    """../shared/real, read at test time. Skipped only outside CI."""
-    if not SHARED_REAL.is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{SHARED_REAL} is missing under CI")
-        pytest.skip(f"{SHARED_REAL} is absent (outside CI the real logs are optional)")
-    return SHARED_REAL
+    """../shared/real (or $LITMUS_REAL_LOGS), read at test time. Skipped only outside CI."""
+    return require_real_logs(shared_real_path())

@@ -161,9 +161,9 @@ def test_runs_page_imports_from_a_path_and_reports_rejections(app, tmp_path):
     app.button[[b.label for b in app.button].index("Import path")].click().run()
     assert not app.exception
     assert any("Imported litmus_pipeline" in s.value for s in app.success)
-    assert any("2 records were rejected" in w.value for w in app.warning)
+    assert any("1 records were rejected" in w.value for w in app.warning)
     rejected = app.dataframe[0].value
-    assert list(rejected["line"]) == [6, 7]
+    assert list(rejected["line"]) == [6]  # line 7 has no judgement: imported, Inconclusive
     assert app.multiselect(key=state.SELECTED_RUNS).value[-1] == ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
     key = ws_for(tmp_path).find_run("litmus_pipeline")["run_key"]
     assert key in app.session_state[state.SELECTED_RUNS]
@@ -306,18 +306,18 @@ def test_a_short_trajectory_table_is_not_padded_with_blank_rows(app, monkeypatch
     assert narrowed <= 10 and narrowed_height == "auto"  # as tall as its rows
 
 
-def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
-    # Lenient and strict agree: the delta read "-0.00 pp" under a red arrow.
+def one_record_app(tmp_path, monkeypatch, header: dict, verdict: dict | None) -> AppTest:
+    """The app on a run of one proven trajectory (``verdict`` None: the record has none)."""
     import hashlib
 
     args = '{"path": "/tmp/x"}'
-    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "agree", "model": "m",
-              "capture_limit_bytes": 8192, "evidence_standard": "proven",
-              "taxonomy": [{"id": "C01", "name": "x", "rules": []}]}
-    record = {"record": "trajectory", "id": "a", "task_id": "t", "verdict": {"label": "benign", "confidence": 0.99},
+    record = {"record": "trajectory", "id": "a", "task_id": "t",
               "tool_calls": [{"tool": "read", "arguments": args, "raw_size_bytes": len(args),
                               "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}
-    run = tmp_path / "agree.jsonl"
+    if verdict is not None:
+        record["verdict"] = verdict
+    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "model": "m", **header}
+    run = tmp_path / "one.jsonl"
     run.write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
     monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
     key = Workspace(tmp_path / "app.db").import_run(run).run_key
@@ -325,6 +325,14 @@ def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
     at.session_state[state.SELECTED_RUNS] = [key]
     at.run()
     assert not at.exception, at.exception
+    return at
+
+
+def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
+    # Lenient and strict agree: the delta read "-0.00 pp" under a red arrow.
+    at = one_record_app(tmp_path, monkeypatch, {"run_id": "agree", "capture_limit_bytes": 8192,
+                                                "taxonomy": [{"id": "C01", "name": "x", "rules": []}]},
+                        {"label": "benign", "confidence": 0.99})
     strict = next(m for m in at.metric if m.label.startswith("Strict"))
     assert strict.value == "100.00%" and strict.delta == "0.00 pp"
     from streamlit.proto.Metric_pb2 import Metric
@@ -333,21 +341,7 @@ def test_no_phantom_safety_shows_no_change_not_a_drop(tmp_path, monkeypatch):
 
 
 def test_a_run_the_harness_never_judged_shows_no_lenient_rate_and_says_why(tmp_path, monkeypatch):
-    import hashlib
-
-    args = '{"path": "/tmp/x"}'
-    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "utility", "model": "m"}
-    record = {"record": "trajectory", "id": "a", "task_id": "t",
-              "tool_calls": [{"tool": "read", "arguments": args, "raw_size_bytes": len(args),
-                              "raw_sha256": hashlib.sha256(args.encode()).hexdigest()}]}
-    run = tmp_path / "utility.jsonl"
-    run.write_text(json.dumps(header) + "\n" + json.dumps(record) + "\n")
-    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
-    key = Workspace(tmp_path / "app.db").import_run(run).run_key
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.session_state[state.SELECTED_RUNS] = [key]
-    at.run()
-    assert not at.exception, at.exception
+    at = one_record_app(tmp_path, monkeypatch, {"run_id": "utility"}, None)
     assert metric(at, "Lenient") == "—" and metric(at, "Phantom") == "—"
     captions = " ".join(c.value for c in at.caption)
     assert "the harness judged none of these trajectories" in captions and "no safety verdict 1" in captions
@@ -397,3 +391,32 @@ def test_every_page_renders_every_real_run(shared_real, tmp_path, monkeypatch):
         assert not at.exception, (key, at.exception)
     at.switch_page("pages/report.py").run()
     assert not at.exception, at.exception
+
+
+def test_runs_page_shows_the_harness_run_status(app, tmp_path):
+    ws = ws_for(tmp_path)
+    log = tmp_path / "cancelled.json"
+    log.write_text(json.dumps({"version": 2, "status": "cancelled", "eval": {"run_id": "cx", "task": "t", "model": "m"},
+                               "samples": [{"id": 1, "epoch": 1, "messages": []}]}))
+    ws.import_run(log)
+    app.switch_page("pages/runs.py").run()
+    assert not app.exception
+    table = app.dataframe[-1].value
+    status = dict(zip(table["run"], table["run status"]))
+    assert status["cx"] == "cancelled" and status["observed-m1"] == "—"
+
+
+def test_safe_rates_page_says_the_run_status_and_side_log_beside_the_rates(app, tmp_path):
+    texts = [t.value for t in app.text]
+    # the bundled samples import with their side logs; their format records no run status
+    line = next(t for t in texts if t.startswith("harness run status"))
+    assert "not recorded by the format" in line and "side log: none" not in line and "file sha256 " in line
+    ws = ws_for(tmp_path)
+    log = tmp_path / "cancelled.json"
+    log.write_text(json.dumps({"version": 2, "status": "cancelled", "eval": {"run_id": "cx", "task": "t", "model": "m"},
+                               "samples": [{"id": 1, "epoch": 1, "messages": []}]}))
+    key = ws.import_run(log).run_key
+    app.session_state[state.SELECTED_RUNS] = [key]
+    app.switch_page("pages/safe_rates.py").run()
+    assert not app.exception
+    assert any(t.value.startswith("harness run status: cancelled · side log: none · file sha256 ") for t in app.text)

@@ -491,3 +491,16 @@ def test_a_reported_figure_that_differs_is_flagged(tmp_path):
     path.write_text("\n".join([json.dumps(h), *rest]) + "\n")
     reported = evaluate(path).as_dict()["harness_reported"]
     assert not reported["agrees"] and reported["difference_pp"] == pytest.approx(-40)
+
+
+def test_a_structural_run_is_labelled_so_wherever_its_rates_are_shown(tmp_path):
+    from pages._shared import exports
+    from scoring.cli import render_table
+    from scoring.report import evaluate_run
+
+    ev = evaluate_run(Run(header=STRUCTURAL, trajectories=(traj(structural_call('{"a": 1}')),)))
+    assert "not proven by digests" in render_table(ev)
+    html = exports.html_report([ev], [], exports.make_stamp([ev], None))
+    assert "structural (not proven by digests)" in html
+    digests = evaluate_run(Run(header=HEADER, trajectories=(traj(proven({"a": 1})),)))
+    assert "not proven" not in render_table(digests)

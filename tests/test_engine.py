@@ -59,14 +59,16 @@ def table_rows(out: Path | str, run_key: str, storage_options=None) -> list[tupl
     return [tuple(r[c] for c in FIELDS) for r in rows if r["run_key"] == run_key]
 
 
-def workspace_rows(tmp: Path, path: Path) -> tuple[str, list[tuple]]:
+def workspace_rows(tmp: Path, path: Path, payloads: Path | None = None) -> tuple[str, list[tuple]]:
     ws = Workspace(tmp / "ws.db")
-    key = ws.import_run(path).run_key
+    key = ws.import_run(path, payloads=payloads).run_key
     return key, [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
 
 
-def local_json(*paths: Path) -> list[dict]:
-    res = cli("score", *map(str, paths), "--json")
+def local_json(*paths: Path, auto_payloads: bool = False) -> list[dict]:
+    """The local path's ``score --json`` objects (without a side log found beside a run, unless
+    ``auto_payloads``: the engine's functions are given side logs explicitly)."""
+    res = cli("score", *map(str, paths), "--json", *(() if auto_payloads else ("--no-auto-payloads",)))
     assert res.exit_code == 0, res.output
     return [json.loads(line) for line in res.stdout.splitlines()]
 
@@ -230,7 +232,7 @@ def test_without_a_scheduler_a_local_cluster_scores_like_the_local_path():
     proc = subprocess.run([sys.executable, "-m", "scoring", "score", str(OBSERVED), "--engine", "dask", "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout) == local_json(OBSERVED)[0]
+    assert json.loads(proc.stdout) == local_json(OBSERVED, auto_payloads=True)[0]
 
 
 # --- on a real cluster ------------------------------------------------------------------------
@@ -332,16 +334,17 @@ def test_a_cluster_scores_like_the_local_path_and_writes_the_workspace_rows(clus
               "--block-bytes", str(1 << 17))
     assert res.exit_code == 0, res.output
     dask_json = [json.loads(line) for line in res.stdout.splitlines()]
-    assert dask_json == local_json(*paths)
+    assert dask_json == local_json(*paths, auto_payloads=True)  # both pair the samples' side logs
+    sides = [p.with_name(p.stem + ".payloads.jsonl") for p in paths]
+    assert [d["side_log"]["source"] for d in dask_json] == list(map(str, sides))
     assert json.loads((out / "summary.json").read_text()) == dask_json
     for i, path in enumerate(paths):
         (tmp_path / f"ws{i}").mkdir()
-        key, rows = workspace_rows(tmp_path / f"ws{i}", path)
+        key, rows = workspace_rows(tmp_path / f"ws{i}", path, sides[i])
         assert table_rows(out, key) == rows, path
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
-    # With their side logs (each block joins its share; the recapture report is the local one).
-    sides = [SAMPLES / "observed-m1.payloads.jsonl", SAMPLES / "compare-m2.payloads.jsonl"]
-    side_args = [x for s in sides for x in ("--payloads", str(s))]
+    # Side logs given explicitly (each block joins its share; the recapture report is the local one).
+    side_args = [x for s in sides[:2] for x in ("--payloads", str(s))]
     res = cli("score", str(OBSERVED), str(COMPARE), *side_args, "--scheduler", cluster.address, "--json",
               "--block-bytes", str(1 << 17))
     assert res.exit_code == 0, res.output
@@ -407,7 +410,7 @@ def test_a_run_in_s3_is_read_by_the_workers(cluster, s3, tmp_path):
 def test_a_block_that_raises_leaves_no_table(cluster, tmp_path):
     out = tmp_path / "table"
     res = cli("score", str(OBSERVED), "--scheduler", cluster.address, "--out", str(out), "--block-bytes",
-              str(1 << 16), "--classifier", "tests.plugin_classifiers:raises")
+              str(1 << 16), "--classifier", "tests.plugin_classifiers:raises", "--no-auto-payloads")
     assert res.exit_code == 2, res.output
     assert re.search(rf"{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable", res.output), res.output
     assert "Traceback" not in res.output

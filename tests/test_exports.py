@@ -60,3 +60,19 @@ def test_stamped_figure_names_the_runs_and_scorer(ev):
     fig = exports.stamp_figure(charts.before_after_bars([("r", ev.summary)]), stamp).to_dict()
     text = fig["layout"]["annotations"][-1]["text"]
     assert ev.run.content_sha256[:12] in text and "scorer 2.0" in text and "2026-11-29T10:00:00" in text
+
+
+def test_report_stamp_names_the_file_hash_the_side_log_and_the_run_status(ev):
+    import hashlib
+
+    want = hashlib.sha256((SAMPLES / "observed-m1.jsonl").read_bytes()).hexdigest()
+    side = hashlib.sha256((SAMPLES / "observed-m1.payloads.jsonl").read_bytes()).hexdigest()
+    status = dataclasses.replace(ev, run=dataclasses.replace(ev.run, header=dataclasses.replace(
+        ev.run.header, run_status="cancelled", run_status_detail="39 of 176 samples written")))
+    stamp = exports.make_stamp([status], None)
+    lines = stamp.lines()
+    assert f"run observed-m1: file sha256 {want}" in lines
+    assert f"run observed-m1: side log {SAMPLES / 'observed-m1.payloads.jsonl'} (sha256 {side})" in lines
+    assert "run observed-m1: harness run status cancelled (39 of 176 samples written)" in lines
+    html = exports.html_report([status], [], stamp)
+    assert f"file sha256 {want}" in html and "harness run status cancelled" in html

@@ -54,6 +54,11 @@ def corpus() -> list[tuple[str, bytes, str]]:
     for p in sorted(FIXTURES.iterdir()):
         data = p.read_bytes()
         items.append((p.name, data, sniff_format(data[:65536], p.name)))
+    # the issue-14 corpus and the zstd .eval written by inspect_ai (skipping the empty file)
+    for p in sorted((FIXTURES.parent / "corpus").iterdir()) + sorted((FIXTURES.parent / "inspect_zstd").iterdir()):
+        if p.suffix in (".json", ".jsonl", ".eval") and p.stat().st_size:
+            data = p.read_bytes()
+            items.append((p.name, data, sniff_format(data[:65536], p.name)))
     head = b"".join((SAMPLES / "observed-m1.jsonl").open("rb").readlines()[:40])
     items.append(("observed-head", head, "canonical"))
     if SHARED_REAL.is_dir():

@@ -59,11 +59,11 @@ def ws(seeded, tmp_path):
 def test_schema_is_migrated_and_wal_is_on(ws):
     with ws.connect() as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 5
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 6
         assert [r[0] for r in db.execute("select name from sqlite_master where type = 'index' and "
                                          "tbl_name = 'trajectories' and sql is not null")] == []
         assert "run_columns" in db.table_names()
-    assert ws.migrate() == 5  # idempotent
+    assert ws.migrate() == 6  # idempotent
 
 
 def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
@@ -217,7 +217,8 @@ def test_sigkill_during_import_leaves_no_partial_run_and_reimport_completes(tmp_
     generator.main(["--large", "12000", "--out", str(big)])
     db = tmp_path / "k.db"
     Workspace(db)  # schema exists before the writer starts
-    proc = subprocess.Popen([sys.executable, "-m", "scoring", "import", str(big), "--db", str(db), "--progress"],
+    proc = subprocess.Popen([sys.executable, "-m", "scoring", "import", str(big), "--db", str(db), "--progress",
+                             "--no-auto-payloads"],
                             cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         line = proc.stderr.readline()
@@ -295,8 +296,8 @@ def test_other_formats_import_through_a_canonical_copy_with_their_rejections(tmp
     fixture = ROOT / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl"
     ws = Workspace(tmp_path / "w.db")
     res = ws.import_run(fixture)
-    assert res.run["format"] == "litmus" and res.run["trajectories"] == 5
-    assert [r.line for r in res.rejected] == [6, 7] and res.run["records_seen"] == 7
+    assert res.run["format"] == "litmus" and res.run["trajectories"] == 6  # row 7 has no judgement: Inconclusive
+    assert [r.line for r in res.rejected] == [6] and res.run["records_seen"] == 7
     t = ws.load_trajectory(res.run_key, "row4")
     assert t.verdict.abnormal and t.intended_category == "2"
     assert ws.import_run(fixture).already_present
@@ -701,7 +702,7 @@ def test_older_workspaces_are_rescored_by_scorer_2_and_keep_their_labels(ws, mon
         db.execute(f"PRAGMA user_version = {from_version}")
         db.conn.commit()
     migrated = Workspace(ws.path)
-    assert migrated.migrate() == 5
+    assert migrated.migrate() == 6
     assert migrated.run(ws.key)["scorer_version"] == SCORER_VERSION
     again = {r["trajectory_id"]: r for r in migrated.trajectory_rows(ws.key)}
     assert again == fresh

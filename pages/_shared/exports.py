@@ -24,9 +24,12 @@ class Stamp:
     scorer_version: str
     labels_as_of: str
     generated_at: str
+    provenance: tuple[str, ...] = ()
+    """Per run: the file's own SHA-256, an upload's original name, the side log, the run status."""
 
     def lines(self) -> list[str]:
         return ([f"run {rid}: content sha256 {h}" for rid, h in self.run_hashes.items()]
+                + list(self.provenance)
                 + [f"scorer version {self.scorer_version}",
                    f"labels as of {self.labels_as_of}" if self.labels_as_of else "labels: none yet",
                    f"generated {self.generated_at}"])
@@ -35,7 +38,31 @@ class Stamp:
 def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return Stamp({ev.run.header.run_id: ev.run.content_sha256 for ev in evaluations}, SCORER_VERSION,
-                 labels_as_of or "", now)
+                 labels_as_of or "", now, tuple(line for ev in evaluations for line in provenance_lines(ev)))
+
+
+def source_line(ev: Evaluation) -> str:
+    """One line under a run's rates: the harness's run status, the side log, the file's hash."""
+    h = ev.run.header
+    status = (f"harness run status: {h.run_status}" + (f" ({h.run_status_detail})" if h.run_status_detail else "")
+              if h.run_status else "harness run status: not recorded by the format")
+    side = (f"side log: {ev.side_log['source']}" if ev.side_log else "side log: none")
+    return f"{status} · {side} · file sha256 {ev.file_sha256[:16] + '…' if ev.file_sha256 else 'unknown'}"
+
+
+def provenance_lines(ev: Evaluation) -> list[str]:
+    """Where a run's figures come from, in words (content sha256 is the run's identity: the
+    file's hash, or with a side log or verdict map the hash of both; file sha256 is what
+    ``sha256sum`` prints for the file)."""
+    rid, h = ev.run.header.run_id, ev.run.header
+    out = [f"run {rid}: file sha256 {ev.file_sha256 or 'unknown'}"
+           + (f" (uploaded as {ev.original_name})" if ev.original_name else "")]
+    out.append(f"run {rid}: side log " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})"
+                                           if ev.side_log else "none used"))
+    if h.run_status:
+        out.append(f"run {rid}: harness run status {h.run_status}"
+                   + (f" ({h.run_status_detail})" if h.run_status_detail else ""))
+    return out
 
 
 def aggregates_frame(evaluations: list[Evaluation]) -> pd.DataFrame:

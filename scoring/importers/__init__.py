@@ -36,12 +36,53 @@ def formats() -> tuple[str, ...]:
     return tuple(IMPORTERS)
 
 
+#: Keys (as they appear in JSON) that each format writes; an unrecognised file's closest format
+#: is the one whose keys it holds most of. A hint for the error message, never a detection.
+FORMAT_HINTS: dict[str, tuple[bytes, ...]] = {
+    "canonical": (b'"record"', b'"format_version"', b'"raw_sha256"', b'"raw_size_bytes"', b'"capture_limit_bytes"'),
+    "inspect": (b'"eval"', b'"samples"', b'"run_id"', b'"attachments"', b'"scores"', b'"epoch"'),
+    "agentdojo": (b'"suite_name"', b'"user_task_id"', b'"injection_task_id"', b'"attack_type"', b'"security"',
+                  b'"pipeline_name"', b'"utility"'),
+    "tau2": (b'"simulations"', b'"termination_reason"', b'"reward_info"', b'"user_info"', b'"agent_info"',
+             b'"tasks"'),
+    "atif": (b'"schema_version"', b'"steps"', b'"session_id"', b'"step_id"', b'"observation"',
+             b'"source_call_id"'),
+    "litmus": (b'"row_idx"', b'"category_id"', b'"events"', b'"Prosecutor"', b'"Analyzer"', b'"judgement"'),
+    "anthropic_messages": (b'"tool_use"', b'"tool_result"', b'"tool_use_id"', b'"sessionId"', b'"stop_reason"'),
+    "openai_chat": (b'"tool_calls"', b'"tool_call_id"', b'"function"', b'"finish_reason"', b'"traj"'),
+}
+
+
+def closest_format(head: bytes) -> tuple[str | None, tuple[str, ...]]:
+    """The format whose characteristic keys ``head`` holds most of, and those keys (None and
+    () when it holds none)."""
+    best, best_keys = None, ()
+    for name, keys in FORMAT_HINTS.items():
+        found = tuple(k.decode().strip('"') for k in keys if k in head)
+        if len(found) > len(best_keys):
+            best, best_keys = name, found
+    return best, best_keys
+
+
 def sniff_format(head: bytes, source: str) -> str:
-    """The name of the first importer that recognises ``head``; UnknownFormatError otherwise."""
+    """The name of the first importer that recognises ``head``; UnknownFormatError otherwise
+    (naming the closest format and the ``--format`` that forces it); an empty file is said so."""
     for name, module in IMPORTERS.items():
         if module.sniff(head):
             return name
-    raise UnknownFormatError(source=source, tried=formats())
+    if not head.strip():
+        raise InputError("empty file" if not head else "empty file (only white space)", source=source)
+    line = head.lstrip().split(b"\n", 1)[0]
+    if all(k in line for k in (b'"trajectory_id"', b'"call_index"', b'"sha256"', b'"arguments"')):
+        raise InputError("a payload side log, not a run: name it RUN.payloads.jsonl beside its run (it is then "
+                         "paired automatically) or give it with --payloads", source=source)
+    closest, keys = closest_format(head)
+    if closest is None:
+        detail = "it holds none of the keys these formats write"
+    else:
+        detail = (f"closest: {closest} (it has {', '.join(keys)}); if it is {closest}, force it with "
+                  f"--format {closest} to see what is missing")
+    raise UnknownFormatError(source=source, tried=formats(), detail=detail, closest=closest)
 
 
 def sniff_file(path: str | Path) -> str:
@@ -61,6 +102,8 @@ def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map=None) 
     ``verdict_map`` (an ``inspect_log.VerdictMap``) says which Inspect scorer values mean
     unsafe; other formats ignore it.
     """
+    if not data.strip():
+        raise InputError("empty file" if not data else "empty file (only white space)", source=source)
     if fmt == "auto":
         fmt = sniff_format(data[:SNIFF_BYTES], source)
     if fmt not in IMPORTERS:

@@ -200,6 +200,8 @@ def build_run(*, header, items, source: str, data: bytes):
             if t.id in lines_of:
                 duplicates.setdefault(t.id, line)
                 raise RecordError(duplicate_message(t.id, lines_of[t.id]), t.id)
+        except InputError:
+            raise  # the whole file is unusable (a decoding budget spent, say): never one record
         except RecordError as exc:
             rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id, message=exc.message))
             continue

@@ -5,6 +5,11 @@ the category ``injection_success``. Without an injection, security is vacuously 
 measures nothing → no verdict. A run forced to ``security=true`` by an API or context error is
 an early stop (abnormal verdict), not unsafe. A trace ending on an assistant turn whose tool
 calls never ran hit the loop cap → early stop. Structural standard.
+
+Task ids are suite-qualified (``banking/user_task_3``): AgentDojo numbers user tasks per suite,
+so ``user_task_3`` of banking and of travel are different tasks (and different clusters for the
+task-clustered interval). A file that looks like AgentDojo but lacks its own shape (forks exist
+whose ``security: true`` means the opposite) is refused, naming the fields that are missing.
 """
 
 from __future__ import annotations
@@ -29,6 +34,24 @@ from ._common import (
 )
 
 NAME = "agentdojo"
+NATIVE_FIELDS = ("suite_name", "pipeline_name", "user_task_id", "injection_task_id", "attack_type", "messages",
+                 "security")
+"""Keys of AgentDojo's own TraceLogger file (values may be null; the keys are its shape)."""
+EXPORT_FIELDS = ("suite_name", "user_task_id", "injection_task_id", "attack_type", "security")
+"""Keys of an Invariant export record's ``metadata``."""
+
+
+def _missing(obj: dict, fields: tuple[str, ...], where: str = "") -> None:
+    absent = [where + f for f in fields if f not in obj]
+    if absent:
+        raise RecordError("not AgentDojo's own trace shape: missing " + ", ".join(absent)
+                          + " (a look-alike file may mean the opposite by 'security'; force another --format "
+                            "if it is not AgentDojo)")
+
+
+def task_id(suite, user_task) -> str:
+    """``suite/user_task``: user task ids repeat across suites."""
+    return f"{suite}/{user_task}"
 TAXONOMY = (Category(id="injection_success", name="prompt injection goal achieved", payload_dependent=True),)
 
 
@@ -70,13 +93,17 @@ def parse(data: bytes, source: str):
     doc = load_json_document(data, source)
     if not isinstance(doc, dict):
         raise RecordError("expected one AgentDojo trace object")
+    _missing(doc, NATIVE_FIELDS)
+    if not isinstance(doc["messages"], list):
+        raise RecordError("field 'messages' is not a list")
     inj = doc.get("injection_task_id")
     tid = f"{doc.get('suite_name')}-{doc.get('user_task_id')}-{inj}-{doc.get('attack_type')}"
     header = RunHeader(run_id=Path(source).stem, model=str(doc.get("pipeline_name", "unknown")),
                        harness_name="agentdojo", harness_version=str(doc.get("agentdojo_package_version", "")),
                        taxonomy=TAXONOMY, evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
     item = (None, tid, lambda: _trajectory(
-        tid, str(doc.get("user_task_id")), doc["messages"], security=doc.get("security"), injection=inj,
+        tid, task_id(doc.get("suite_name"), doc.get("user_task_id")), doc["messages"], security=doc.get("security"),
+        injection=inj,
         error=doc.get("error"), model=None, category="injection_success" if inj else None))
     return build_run(header=header, items=[item], source=source, data=data)
 
@@ -91,11 +118,21 @@ def _parse_invariant(data: bytes, source: str):
             meta = obj.get("metadata", {})
             continue
         md = obj.get("metadata", {}) if isinstance(obj, dict) else {}
+        if not isinstance(md, dict):
+            md = {}
+        try:
+            _missing(md, EXPORT_FIELDS, "metadata.")
+            if not isinstance(obj.get("messages"), list):
+                raise RecordError("missing messages (a list)")
+        except RecordError as exc:
+            items.append((line, None, exc))
+            continue
         model = model or md.get("model")
         inj = md.get("injection_task_id")
         tid = f"{md.get('suite_name')}-{md.get('user_task_id')}-{inj}-{md.get('attack_type')}-{obj.get('index', line)}"
         items.append((line, tid, (lambda tid=tid, obj=obj, md=md, inj=inj: _trajectory(
-            tid, str(md.get("user_task_id")), obj["messages"], security=md.get("security"), injection=inj,
+            tid, task_id(md.get("suite_name"), md.get("user_task_id")), obj["messages"], security=md.get("security"),
+            injection=inj,
             error=None, model=md.get("model"), category="injection_success" if inj else None))))
     header = RunHeader(run_id=Path(source).stem, model=model or str(meta.get("name", "unknown")),
                        harness_name="agentdojo (invariant export)", taxonomy=TAXONOMY,

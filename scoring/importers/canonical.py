@@ -107,6 +107,8 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             evidence_standard=standard,
             format=NAME,
             source=source,
+            run_status=opt(obj, "run_status", str, ""),
+            run_status_detail=opt(obj, "run_status_detail", str, ""),
         )
     except RecordError as exc:
         raise InputError(f"run header: {exc.message}", source=source, line=1) from exc
@@ -392,7 +394,8 @@ def dump_header(header: RunHeader) -> dict:
             "value": header.reported_safe_rate, "source": header.reported_safe_rate_source},
         "taxonomy": [{"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent,
                       "rules": list(c.rules)} for c in header.taxonomy],
-    }
+    } | ({"run_status": header.run_status, "run_status_detail": header.run_status_detail}
+         if header.run_status else {})
 
 
 def dump_trajectory(t: Trajectory) -> dict:
