@@ -488,8 +488,9 @@ def connect(scheduler: str | None = None, workers: int = LOCAL_WORKERS) -> Itera
         with Client(scheduler, timeout="30s") as client:
             yield client
         return
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    # On the loopback interface only (scheduler, workers and their HTTP endpoints), like the app.
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         yield client
 
 

@@ -445,6 +445,10 @@ def test_a_worker_killed_mid_graph_changes_nothing(cluster, tmp_path):
             victim.send_signal(signal.SIGKILL)
             victim.wait(timeout=30)
             (res,) = job.result(timeout=300)
+        # The scheduler's record: a block the victim held was computed again, on another worker.
+        story = client.story(*held)
+        done = [e[1] for e in story if e[3] == "memory"]  # (who, key, from, to, …)
+        assert any(done.count(key) >= 2 for key in held), story[:20]
     ws = Workspace(tmp_path / "ws.db")
     key = ws.import_run(OBSERVED, reclassifier=spec).run_key
     from scoring.store import evaluation
