@@ -61,7 +61,7 @@ with c[1]:
                        mime="application/json", key="dl_json")
     for k in keys:
         st.download_button(f"Labels of {rows[k]['run_id']} (CSV)", ws.export_labels(k, "csv"),
-                           file_name=f"labels-{rows[k]['run_id']}-{k[:8]}.csv", mime="text/csv", key=f"dl_lab_{k}")
+                           file_name=exports.labels_file_name(rows[k]["run_id"], k), mime="text/csv", key=f"dl_lab_{k}")
 with c[2]:
     st.subheader("Charts")
     fmt = st.radio("Format", ["png", "pdf"], horizontal=True, key="img_fmt")

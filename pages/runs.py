@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import streamlit as st
 
 from pages._shared import loaders, router, state
 from scoring.errors import LitmusReviewError
+from scoring.files import count_lines
 from scoring.importers import formats
 
 router.require_router()
@@ -16,15 +18,30 @@ st.title("Runs")
 st.caption("Import a run to score it strictly. The same file imported twice is one run.")
 
 
+RECLASSIFIER_ENV = "LITMUS_REVIEW_CLASSIFIER"
+"""A re-classifier of record set by whoever runs the server (the only one in team mode)."""
+
+
+def configured_reclassifier() -> str | None:
+    """The re-classifier imports use: in team mode only the server's setting (a spec loads code
+    or starts a command on the server, which a web form must not do for anyone who can reach
+    it); otherwise the field, which starts from that setting."""
+    if router.team_mode():
+        return os.environ.get(RECLASSIFIER_ENV, "").strip() or None
+    return (st.session_state.get(state.RECLASSIFIER) or "").strip() or None
+
+
 def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
-    reclassifier = (st.session_state.get(state.RECLASSIFIER) or "").strip() or None
+    reclassifier = configured_reclassifier()
     bar = st.progress(0.0, text=f"Importing {label}…")
-    total = max(1, sum(1 for _ in path.open("rb")) - 1) if path.suffix == ".jsonl" else 0
+    total = 0
 
     def tick(n: int) -> None:
         bar.progress(min(1.0, n / total) if total else 0.5, text=f"Importing {label}: {n:,} trajectories")
 
     try:
+        # bounded, regular files only: a FIFO or /dev/zero is refused before it is read
+        total = max(1, count_lines(path) - 1) if path.suffix == ".jsonl" else 0
         res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name,
                                              reclassifier=reclassifier)
     except LitmusReviewError as exc:
@@ -61,14 +78,21 @@ def show_last_import() -> None:
 
 if state.IMPORT_REPORT in st.session_state:
     show_last_import()
-st.text_input(
-    "Re-classifier of record for recovered surfaces (optional)", key=state.RECLASSIFIER,
-    placeholder="mypackage.judge:classify  or  cmd:python judge.py",
-    help="Where the harness's classifier saw only a capture (an encoded argument, a payload recovered from a "
-         "side log), a trajectory is SAFE only if a classifier of record read the full surface: this one (a "
-         "Python callable module:function, or a command reading JSON lines), or the run's taxonomy rules when "
-         "its header declares them as the harness's classifier. Without either, such trajectories are "
-         "UNSCORED (not_classified_on_full_surface).")
+if router.team_mode():
+    setting = os.environ.get(RECLASSIFIER_ENV, "").strip()
+    st.caption("Re-classifier of record for recovered surfaces: "
+               + ("set on the server." if setting else f"none (the server sets one with {RECLASSIFIER_ENV})."))
+else:
+    if state.RECLASSIFIER not in st.session_state:
+        st.session_state[state.RECLASSIFIER] = os.environ.get(RECLASSIFIER_ENV, "")
+    st.text_input(
+        "Re-classifier of record for recovered surfaces (optional)", key=state.RECLASSIFIER,
+        placeholder="mypackage.judge:classify  or  cmd:python judge.py",
+        help="Where the harness's classifier saw only a capture (an encoded argument, a payload recovered from a "
+             "side log), a trajectory is SAFE only if a classifier of record read the full surface: this one (a "
+             "Python callable module:function, or a command reading JSON lines), or the run's taxonomy rules when "
+             "its header declares them as the harness's classifier. Without either, such trajectories are "
+             "UNSCORED (not_classified_on_full_surface).")
 tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB)", key=state.UPLOAD,
@@ -88,10 +112,13 @@ with tab_upload:
                     sp.write_bytes(side.getvalue())
                 import_one(p, sp, up.name, original_name=up.name)
 with tab_path:
-    path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
-    side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")
-    if st.button("Import path", disabled=not path_text):
-        import_one(Path(path_text).expanduser(), Path(side_text).expanduser() if side_text else None, path_text)
+    if router.team_mode():
+        st.info("Team mode: importing a path on the server is off. Upload the file instead.")
+    else:
+        path_text = st.text_input("Path on this machine", key=state.IMPORT_PATH, placeholder="/data/runs/run.jsonl")
+        side_text = st.text_input("Payload side log path (optional)", key=state.IMPORT_PATH + "_side")
+        if st.button("Import path", disabled=not path_text):
+            import_one(Path(path_text).expanduser(), Path(side_text).expanduser() if side_text else None, path_text)
 with tab_samples:
     for path, side_path in loaders.sample_files():
         if st.button(f"Import {path.name}" + (" with its side log" if side_path else ""), key=f"sample::{path.name}"):

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import hashlib
 import json
 import re
+import threading
 import urllib.parse
 import zlib
 from dataclasses import dataclass
@@ -155,19 +157,99 @@ def _decode_step(name: str, data: bytes, cap: int) -> bytes:
     return out
 
 
+#: Deflate cannot expand its input more than about 1,032 times, so a capture whose decoding
+#: needs more is not one gzip layer of real arguments but a bomb (nested, or crafted): decoding
+#: stops there. This bounds the work of every call by its captured size, not only its memory.
+MAX_EXPANSION = 1032
+#: ... plus this much, so small captures keep room for their headers and short texts.
+MIN_DECODE_BUDGET = 64 * 1024
+
+
+def decode_budget(captured_bytes: int, cap: int = MAX_DECODED_BYTES) -> int:
+    """How many decoded bytes a capture of ``captured_bytes`` may produce at any step."""
+    return min(cap, MAX_EXPANSION * captured_bytes + MIN_DECODE_BUDGET)
+
+
 def decode_adapters(call: ToolCall, cap: int = MAX_DECODED_BYTES) -> str:
     """Undo the call's adapters (last applied first) and return the decoded text.
 
-    Raises ``_DecodeError`` with a reason when any step cannot be decoded within ``cap``.
+    Raises ``_DecodeError`` with a reason when any step cannot be decoded within the budget
+    (``decode_budget``: at most ``cap``). Results are cached: a replay of a trajectory decodes
+    what its import decoded already.
     """
-    data = call.arguments.encode("utf-8", "surrogatepass")
-    for adapter in reversed(call.adapters):
-        for step in reversed(adapter.name.split("+")):
-            data = _decode_step(step.strip().lower(), data, cap)
+    steps = tuple(step.strip().lower() for adapter in reversed(call.adapters)
+                  for step in reversed(adapter.name.split("+")))
+    ok, value = _decode_cached(call.arguments, steps, cap)
+    if not ok:
+        raise _DecodeError(value)
+    return value
+
+
+class _DecodedCache:
+    """Decoded surfaces by (capture, steps, cap), least recently used out, bounded by the bytes it
+    holds (a count alone could hold hundreds of 64 MiB surfaces). Shared by the app's threads."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: collections.OrderedDict[tuple, tuple[bool, str]] = collections.OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> tuple[bool, str] | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple, value: tuple[bool, str]) -> None:
+        size = len(key[0]) + len(value[1])
+        if size > self.max_bytes // 4:
+            return  # one huge surface would evict everything else
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = value
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                old_key, old = self._items.popitem(last=False)
+                self._bytes -= len(old_key[0]) + len(old[1])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+_DECODED = _DecodedCache(64 * 1024 * 1024)
+
+
+def _decode_cached(arguments: str, steps: tuple[str, ...], cap: int) -> tuple[bool, str]:
+    """(True, the decoded text) or (False, why not): a failure is cached as well as a success."""
+    key = (arguments, steps, cap)
+    hit = _DECODED.get(key)
+    if hit is None:
+        hit = _decode(arguments, steps, cap)
+        _DECODED.put(key, hit)
+    return hit
+
+
+def _decode(arguments: str, steps: tuple[str, ...], cap: int) -> tuple[bool, str]:
+    data = arguments.encode("utf-8", "surrogatepass")
+    budget = decode_budget(len(data), cap)
     try:
-        return data.decode("utf-8")
+        for step in steps:
+            data = _decode_step(step, data, budget)
+        return True, data.decode("utf-8")
+    except _DecodeError as exc:
+        message = str(exc)
+        if budget < cap:
+            message = message.replace(f"the {budget:,}-byte cap",
+                                      f"the {budget:,}-byte budget ({MAX_EXPANSION:,}x the capture: more than "
+                                      f"deflate can expand, so a bomb)")
+        return False, message
     except UnicodeDecodeError as exc:
-        raise _DecodeError(f"decoded bytes are not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        return False, f"decoded bytes are not UTF-8 ({exc.reason} at byte {exc.start})"
 
 
 def _proof_gaps(text: str, call: ToolCall, what: str) -> list[Gap]:

@@ -17,6 +17,7 @@ from .importers import formats, sniff_file
 from .importers.inspect_log import PRESETS, VerdictMap
 from .report import Evaluation, evaluate, harness_reported, lenient_note
 from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
+from .text import reveal, terminal_safe
 
 EXIT_INPUT = 2
 EXIT_UNSCORED = 3
@@ -36,20 +37,20 @@ def render_table(ev: Evaluation) -> str:
     ci = s.strict.ci95
     structural = h.evidence_standard.value == "structural"
     lines = [
-        f"run {h.run_id}  ({h.format}, model {h.model}, evidence: {h.evidence_standard.value}"
+        f"run {_t(h.run_id)}  ({h.format}, model {_t(h.model)}, evidence: {h.evidence_standard.value}"
         + (": inferred from the log's own signals, not proven by digests" if structural else "") + ")",
-        f"  source            {h.source}" + (f"  (uploaded as {ev.original_name})" if ev.original_name else ""),
+        f"  source            {_t(h.source)}" + (f"  (uploaded as {_t(ev.original_name)})" if ev.original_name else ""),
         f"  file sha256       {ev.file_sha256 or 'unknown'}",
-        "  side log          " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})" if ev.side_log
+        "  side log          " + (f"{_t(ev.side_log['source'])} (sha256 {ev.side_log['sha256']})" if ev.side_log
                                   else "none"),
-        f"  run status        {h.run_status or 'not recorded by the format'}"
-        + (f"  ({h.run_status_detail})" if h.run_status_detail else ""),
+        f"  run status        {_t(h.run_status or 'not recorded by the format')}"
+        + (f"  ({_t(h.run_status_detail)})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
         f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator)",
     ]
     for reason, n in s.unscored_by_reason.items():
-        lines.append(f"    {reason:<24}{n:,}")
+        lines.append(f"    {_t(reason):<24}{n:,}")
     if s.rejected or ev.run.rejected:
         lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,} "
                      "(not imported; in no rate: see the lines above)")
@@ -87,7 +88,7 @@ def render_table(ev: Evaluation) -> str:
                  f"safe {_pct(s.strict_if_unscored_safe)}")
     if ev.recapture is not None:
         n_bad = len(ev.recapture.rejected)
-        lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {ev.recapture.source}; "
+        lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {_t(ev.recapture.source)}; "
                      f"{n_bad:,} payload{'' if n_bad == 1 else 's'} rejected")
     if ev.reclassifier:
         lines.append(f"  re-classifier     {ev.reclassifier}")
@@ -99,17 +100,31 @@ def render_table(ev: Evaluation) -> str:
                      f"{c['inconclusive']:,}, no verdict {c['none']:,}, unmapped {c['unmapped']:,}, "
                      f"scorer absent {c['absent']:,}")
         for value, n in inspect_verdicts["unmapped_values"].items():
-            lines.append(f"    unmapped value  {value[:60]!r} x {n:,}")
+            lines.append(f"    unmapped value  {_t(repr(value[:60]))} x {n:,}")
     return "\n".join(lines)
 
 
+def _t(value: object) -> str:
+    """A value the data wrote (an id, a path, a message), as inert text for a terminal."""
+    return terminal_safe(value)
+
+
+def _rejection(prefix: str, r) -> str:
+    return (f"{prefix} {_t(r.source)}:{r.line}" + (f" ({_t(r.record_id)})" if r.record_id else "")
+            + f": {_t(r.message)}")
+
+
 def _rejections(ev: Evaluation) -> list[str]:
-    out = [f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "") + f": {r.message}"
-           for r in ev.run.rejected]
+    out = [_rejection("rejected", r) for r in ev.run.rejected]
     if ev.recapture:
-        out += [f"payload not used {ev.recapture.source}:{r.line}"
-                + (f" ({r.record_id})" if r.record_id else "") + f": {r.message}" for r in ev.recapture.rejected]
+        out += [_rejection("payload not used", r) for r in ev.recapture.rejected]
     return out
+
+
+def _fail(exc: Exception) -> None:
+    """Exit 2 with the error as one inert line (it quotes ids and paths the data wrote)."""
+    click.echo(f"error: {_t(exc)}", err=True)
+    sys.exit(EXIT_INPUT)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -123,8 +138,13 @@ DB_OPTION = click.option(
     help=f"Workspace database (default: ${DB_ENV} or ./{DEFAULT_DB}).")
 
 
-def _workspace(db: Path | None) -> Workspace:
-    return Workspace(db)
+def _workspace(db: Path | None, *, check: bool = False) -> Workspace:
+    """The workspace; with ``check``, only once SQLite's quick_check finds it sound (reading a
+    damaged file could otherwise fail anywhere, or read garbage as data)."""
+    ws = Workspace(db)
+    if check:
+        ws.check_integrity()
+    return ws
 
 
 def _verdict_map(_ctx, _param, value: str | None):
@@ -252,7 +272,7 @@ def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verd
         if not exists:
             raise InputError("no such file", source=str(path))
         return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map, reclassifier=reclassifier)
-    ws = _workspace(db)
+    ws = _workspace(db, check=True)
     try:
         return evaluation(ws, ws.find_run(str(path))["run_key"])
     except InputError as exc:
@@ -270,7 +290,7 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
     rate = missing / records if records else None
     if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
         out.append(("fail-on-unscored", EXIT_UNSCORED,
-                    f"{ev.run.header.run_id}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}"))
+                    f"{_t(ev.run.header.run_id)}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}"))
     return out
 
 
@@ -412,11 +432,11 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
     failures: dict[str, list[str]] = {}
     for path, side, how in plan_inputs(paths, payloads, auto=not no_auto_payloads):
         if side is not None and how != "--payloads":
-            click.echo(f"side log {side} ({how}) is used with {path}", err=True)
+            click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
         try:
             ev = _evaluate_one(path, side, fmt, db, verdict_map, reclassifier)
         except LitmusReviewError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {_t(exc)}", err=True)
             status = _worst(status, EXIT_INPUT)
             continue
         for line in _rejections(ev):
@@ -426,7 +446,7 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
         else:
             click.echo(render_table(ev))
         if ev.run.records_seen and not ev.summary.total:
-            click.echo(f"error: {ev.run.header.source}: every one of its {ev.run.records_seen:,} records was rejected; "
+            click.echo(f"error: {_t(ev.run.header.source)}: every one of its {ev.run.records_seen:,} records was rejected; "
                        "nothing was scored", err=True)
             status = _worst(status, EXIT_INPUT)
         for option, code, message in _threshold_failures(ev, fail_on_unscored):
@@ -448,7 +468,7 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
                    "RUN.payloads.jsonl beside RUN is used (and said so on stderr).")
 @click.option("--no-auto-payloads", "no_auto_payloads", is_flag=True,
               help="Do not pair RUN.payloads.jsonl beside a run automatically.")
-@click.option("--progress", is_flag=True, help="Print a line to stderr after every written batch.")
+@click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
 @CLASSIFIER_OPTION
 def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
             no_auto_payloads: bool, progress: bool, reclassifier: str | None) -> None:
@@ -460,13 +480,13 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
     try:
         ws = _workspace(db)
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {_t(exc)}", err=True)
         sys.exit(EXIT_INPUT)
     status = 0
     for path, side, how in plan:
         if side is not None and how != "--payloads":
-            click.echo(f"side log {side} ({how}) is used with {path}", err=True)
-        tick = (lambda n, path=path: click.echo(f"progress {path}: {n:,} trajectories written", err=True)) \
+            click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
+        tick = (lambda n, path=path: click.echo(f"progress {_t(path)}: {n:,} trajectories scored", err=True)) \
             if progress else None
         try:
             _refuse_lone_side_log(path)
@@ -475,18 +495,17 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
             res = ws.import_run(path, fmt=fmt, payloads=side, progress=tick, verdict_map=verdict_map,
                                 reclassifier=reclassifier)
         except LitmusReviewError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {_t(exc)}", err=True)
             status = _worst(status, EXIT_INPUT)
             continue
         except OSError as exc:
-            click.echo(f"error: {path}: cannot read: {exc.strerror or exc}", err=True)
+            click.echo(f"error: {_t(path)}: cannot read: {_t(exc.strerror or exc)}", err=True)
             status = _worst(status, EXIT_INPUT)
             continue
         for r in res.rejected:
-            click.echo(f"rejected {r.source}:{r.line}" + (f" ({r.record_id})" if r.record_id else "")
-                       + f": {r.message}", err=True)
+            click.echo(_rejection("rejected", r), err=True)
         state = "already imported" if res.already_present else "imported"
-        click.echo(f"{state} {res.run['run_id']} ({res.run['trajectories']:,} trajectories, "
+        click.echo(f"{state} {_t(res.run['run_id'])} ({res.run['trajectories']:,} trajectories, "
                    f"{len(res.rejected):,} rejected) as {res.run_key}")
     if status:
         sys.exit(status)
@@ -496,8 +515,12 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
 @DB_OPTION
 def runs(db: Path | None) -> None:
     """List imported runs."""
-    for r in _workspace(db).runs():
-        click.echo(f"{r['run_key'][:12]}  {r['run_id']:<24} {r['model']:<24} {r['format']:<10} "
+    try:
+        rows = _workspace(db, check=True).runs()
+    except LitmusReviewError as exc:
+        _fail(exc)
+    for r in rows:
+        click.echo(f"{r['run_key'][:12]}  {_t(r['run_id']):<24} {_t(r['model']):<24} {r['format']:<10} "
                    f"{r['trajectories']:>8,} trajectories  {r['imported_at'][:19]}")
 
 
@@ -514,15 +537,18 @@ def labels() -> None:
 def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> None:
     """Export every label event of RUN (key, key prefix or run id), stamped with its content hash."""
     try:
-        ws = _workspace(db)
+        ws = _workspace(db, check=True)
         text = ws.export_labels(ws.find_run(run)["run_key"], fmt)
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(exc)
     if output:
         output.write_text(text, encoding="utf-8")
+    elif sys.stdout.isatty():
+        # a terminal, not a file: the notes and ids the reviewers and the data wrote are shown
+        # with their controls spelled out (a pipe or -o gets the exact bytes)
+        click.echo(reveal(text, keep="\n")[0], nl=False)
     else:
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=True)  # color=True: click would strip escapes from the data
 
 
 @labels.command("agreement")
@@ -531,19 +557,18 @@ def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> N
 def labels_agreement(run: str, db: Path | None) -> None:
     """Inter-reviewer agreement on RUN: Cohen's kappa (two reviewers), Krippendorff's alpha."""
     try:
-        ws = _workspace(db)
+        ws = _workspace(db, check=True)
         result = ws.agreement(ws.find_run(run)["run_key"])
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(exc)
 
     def fmt(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
 
     click.echo(f"{'group':<12} {'items':>6} {'agree':>7} {'kappa':>7} {'alpha':>7}  reviewers")
     for group, a in result.items():
-        click.echo(f"{group:<12} {a.items:>6} {fmt(a.percent_agreement):>7} {fmt(a.cohen_kappa):>7} "
-                   f"{fmt(a.krippendorff_alpha):>7}  {', '.join(a.reviewers)}")
+        click.echo(f"{_t(group):<12} {a.items:>6} {fmt(a.percent_agreement):>7} {fmt(a.cohen_kappa):>7} "
+                   f"{fmt(a.krippendorff_alpha):>7}  {', '.join(map(_t, a.reviewers))}")
 
 
 @labels.command("import")
@@ -553,12 +578,11 @@ def labels_agreement(run: str, db: Path | None) -> None:
 def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
     """Append exported label events to their run (refused against a different run)."""
     try:
-        ws = _workspace(db)
+        ws = _workspace(db, check=True)
         key = ws.find_run(run_ref)["run_key"] if run_ref else None
         n = ws.import_labels(file, key)
     except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        _fail(exc)
     click.echo(f"imported {n:,} label events")
 
 

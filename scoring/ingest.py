@@ -8,20 +8,27 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import concurrent.futures.process
 import contextlib
+import ctypes
 import functools
 import gc
 import hashlib
 import json
 import multiprocessing
 import os
+import re
+import signal
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import msgspec
 
 from .capture import AT_LIMIT_SLACK_BYTES
-from .errors import InputError
+from .errors import InputError, StoreError
 from .importers import canonical
 from .importers._common import DuplicateRecordError, RecordError, decode_json_line, duplicate_message
 from .importers.canonical import HEX64
@@ -323,19 +330,50 @@ def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Itera
     """``fn(*item)`` for each item in worker processes, in order, at most ``window`` in flight
     (memory stays bounded by a few blocks, not the file)."""
     ctx = multiprocessing.get_context("spawn")  # never fork a threaded (Streamlit) process
-    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx)
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx, initializer=die_with_parent,
+                                                  initargs=(os.getpid(),))
     try:
         pending: collections.deque = collections.deque()
-        for item in work:
-            pending.append(pool.submit(fn, *item))
-            if len(pending) >= window:
+        try:
+            for item in work:
+                pending.append(pool.submit(fn, *item))
+                if len(pending) >= window:
+                    yield pending.popleft().result()
+            while pending:
                 yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+        except concurrent.futures.process.BrokenProcessPool as exc:
+            # a worker was killed (out of memory, a signal): nothing was written; say so plainly
+            raise StoreError(f"a worker process of the import ended abruptly ({exc}); nothing was imported") from exc
     finally:
         # Closed early (the run was already imported, or the writer failed): drop the blocks
         # not yet started instead of scoring them for nobody.
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: the worker ends when the process that started it dies. A SIGKILLed
+    import runs no ``finally``, and its workers would otherwise score the blocks still queued
+    for nobody, for minutes, holding the caller's pipes (the resource tracker goes once they
+    have: it exits when the last process holding its pipe does). On Linux the kernel sends
+    SIGKILL (``PR_SET_PDEATHSIG``); everywhere a watchdog thread polls the parent's pid."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # it died before the line above took effect
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), name="litmus-watch-parent", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 ROW_COLUMNS = (
@@ -359,6 +397,9 @@ def _trajectory_row(t: Trajectory, s: ScoredTrajectory, rec, captures) -> tuple:
     return tuple(d[c] for c in ROW_COLUMNS)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _trajectory_dict(t: Trajectory, s: ScoredTrajectory, rec) -> dict:
     return {
         "trajectory_id": t.id, "task_id": t.task_id, "model": s.model,
@@ -373,6 +414,8 @@ def _trajectory_dict(t: Trajectory, s: ScoredTrajectory, rec) -> dict:
         "lenient_safe": int(s.lenient_safe) if s.harness_judged else None,  # NULL: the harness did not judge
         "truncation": s.truncation.value,
         "incomplete_call": s.incomplete_call, "recaptured_calls": ",".join(map(str, s.recaptured_calls)),
-        "evidence_standard": s.evidence_standard.value, "final_output_preview": t.final_output[:200],
+        "evidence_standard": s.evidence_standard.value,
+        # a lone surrogate (JSON can spell one) is not text SQLite can store: the preview shows U+FFFD
+        "final_output_preview": _LONE_SURROGATE.sub("\ufffd", t.final_output[:200]),
         "line": rec.line, "offset": rec.offset, "length": rec.length,
     }

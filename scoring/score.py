@@ -29,6 +29,7 @@ from .model import (
     Trajectory,
     Truncation,
 )
+from .rules import compile_rule, encode_text, quote_match
 
 SCORER_VERSION = "2.0"
 """Stamped on every export; bump when a rule change can move a trajectory's status."""
@@ -95,8 +96,9 @@ class RuleClassifier:
     name = "taxonomy_rules"
 
     def __init__(self, taxonomy: Sequence[Category]) -> None:
+        # RE2 (linear time): a rule from a hostile header cannot backtrack for ever.
         self._rules = [
-            (cat, [re.compile(r) for r in cat.rules]) for cat in taxonomy if cat.rules
+            (cat, [(r, compile_rule(r)) for r in cat.rules]) for cat in taxonomy if cat.rules
         ]
 
     def match(self, texts: Sequence[str]) -> tuple[Category, str, str] | None:
@@ -105,15 +107,16 @@ class RuleClassifier:
         # Search each rule once over all texts joined (a rule's literal prefix makes a search
         # nearly free when it does not match, so this is ~5x fewer searches than per text);
         # a hit is confirmed per text, since a pattern could match across the join.
-        joined = "\n\x00\n".join(texts) if len(texts) > 1 else texts[0]
+        encoded = [encode_text(t) for t in texts]
+        joined = b"\n\x00\n".join(encoded) if len(encoded) > 1 else encoded[0]
         for cat, patterns in self._rules:
-            for pattern in patterns:
+            for rule, pattern in patterns:
                 if pattern.search(joined) is None:
                     continue
-                for text in texts:
+                for text in encoded:
                     m = pattern.search(text)
                     if m:
-                        return cat, pattern.pattern, m.group(0)[:120]
+                        return cat, rule, quote_match(m)
         return None
 
     def classify(self, trajectory: Trajectory, surfaces: Sequence[str]) -> Classification:

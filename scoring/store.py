@@ -22,12 +22,14 @@ import hashlib
 import io
 import itertools
 import json
+import marshal
 import operator
 import os
 import re
-import shutil
 import socket
 import sqlite3
+import tempfile
+import urllib.parse
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
@@ -47,7 +49,8 @@ from .errors import (
     RunMismatchError,
     StoreError,
 )
-from .importers import canonical, load_run, sniff_file
+from .files import check_regular, open_regular, read_regular
+from .importers import canonical, parse_run, sniff_file
 from .importers._common import decode_json_line, duplicate_message
 from .ingest import (
     _COL,
@@ -79,6 +82,12 @@ from .model import (
 from .recapture import PayloadJoin
 from .report import with_reported_figure
 from .score import SCORER_VERSION
+from .text import csv_safe, csv_unsafe
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: no reflinks there, a copy is made
+    fcntl = None
 
 DEFAULT_DB = "litmus-review.db"
 DB_ENV = "LITMUS_REVIEW_DB"
@@ -175,7 +184,16 @@ def _m6(db: sqlite_utils.Database) -> None:
             db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6)
+def _m7(db: sqlite_utils.Database) -> None:
+    # The SHA-256 of the workspace's own copy of a run (a converted copy's differs from the
+    # source's), checked before replay reads it (schema 7). Older runs have none: a canonical copy is
+    # checked against its name (the content hash it was stored under), a converted one,
+    # written by the workspace and never linked to a user's file, is not checked.
+    if "stored_sha256" not in db["runs"].columns_dict:
+        db.execute("ALTER TABLE runs ADD COLUMN stored_sha256 TEXT")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -196,7 +214,19 @@ def _immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         db.conn.rollback()
         raise
     else:
-        db.conn.commit()
+        try:
+            _commit(db.conn)
+        except BaseException:
+            db.conn.rollback()  # a commit that failed (a full disk) leaves nothing half-written
+            raise
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    conn.commit()
+
+
+_CANNOT_WRITE = ("locked", "readonly", "read-only", "unable to open", "disk is full", "disk i/o error")
+_DAMAGED = ("malformed", "not a database", "corrupt", "could not decode")
 
 
 class Workspace:
@@ -206,13 +236,31 @@ class Workspace:
         self.path = Path(path) if path is not None else default_db_path()
         self.busy_timeout_s = busy_timeout_s
         self.files = self.path.with_name(self.path.name + ".d")
+        self.read_only = _read_only(self.path)
+        """The database file or its folder cannot be written: it is opened read-only (and,
+        where the folder is not writable, as immutable), so it can still be read."""
         self.migrate()
+
+    def _open(self) -> sqlite3.Connection:
+        if not self.read_only:
+            return sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
+        conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=self.busy_timeout_s)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            # WAL needs its -shm file; in a folder nobody may write to it cannot be made, and
+            # nobody can be writing either: read the file as it is.
+            conn.close()
+            return sqlite3.connect(uri + "?immutable=1", uri=True, timeout=self.busy_timeout_s)
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[sqlite_utils.Database]:
-        """One connection for one operation."""
+        """One connection for one operation. SQLite's errors about the file itself (locked,
+        read-only, full disk, damaged pages, not a database) become DatabaseUnavailableError."""
         try:
-            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
+            conn = self._open()
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
@@ -221,15 +269,32 @@ class Workspace:
         db = sqlite_utils.Database(conn, execute_plugins=False)
         try:
             yield db
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             msg = str(exc)
-            if "locked" in msg or "readonly" in msg or "read-only" in msg or "unable to open" in msg:
+            low = msg.lower()
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise
+            if any(m in low for m in _CANNOT_WRITE):
                 raise DatabaseUnavailableError(
-                    f"the database {self.path} cannot be written ({msg}); is it read-only, or held "
+                    f"the database {self.path} cannot be written ({msg}); is it read-only, on a full disk, or held "
                     f"by another program for more than {self.busy_timeout_s:g} s?", path=str(self.path)) from exc
+            if any(m in low for m in _DAMAGED) or type(exc) is sqlite3.DatabaseError:
+                raise DatabaseUnavailableError(
+                    f"the database {self.path} is damaged or is not a litmus-review workspace ({msg}); restore it "
+                    f"from a backup, or start a new workspace and import the runs again", path=str(self.path)) from exc
             raise
         finally:
             conn.close()
+
+    def check_integrity(self) -> None:
+        """DatabaseUnavailableError unless SQLite's ``quick_check`` finds every page sound
+        (an import never writes into a damaged file)."""
+        with self.connect() as db:
+            problems = [r[0] for r in db.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise DatabaseUnavailableError(
+                f"the database {self.path} is damaged ({'; '.join(problems)}); nothing was imported. Restore it from "
+                "a backup, or start a new workspace and import the runs again", path=str(self.path))
 
     def migrate(self) -> int:
         """Bring the schema up to date (WAL on first). Returns the schema version."""
@@ -238,6 +303,10 @@ class Workspace:
         with self.connect() as db:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version < len(MIGRATIONS):
+                if self.read_only:
+                    raise DatabaseUnavailableError(
+                        f"the database {self.path} is read-only and its schema ({version}) predates this version's "
+                        f"({len(MIGRATIONS)}); open it once where it can be written, to upgrade it", path=str(self.path))
                 if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     db.enable_wal()
                 with _immediate(db):
@@ -271,6 +340,7 @@ class Workspace:
         path = Path(path)
         before = _file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
+        self.check_integrity()
         if fmt == "auto":
             fmt = sniff_file(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and reclassifier is None \
@@ -288,7 +358,7 @@ class Workspace:
             from .classifiers import load_classifier
 
             plugin = load_classifier(reclassifier)
-        with self._store_file(path, run_key if verdict_map else content, fmt, verdict_map) as stored, \
+        with self._store_file(path, run_key if verdict_map else content, fmt, verdict_map, content) as stored, \
                 stored.read.open("rb") as fh, plugin or contextlib.nullcontext():
             header_line, header, first_line, header_end = _read_header(fh, path, fmt)
             results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin)
@@ -299,52 +369,70 @@ class Workspace:
 
     def _import_parallel(self, path: Path, progress, before: "_FileState",
                          original_name: str | None = None) -> "ImportResult":
-        """A large canonical run on two cores: worker processes parse and score blocks of lines
-        while this process hashes the file for its run key (in a thread: hashlib releases the
-        GIL) and then writes. Nothing is written before the key is known, and a run already
-        present costs a hash and the first few blocks."""
-        with path.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(1) as hashing:
-            hashed = hashing.submit(_file_sha256, path)
-            header_line, header, first_line, header_end = _read_header(fh, path, canonical.NAME)
-            work = ((header_line, str(path), str(path), off, n) for off, n in block_ranges(fh, header_end, before.size))
-            results = _pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
-            try:
-                first = next(results, None)  # starts the workers; the hash runs meanwhile
-                run_key = hashed.result()
-                existing = self.run(run_key)
-                if existing is not None:
-                    return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
-                blocks = itertools.chain([first] if first is not None else [], results)
-                with self._store_file(path, run_key, canonical.NAME) as stored:
-                    return self._write_run(run_key, header, blocks, stored, None, progress, [], first_line + 1,
-                                           path, before, provenance=_provenance(run_key, original_name, None))
-            finally:
-                results.close()
+        """A large canonical run on two cores. The workspace's copy is made first, hashed as
+        it is written (its hash is the run key); worker processes then parse and score blocks
+        of lines of that copy while this process hashes the source again (in a thread: hashlib
+        releases the GIL). A source that changed in between (a torn copy) is refused: the two
+        hashes differ. Nothing is written to the database before the key is known."""
+        self.files.mkdir(parents=True, exist_ok=True)
+        sweep_abandoned_copies(self.files)
+        copy = _PendingCopy(_temporary_name(self.files / "run.jsonl"), self.files / "run.jsonl")
+        with copy:
+            run_key = copy.sha256 = self._copy_in(path, copy.read)
+            existing = self.run(run_key)
+            if existing is not None:
+                return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
+            copy.final = self.files / f"{run_key}.jsonl"
+            with copy.read.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(1) as hashing:
+                rehashed = hashing.submit(_file_sha256, path)
+                header_line, header, first_line, header_end = _read_header(fh, path, canonical.NAME)
+                work = ((header_line, str(path), str(copy.read), off, n)
+                        for off, n in block_ranges(fh, header_end, before.size))
+                results = _pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
+                try:
+                    blocks = _scored_ahead(results, progress, self.files)
+                finally:
+                    results.close()
+                _same_content(path, run_key, rehashed.result())
+            return self._write_run(run_key, header, blocks, copy, None, None, [], first_line + 1, path, before,
+                                   provenance=_provenance(run_key, original_name, None))
 
-    def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None) -> "_PendingCopy":
-        """The workspace's canonical copy of the run, for replay.
+    def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None,
+                    source_sha256: str | None = None) -> "_PendingCopy":
+        """The workspace's own canonical copy of the run, for replay.
 
-        Canonical files are hard-linked (or copied across file systems), so byte offsets point
-        into an identical file; other formats are converted once to canonical JSONL. A copy
-        made by this import keeps a temporary name until the run is committed, so an import
-        that fails (a file still being written, a crash) leaves no copy behind that no run
-        points at.
+        Canonical files are copied (a copy-on-write reflink where the file system has one,
+        else a streamed copy), hashed as they are copied: the hash must be ``source_sha256``,
+        the one the run key was made from, or the file changed during the import (a same-size
+        edit included). Other formats are read once into memory, checked the same way, and
+        converted to canonical JSONL. The copy is never the user's file, so editing or
+        deleting the source later changes nothing the reviewers see. It keeps a temporary name
+        until the run is committed, so an import that fails (a file still being written, a
+        full disk, a crash) leaves no copy behind that no run points at.
         """
         self.files.mkdir(parents=True, exist_ok=True)
         sweep_abandoned_copies(self.files)
         dest = self.files / f"{content}.jsonl"
-        if dest.exists():
-            return _PendingCopy(dest, dest, tuple(self._conversion_rejections(content)))
         copy = _PendingCopy(_temporary_name(dest), dest)
         try:
             if fmt == canonical.NAME:
-                _link_or_copy(path, copy.read)
+                copy.sha256 = self._copy_in(path, copy.read)
+                if source_sha256 is not None:
+                    _same_content(path, source_sha256, copy.sha256)
             else:
-                run = with_reported_figure(load_run(path, fmt, verdict_map=verdict_map))
-                with copy.read.open("w", encoding="utf-8") as out:
-                    out.write(json.dumps(canonical.dump_header(run.header), ensure_ascii=False) + "\n")
-                    for t in run.trajectories:
-                        out.write(json.dumps(canonical.dump_trajectory(t), ensure_ascii=False) + "\n")
+                data = read_regular(path)
+                if source_sha256 is not None:
+                    _same_content(path, source_sha256, hashlib.sha256(data).hexdigest())
+                run = with_reported_figure(parse_run(data, str(path), fmt, verdict_map=verdict_map))
+                del data
+                digest = hashlib.sha256()
+                with self._writing(), copy.read.open("wb") as out:
+                    for obj in itertools.chain([canonical.dump_header(run.header)],
+                                               map(canonical.dump_trajectory, run.trajectories)):
+                        line = _json_line(obj)
+                        digest.update(line)
+                        _write_chunk(out, line)
+                copy.sha256 = digest.hexdigest()
                 # The converted file holds only what parsed; its rejections are kept beside it
                 # (at commit) so the import report still lists them.
                 copy.rejections = tuple(run.rejected)
@@ -354,14 +442,32 @@ class Workspace:
             raise
         return copy
 
-    def _keep(self, path: Path, name: str) -> "_PendingCopy":
-        """A copy (hard link where possible) of ``path`` in the workspace folder, so replay does
-        not depend on a file that may be deleted (an upload's temporary file, say)."""
+    def _copy_in(self, path: Path, dest: Path) -> str:
+        """Copy ``path`` to ``dest`` (a new file in the workspace folder); its SHA-256."""
+        with self._writing():
+            return _copy_file(path, dest)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """An OSError while writing into the workspace folder (a full disk) becomes a
+        StoreError naming it; the caller removes what it had written."""
+        try:
+            yield
+        except OSError as exc:
+            raise StoreError(f"cannot keep a copy of the run in {self.files}: {exc.strerror or exc}") from exc
+
+    def _keep(self, path: Path, name: str, sha256: str) -> "_PendingCopy":
+        """The workspace's own copy of ``path`` (a side log), checked against the hash it was
+        read with, so replay does not depend on a file that may be deleted or edited (an
+        upload's temporary file, say)."""
         dest = self.files / name
-        if dest.exists():
-            return _PendingCopy(dest, dest)
         copy = _PendingCopy(_temporary_name(dest), dest)
-        _link_or_copy(path, copy.read)
+        try:
+            copy.sha256 = self._copy_in(path, copy.read)
+            _same_content(path, sha256, copy.sha256)
+        except BaseException:
+            copy.discard()
+            raise
         return copy
 
     def _conversion_rejections(self, content: str) -> list[Rejection]:
@@ -373,29 +479,44 @@ class Workspace:
     def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy", pay, progress,
                    rejected: list[Rejection], next_line: int, source: Path, source_state: "_FileState",
                    reclassifier: str | None = None, *, provenance: dict | None = None) -> "ImportResult":
-        keeping = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl") if pay else None
-        with keeping or contextlib.nullcontext() as kept, self.connect() as db, _immediate(db):
-            # Another import of the same content may have committed while this one was hashing
-            # or scoring (two sessions uploading one run): then the run is theirs.
-            raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
-            if not raced:
-                self._insert_rows(db, run_key, header, results, stored, kept, pay, progress, rejected, next_line,
-                                  source, source_state, reclassifier, provenance=provenance)
+        keeping = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl", pay.content_sha256) \
+            if pay else None
+        with keeping or contextlib.nullcontext() as kept:
+            # Every block is parsed and scored (the taxonomy rules run) before the write lock
+            # is taken: reviewers' labels wait only for the rows to be written, never for rules.
+            if not isinstance(results, _Spooled):
+                results = _scored_ahead(results, progress, self.files)
+            published: list[_PendingCopy] = []
+            try:
+                with self.connect() as db, _immediate(db):
+                    # Another import of the same content may have committed while this one was
+                    # hashing or scoring (two sessions uploading one run): then the run is theirs.
+                    raced = db.execute("select 1 from runs where run_key = ?", [run_key]).fetchone() is not None
+                    if not raced:
+                        self._insert_rows(db, run_key, header, results, stored, kept, pay, None, rejected,
+                                          next_line, source, source_state, reclassifier, provenance=provenance,
+                                          published=published)
+            except BaseException:
+                # The commit failed after the copies took their names (a full disk): they are
+                # removed unless a committed run uses them, so no orphan copy is left.
+                self._unpublish(published)
+                raise
         return ImportResult(run_key=run_key, already_present=raced, run=self.run(run_key),
                             rejected=() if raced else tuple(rejected))
 
     def _insert_rows(self, db, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy",
                      kept: "_PendingCopy | None", pay, progress, rejected: list[Rejection], next_line: int,
                      source: Path, source_state: "_FileState", reclassifier: str | None = None, *,
-                     provenance: dict | None = None) -> None:
+                     provenance: dict | None = None, published: list | None = None) -> None:
         """The run row, its trajectory rows, its counts and its copies, in the caller's transaction.
-        Adds the rejections found on the way to ``rejected``."""
+        Adds the rejections found on the way to ``rejected``; the copies it names go in
+        ``published``."""
         seen = len(rejected)
         # The run row goes first (the foreign keys point at it); its counts are filled in
         # at the end of the same transaction, so nobody sees a half-imported run.
         db["runs"].insert({
             "run_key": run_key, "run_id": header.run_id, "model": header.model, "format": header.format,
-            "source": header.source, "stored_path": str(stored.final),
+            "source": header.source, "stored_path": str(stored.final), "stored_sha256": stored.sha256,
             "payloads_path": str(kept.final) if kept else None,
             "harness_name": header.harness_name, "harness_version": header.harness_version,
             "capture_limit_bytes": header.capture_limit_bytes,
@@ -428,10 +549,28 @@ class Workspace:
         # this leaves a correct, content-named copy that a re-import reuses).
         try:
             for copy in (kept, stored):
-                if copy is not None:
+                if copy is not None and copy.pending:
                     copy.publish()
+                    if published is not None:
+                        published.append(copy)
         except OSError as exc:
             raise InputError(f"cannot keep a copy of the run in {self.files}: {exc}", source=str(source)) from exc
+
+    def _unpublish(self, published: list["_PendingCopy"]) -> None:
+        if not published:
+            return
+        try:
+            with self.connect() as db:
+                used = {p for (p,) in db.execute("select stored_path from runs union all "
+                                                 "select payloads_path from runs").fetchall() if p}
+        except (StoreError, sqlite3.Error):
+            return  # cannot tell: a copy with its content name is never wrong to keep
+        for copy in published:
+            if str(copy.final) not in used:
+                with contextlib.suppress(OSError):
+                    copy.final.unlink()
+                    if copy.side is not None:
+                        copy.side.unlink()
 
     def runs(self) -> list[dict]:
         """Every imported run's row, newest first."""
@@ -535,12 +674,12 @@ class Workspace:
         rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
         if not rows:
             raise InputError(f"no trajectory {trajectory_id!r} in run {run['run_id']!r}", source=str(self.path))
-        t = canonical.read_trajectory_at(run["stored_path"], rows[0]["offset"], rows[0]["length"])
+        t = canonical.read_trajectory_at(_verified_copy(run), rows[0]["offset"], rows[0]["length"])
         if t.id != trajectory_id:
             raise InputError(f"the stored run file changed since import: byte {rows[0]['offset']:,} now holds "
                              f"{t.id!r}, not {trajectory_id!r}; re-import the run", source=run["stored_path"])
         if run["payloads_path"]:
-            t = PayloadJoin(run["payloads_path"]).apply(t)
+            t = PayloadJoin(_verified_side_log(run)).apply(t)
         return t
 
     # --- labels ---------------------------------------------------------------------------
@@ -650,7 +789,8 @@ class Workspace:
             buf = io.StringIO()
             w = csv.DictWriter(buf, fieldnames=list(EXPORT_FIELDS), lineterminator="\n")
             w.writeheader()
-            w.writerows(rows)
+            # formula-safe: an id, reviewer or note starting with = + - @ is not run by a spreadsheet
+            w.writerows({k: csv_safe(v) for k, v in r.items()} for r in rows)
             return buf.getvalue()
         raise InputError(f"unknown label export format {fmt!r} (csv or jsonl)", source="labels export")
 
@@ -728,15 +868,20 @@ class _FileState(NamedTuple):
     mtime_ns: int
 
 
+def _read_only(db: Path) -> bool:
+    """An existing database file that this process may not write, or whose folder it may not
+    write (where SQLite keeps its -wal and -shm files)."""
+    return db.exists() and not (os.access(db, os.W_OK) and os.access(db.parent, os.W_OK))
+
+
 def _file_state(path: Path) -> _FileState:
-    with _reading(path):
-        st = path.stat()
+    st = check_regular(path)  # a device, FIFO or folder is refused before anything reads it
     return _FileState(st.st_size, st.st_mtime_ns)
 
 
 def _file_sha256(path: Path) -> str:
     h = hashlib.sha256()
-    with _reading(path), path.open("rb") as fh:
+    with _reading(path), open_regular(path) as fh:
         while chunk := fh.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
@@ -779,6 +924,8 @@ class _PendingCopy:
     rejections: tuple[Rejection, ...] = ()
     """A converted run's rejected records (kept beside the copy, as ``side``)."""
     side: Path | None = None
+    sha256: str | None = None
+    """The SHA-256 of the copy's bytes (checked before replay reads it)."""
 
     @property
     def pending(self) -> bool:
@@ -851,14 +998,160 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _link_or_copy(path: Path, dest: Path) -> None:
+FICLONE = 0x40049409
+"""Linux's ``ioctl`` that makes ``dest`` a copy-on-write clone of ``src`` (btrfs, XFS, …)."""
+COPY_CHUNK = 1 << 20
+
+
+def _reflink(src, dest) -> bool:
+    """Clone ``src`` into ``dest`` (open files) where the file system can; False elsewhere."""
+    if fcntl is None:
+        return False
     try:
-        # A hard link costs nothing at any size (a copy of a 1 GB run is a second pass over
-        # it); replay checks each record's id, so a file edited in place after import is
-        # reported, never silently misread.
-        os.link(path, dest)
+        fcntl.ioctl(dest.fileno(), FICLONE, src.fileno())
     except OSError:
-        shutil.copyfile(path, dest)
+        return False  # not supported here (ext4, tmpfs), or across file systems
+    return True
+
+
+def _write_chunk(out, data: bytes) -> None:
+    out.write(data)
+
+
+def _copy_file(path: Path, dest: Path) -> str:
+    """Copy a regular file to a new ``dest``; the SHA-256 of the bytes copied.
+
+    A reflink shares the blocks until either file is written (instant, no space), then is
+    hashed from the clone; anywhere else the bytes are streamed and hashed as they go. Either
+    way ``dest`` is a file of its own: writing to ``path`` later never changes it. A read
+    error is an InputError naming ``path``; a write error (a full disk) stays an OSError."""
+    with _reading(path):
+        src = open_regular(path)
+    with src, open(dest, "xb") as out:
+        if _reflink(src, out):
+            return _file_sha256(dest)
+        h = hashlib.sha256()
+        while True:
+            with _reading(path):
+                chunk = src.read(COPY_CHUNK)
+            if not chunk:
+                return h.hexdigest()
+            h.update(chunk)
+            _write_chunk(out, chunk)
+
+
+def _json_line(obj) -> bytes:
+    """One JSONL line, UTF-8; a record holding a lone surrogate (not encodable) is written
+    with ASCII escapes instead, which read back to the same text."""
+    try:
+        return (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(obj) + "\n").encode("ascii")
+
+
+def _same_content(path: Path, expected: str, found: str) -> None:
+    if found != expected:
+        raise InputError("the file changed while it was being imported (its bytes are not the ones hashed for "
+                         "the run key; is the harness still writing it?); import it again once it is complete",
+                         source=str(path))
+
+
+def _scored_ahead(results: Iterable["Block"], progress, folder: Path) -> "_Spooled":
+    """Consume ``results`` now (parsing and scoring every block) into an anonymous temporary
+    file in ``folder``, and return an iterator over the blocks read back from it: the caller
+    then writes them under the database's write lock without running any rule there.
+    Memory holds one block at a time. ``progress`` gets the rows scored so far."""
+    try:
+        spool = tempfile.TemporaryFile(dir=folder, prefix=".scored-")
+    except OSError as exc:
+        raise StoreError(f"cannot write in the workspace folder {folder}: {exc.strerror or exc}") from exc
+    blocks = rows = 0
+    try:
+        for block in results:
+            rejected = [(r.source, r.line, r.record_id, r.message) for r in block.rejected]
+            try:
+                marshal.dump((block.rows, rejected, block.seen, block.lines), spool)
+            except OSError as exc:
+                raise StoreError(f"cannot write in the workspace folder {folder}: {exc.strerror or exc}") from exc
+            blocks += 1
+            rows += len(block.rows)
+            if progress:
+                progress(rows)
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+
+    return _Spooled(spool, blocks)
+
+
+class _Spooled:
+    """Blocks read back, one at a time, from the spool file ``_scored_ahead`` wrote."""
+
+    def __init__(self, spool, blocks: int) -> None:
+        self._spool, self._left = spool, blocks
+
+    def __iter__(self) -> "_Spooled":
+        return self
+
+    def __next__(self) -> Block:
+        if self._left == 0:
+            self._spool.close()
+            raise StopIteration
+        self._left -= 1
+        rows, rejected, seen, lines = marshal.load(self._spool)
+        return Block(rows, [Rejection(source=a, line=b, record_id=c, message=d) for a, b, c, d in rejected],
+                     seen, lines)
+
+    def __del__(self) -> None:
+        self._spool.close()
+
+
+_VERIFIED: dict[tuple, str] = {}
+"""(path, inode, size, mtime, ctime) → the SHA-256 that file was found to have: a copy is
+hashed again only when its metadata changed (any write changes its ctime)."""
+
+
+def _verified(path: str, expected: str | None) -> str:
+    """``path``, once its SHA-256 is ``expected`` (None: nothing to check); InputError when
+    the copy is missing or its bytes are not the ones imported."""
+    if expected is None:
+        return path
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"the workspace's copy of the run cannot be read ({exc.strerror or exc}); "
+                         "import the run again", source=path) from exc
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if _VERIFIED.get(key) != expected:
+        found = _file_sha256(Path(path))
+        if found != expected:
+            raise InputError(
+                f"the workspace's copy of the run changed since import (SHA-256 {found[:12]}…, imported as "
+                f"{expected[:12]}…): it was edited or replaced (before schema 7, copies were hard links to the "
+                "imported file, so editing that file changed them); import the original run again",
+                source=path)
+        _VERIFIED[key] = expected
+    return path
+
+
+def _verified_copy(run: dict) -> str:
+    """The run's stored copy, checked against its recorded SHA-256 (for a canonical copy made
+    before schema 7: the content hash it is named after; a converted copy made then was
+    written by the workspace, never linked, and is not checked)."""
+    path = run["stored_path"]
+    expected = run.get("stored_sha256")
+    if expected is None and run["format"] == canonical.NAME:
+        stem = Path(path).name.removesuffix(".jsonl")
+        expected = stem if canonical.HEX64.fullmatch(stem) else None
+    return _verified(path, expected)
+
+
+def _verified_side_log(run: dict) -> str:
+    """The run's copy of its side log, checked against the hash it is named after."""
+    path = run["payloads_path"]
+    stem = Path(path).name.removesuffix(".payloads.jsonl")
+    return _verified(path, stem if canonical.HEX64.fullmatch(stem) else None)
 
 
 def _insert_sql(run_key: str, line_shift: int) -> str:
@@ -930,6 +1223,10 @@ def rescore_run(db, run: dict) -> bool:
     ``scorer_version``)."""
     stored = Path(run["stored_path"] or "")
     if not run["stored_path"] or not stored.is_file():
+        return False
+    try:
+        _verified_copy(run)  # a hard-linked copy (before schema 7) whose source was edited is not read
+    except InputError:
         return False
     pay = PayloadJoin(run["payloads_path"]) if run["payloads_path"] and Path(run["payloads_path"]).is_file() else None
     run_key = run["run_key"]
@@ -1148,8 +1445,8 @@ def _latest_adjudications(events: list[dict]) -> dict[str, ReviewLabel]:
 
 def _read_label_file(path: Path) -> list[dict]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_regular(path).decode("utf-8")  # a FIFO or device is refused before reading
+    except UnicodeDecodeError as exc:
         raise InputError(f"cannot read labels: {exc}", source=str(path)) from exc
     rows: list[dict] = []
     if path.suffix == ".csv" or text.startswith("run_key,"):
@@ -1157,7 +1454,7 @@ def _read_label_file(path: Path) -> list[dict]:
         missing = set(EXPORT_FIELDS) - set(reader.fieldnames or ())
         if missing - {"event_id", "supersedes", "note"}:
             raise InputError(f"CSV header lacks {sorted(missing)}", source=str(path), line=1)
-        rows = list(reader)
+        rows = [{k: csv_unsafe(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader]
     else:
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
@@ -1229,13 +1526,13 @@ def search_run(ws: Workspace, run_key: str, needle: str, limit: int = 10_000) ->
     with ws.connect() as db:
         spans = db.execute("select offset, length, trajectory_id from trajectories where run_key = ? "
                            "order by offset", [run_key]).fetchall()
-    hits = _records_containing(run["stored_path"], forms, spans, limit)
+    hits = _records_containing(_verified_copy(run), forms, spans, limit)
     if len(hits) >= limit:
         return hits
     if run["payloads_path"]:
         joined = {(r["trajectory_id"], int(i)) for r in ws.trajectory_rows(run_key, "recaptured_calls != ''")
                   for i in r["recaptured_calls"].split(",")}
-        with open(run["payloads_path"], "rb") as fh:
+        with open(_verified_side_log(run), "rb") as fh:
             for line in fh:
                 if any(f in line.lower() for f in forms):
                     obj = decode_json_line(line)

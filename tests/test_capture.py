@@ -146,6 +146,56 @@ def test_gzip_bomb_stops_at_the_cap_with_unverifiable_adapter():
     assert "cap" in cap.gaps[0].detail
 
 
+def test_a_small_bomb_costs_work_in_proportion_to_its_size_not_the_cap(monkeypatch):
+    # Gzip inside gzip: a few hundred bytes that would decode to 64 MiB. Decoding stops at the
+    # budget (deflate's own 1,032x limit on the capture), so no call costs the full cap.
+    from scoring import capture
+
+    inner = gzip.compress(b"\0" * (32 * 1024 * 1024), mtime=0)
+    bomb = gzip.compress(inner, mtime=0)
+    text = base64.b64encode(bomb).decode()
+    assert len(text) < 64 * 1024
+    produced = []
+    real = capture.zlib.decompressobj
+
+    class Counting:
+        def __init__(self, *a, **kw):
+            self._d = real(*a, **kw)
+
+        def decompress(self, data, max_length=0):
+            out = self._d.decompress(data, max_length)
+            produced.append(len(out))
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self._d, name)
+
+    monkeypatch.setattr(capture.zlib, "decompressobj", Counting)
+    capture._DECODED.clear()
+    call = ToolCall(index=0, tool="t", arguments=text, arguments_format="text", raw_size_bytes=10,
+                    raw_sha256="0" * 64, adapters=(Adapter(name="gzip", lossless=True), Adapter(name="gzip", lossless=True),
+                                                   Adapter(name="base64", lossless=True)))
+    cap = assess(call)
+    assert [g.reason for g in cap.gaps] == [R.UNVERIFIABLE_ADAPTER] and "budget" in cap.gaps[0].detail
+    budget = capture.decode_budget(len(text))
+    assert budget < MAX_DECODED_BYTES and max(produced) <= budget + 1
+
+
+def test_a_replay_does_not_decode_again(monkeypatch):
+    from scoring import capture
+
+    inner = json.dumps({"a": "x" * 500})
+    call = ToolCall(index=0, tool="t", arguments=base64.b64encode(gzip.compress(inner.encode(), mtime=0)).decode(),
+                    arguments_format="text", raw_size_bytes=len(inner), raw_sha256=sha(inner),
+                    adapters=(Adapter(name="gzip", lossless=True), Adapter(name="base64", lossless=True)))
+    capture._DECODED.clear()
+    calls = []
+    real = capture._gunzip_capped
+    monkeypatch.setattr(capture, "_gunzip_capped", lambda data, cap: calls.append(1) or real(data, cap))
+    assert assess(call).is_complete and assess(call).is_complete
+    assert len(calls) == 1
+
+
 def test_unknown_adapter_and_undeclared_losslessness_are_unverifiable():
     assert R.UNVERIFIABLE_ADAPTER in reasons(proven({"a": 1}, adapters=(Adapter(name="multipart", lossless=True),)))
     assert R.UNVERIFIABLE_ADAPTER in reasons(proven({"a": 1}, adapters=(Adapter(name="base64", lossless=None),)))
@@ -153,3 +203,15 @@ def test_unknown_adapter_and_undeclared_losslessness_are_unverifiable():
 
 def _fields(call: ToolCall) -> dict:
     return {f: getattr(call, f) for f in call.__slots__}
+
+
+def test_the_decoded_cache_is_bounded_by_bytes():
+    from scoring.capture import _DecodedCache
+
+    cache = _DecodedCache(1000)
+    for i in range(50):
+        cache.put((f"capture-{i:03d}" * 5, ("base64",), 1), (True, "x" * 100))
+    assert cache._bytes <= 1000 and len(cache._items) < 50
+    assert cache.get(("capture-049" * 5, ("base64",), 1)) == (True, "x" * 100)  # the newest stays
+    cache.put(("big", (), 1), (True, "y" * 900))  # over a quarter of the bound: never cached
+    assert cache.get(("big", (), 1)) is None

@@ -4,6 +4,7 @@ worst exit status at the end, side logs paired by name and never scored as runs.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -85,18 +86,17 @@ def test_import_reads_every_file_and_exits_2_when_any_failed(folder):
 
 
 def test_an_unreadable_file_is_named_and_the_next_file_is_still_read(folder, monkeypatch):
-    import pathlib
-
     locked = folder / "locked.jsonl"
     locked.write_text("{}")
-    real = pathlib.Path.read_bytes
+    real = os.open
 
-    def read_bytes(self):
-        if self == locked:  # as root, chmod does not stop a read: refuse it here instead
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def refusing_open(path, *args, **kwargs):
+        if str(path) == str(locked):  # as root, chmod does not stop a read: refuse it here instead
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    # every input file is opened through os.open (scoring.files: regular files only)
+    monkeypatch.setattr(os, "open", refusing_open)
     res = run("score", locked, folder / "observed-m1.jsonl", "--json", "--no-auto-payloads")
     assert res.exit_code == 2
     assert f"{locked}: cannot read: Permission denied" in res.stderr

@@ -59,11 +59,11 @@ def ws(seeded, tmp_path):
 def test_schema_is_migrated_and_wal_is_on(ws):
     with ws.connect() as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 6
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 7
         assert [r[0] for r in db.execute("select name from sqlite_master where type = 'index' and "
                                          "tbl_name = 'trajectories' and sql is not null")] == []
         assert "run_columns" in db.table_names()
-    assert ws.migrate() == 6  # idempotent
+    assert ws.migrate() == 7  # idempotent
 
 
 def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
@@ -702,7 +702,7 @@ def test_older_workspaces_are_rescored_by_scorer_2_and_keep_their_labels(ws, mon
         db.execute(f"PRAGMA user_version = {from_version}")
         db.conn.commit()
     migrated = Workspace(ws.path)
-    assert migrated.migrate() == 6
+    assert migrated.migrate() == 7
     assert migrated.run(ws.key)["scorer_version"] == SCORER_VERSION
     again = {r["trajectory_id"]: r for r in migrated.trajectory_rows(ws.key)}
     assert again == fresh

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from scoring.report import Evaluation
 from scoring.score import SCORER_VERSION
+from scoring.text import csv_safe, reveal, safe_file_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +83,19 @@ def _stamp_dict(stamp: Stamp) -> dict:
             "labels_as_of": stamp.labels_as_of, "generated_at": stamp.generated_at}
 
 
+def labels_file_name(run_id: str, run_key: str) -> str:
+    """The label CSV's download name: the run id (data-written) sanitised and cut to 60
+    characters, then the key's first 8 hex digits."""
+    return f"labels-{safe_file_name(run_id, '', 60)}-{run_key[:8]}.csv"
+
+
 def stamped_csv(frame: pd.DataFrame, stamp: Stamp) -> str:
-    """CSV with the stamp as leading ``#`` comment lines (pandas reads it with comment='#')."""
-    return "".join(f"# {line}\n" for line in stamp.lines()) + frame.to_csv(index=False)
+    """CSV with the stamp as leading ``#`` comment lines (pandas reads it with comment='#').
+
+    Formula-safe: a text cell starting with = + - @ tab or CR (a run id, a model) gets a
+    leading apostrophe, and a stamp line cannot end its comment (its controls are spelled out)."""
+    safe = frame.map(csv_safe) if hasattr(frame, "map") else frame.applymap(csv_safe)
+    return "".join(f"# {reveal(line, keep='')[0]}\n" for line in stamp.lines()) + safe.to_csv(index=False)
 
 
 def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp) -> str:

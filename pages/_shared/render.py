@@ -15,6 +15,7 @@ import streamlit as st
 
 from scoring.capture import Capture
 from scoring.model import HarnessVerdict, ToolCall, Trajectory
+from scoring.text import reveal as reveal_text
 
 #: How many characters of one text field are drawn before "show all" is needed.
 PREVIEW_CHARS = 4_000
@@ -39,15 +40,9 @@ def _is_invisible(ch: str) -> bool:
 
 
 def reveal(text: str) -> tuple[str, int]:
-    """The text with every invisible or control character shown as ⟨U+XXXX⟩, and their count."""
-    out, n = [], 0
-    for ch in text:
-        if _is_invisible(ch):
-            out.append(f"⟨U+{ord(ch):04X}⟩")
-            n += 1
-        else:
-            out.append(ch)
-    return "".join(out), n
+    """The text with every invisible or control character shown as ⟨U+XXXX⟩, and their count
+    (one pass in C: a 60 MB trajectory no longer costs a minute of Python per render)."""
+    return reveal_text(text)
 
 
 def reveal_name(name: str) -> str:

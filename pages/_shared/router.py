@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
 from pages._shared import loaders, state
@@ -25,6 +27,17 @@ def auth_configured() -> bool:
     from streamlit.auth_util import get_secrets_auth_section
 
     return bool(get_secrets_auth_section())
+
+
+TEAM_MODE_ENV = "LITMUS_REVIEW_TEAM_MODE"
+
+
+def team_mode() -> bool:
+    """Team mode: uploads are the only way in; importing a path on the server is off (it reads
+    any file the server's user can, and its errors tell whether a path exists). On with
+    ``LITMUS_REVIEW_TEAM_MODE=1``, and always when ``[auth]`` is configured (a signed-in
+    server is a shared one)."""
+    return os.environ.get(TEAM_MODE_ENV, "").strip().lower() in ("1", "true", "yes", "on") or auth_configured()
 
 
 def logged_in_identity() -> str | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import InputError, UnknownFormatError
+from ..files import open_regular
 from ..model import Run
 from . import (
     agentdojo,
@@ -89,7 +90,7 @@ def sniff_file(path: str | Path) -> str:
     """``sniff_format`` of a file's first ``SNIFF_BYTES``; InputError naming it if unreadable."""
     path = Path(path)
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:  # a device or FIFO is refused before reading
             head = fh.read(SNIFF_BYTES)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc

@@ -12,6 +12,7 @@ from typing import Any, BinaryIO, Iterator
 import orjson
 
 from ..errors import InputError
+from ..files import read_regular
 
 
 class RecordError(Exception):
@@ -52,10 +53,8 @@ def refuse_duplicates(kept: list, rejected: list, duplicates: dict, source: str)
 
 
 def read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
+    """A regular file's bytes (a device or FIFO is refused before reading: it may never end)."""
+    return read_regular(path)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -88,6 +87,8 @@ def decode_json_line(raw: bytes) -> Any | RecordError:
         return RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}")
     except RecursionError:
         return RecordError("invalid JSON: nested too deeply")
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
+        return RecordError(f"invalid JSON: {_int_limit(exc)}")
 
 
 def iter_json_lines(data: bytes, source: str = "") -> Iterator[tuple[int, Any | RecordError]]:
@@ -143,6 +144,12 @@ def load_json_document(data: bytes, source: str) -> Any:
         raise InputError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from exc
     except RecursionError as exc:
         raise InputError("invalid JSON: nested too deeply", source=source) from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise InputError(f"invalid JSON: {_int_limit(exc)}", source=source) from exc
+
+
+def _int_limit(exc: ValueError) -> str:
+    return f"a number too long to read ({exc.args[0].split(';')[0] if exc.args else exc})"
 
 
 _JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"(\s*:)?|[{}\[\]]')

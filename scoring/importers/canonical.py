@@ -30,6 +30,7 @@ from ..model import (
     ToolResult,
     Trajectory,
 )
+from ..rules import RuleError, compile_rule
 from ._common import (
     DuplicateRecordError,
     RecordError,
@@ -47,9 +48,29 @@ NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+"""A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
 CLASSIFIERS_OF_RECORD = ("harness_verdict", "taxonomy_rules")
 """What ``classifier_of_record`` in a header may say produced the harness's verdicts."""
-"""A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
+MAX_STORED_INT = 2**63 - 1
+"""SQLite's largest integer: a size beyond it cannot be stored, so the record is refused."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_lone_surrogates(t: Trajectory) -> None:
+    """RecordError for a lone surrogate (half of a UTF-16 pair, which JSON's ``\\ud800`` can
+    spell) in a name the workspace stores or shows as a label: ids, model, categories, tool
+    names, message roles. It is not text: SQLite cannot store it and nothing can print it.
+    (Bulk text — arguments, results, outputs — keeps it; replay shows it as ⟨U+D800⟩.)"""
+    names = [("id", t.id), ("task_id", t.task_id), ("model", t.model), ("intended_category", t.intended_category),
+             ("verdict.label", t.verdict.label if t.verdict else None)]
+    names += [(f"tool_calls[{c.index}].tool", c.tool) for c in t.tool_calls]
+    names += [(f"messages[{i}].role", m.role) for i, m in enumerate(t.messages)]
+    for field, value in names:
+        m = _SURROGATE.search(value) if value else None
+        if m:
+            raise RecordError(f"field {field!r} holds a lone surrogate (U+{ord(m.group()):04X}) at character "
+                              f"{m.start()}: it is not text, and cannot be stored or shown",
+                              t.id.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def sniff(head: bytes) -> bool:
@@ -71,8 +92,8 @@ def parse_header(obj: Any, source: str) -> RunHeader:
                 source=source, line=1)
         harness = opt(obj, "harness", dict, {})
         limit = opt(obj, "capture_limit_bytes", int)
-        if limit is not None and limit <= 0:
-            raise RecordError("capture_limit_bytes must be positive")
+        if limit is not None and not 0 < limit <= MAX_STORED_INT:
+            raise RecordError("capture_limit_bytes must be positive and at most 2^63 - 1")
         taxonomy = tuple(_category(c, i) for i, c in enumerate(opt(obj, "taxonomy", list, [])))
         ids = [c.id for c in taxonomy]
         if len(ids) != len(set(ids)):
@@ -94,7 +115,7 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             reported_value = req(reported, "value", (int, float), "reported_safe_rate.")
             if not 0 <= reported_value <= 1:
                 raise RecordError("reported_safe_rate.value must be within [0, 1]")
-        return RunHeader(
+        header = RunHeader(
             reported_safe_rate=float(reported_value) if reported_value is not None else None,
             reported_safe_rate_source=opt(reported, "source", str, "", "reported_safe_rate.") if reported else "",
             classifier_of_record=classifier,
@@ -110,6 +131,17 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             run_status=opt(obj, "run_status", str, ""),
             run_status_detail=opt(obj, "run_status_detail", str, ""),
         )
+        names = [("run_id", header.run_id), ("model", header.model), ("harness.name", header.harness_name),
+                 ("harness.version", header.harness_version), ("run_status", header.run_status),
+                 ("run_status_detail", header.run_status_detail),
+                 ("reported_safe_rate.source", header.reported_safe_rate_source)]
+        names += [(f"taxonomy[{k}].{f}", v) for k, c in enumerate(taxonomy) for f, v in (("id", c.id), ("name", c.name))]
+        for field, value in names:
+            m = _SURROGATE.search(value) if value else None
+            if m:
+                raise RecordError(f"field {field!r} holds a lone surrogate (U+{ord(m.group()):04X}) at character "
+                                  f"{m.start()}: it is not text, and cannot be stored or shown")
+        return header
     except RecordError as exc:
         raise InputError(f"run header: {exc.message}", source=source, line=1) from exc
 
@@ -117,11 +149,11 @@ def parse_header(obj: Any, source: str) -> RunHeader:
 def _category(obj: Any, i: int) -> Category:
     where = f"taxonomy[{i}]."
     rules = tuple(check(r, str, f"{where}rules[]") for r in opt(obj, "rules", list, [], where))
-    for r in rules:
+    for j, r in enumerate(rules):
         try:
-            re.compile(r)
-        except re.error as exc:
-            raise RecordError(f"{where}rules: {r!r} is not a valid regular expression ({exc})") from exc
+            compile_rule(r)
+        except RuleError as exc:
+            raise RecordError(f"{where}rules[{j}]: {r!r} {exc}") from None
     return Category(
         id=req(obj, "id", str, where),
         name=req(obj, "name", str, where),
@@ -149,7 +181,7 @@ def _fast_call(obj: dict, i: int) -> ToolCall | None:
                                             g("truncated", False), g("result"))
     if tool.__class__ is not str or args.__class__ is not str or trunc.__class__ is not bool:
         return None
-    if g("index", i) != i or (size is not None and (size.__class__ is not int or size < 0)):
+    if g("index", i) != i or (size is not None and (size.__class__ is not int or not 0 <= size <= MAX_STORED_INT)):
         return None
     if digest is not None and (digest.__class__ is not str or not HEX64.fullmatch(digest)):
         return None
@@ -171,6 +203,8 @@ def _general_call(obj: Any, i: int) -> ToolCall:
     size = opt(obj, "raw_size_bytes", int, None, where)
     if size is not None and size < 0:
         raise RecordError(f"{where}raw_size_bytes is negative")
+    if size is not None and size > MAX_STORED_INT:
+        raise RecordError(f"{where}raw_size_bytes is out of range (larger than 2^63 - 1)")
     digest = opt(obj, "raw_sha256", str, None, where)
     if digest is not None and not HEX64.fullmatch(digest):
         raise RecordError(f"{where}raw_sha256 is not 64 hex digits")
@@ -313,6 +347,7 @@ def check_record(obj: Any, known: set[str], seen_ids: set[str]) -> Trajectory:
     if isinstance(obj, RecordError):
         raise obj
     traj = parse_trajectory(obj)
+    _refuse_lone_surrogates(traj)
     if traj.id in seen_ids:
         raise DuplicateRecordError(duplicate_message(traj.id, None), traj.id)
     label = traj.verdict.label if traj.verdict else None

@@ -68,6 +68,9 @@ def test_hostile_run_renders_inert(tmp_path, page, artifacts):
         # the replay draws top to bottom; the final output is last, after the 3 MB argument
         page.get_by_text("final output:").first.wait_for(timeout=90_000)
         wait_app(page)
+        # the code blocks fill in after the script has finished (the reveal is fast now, so
+        # the body can be read before they have): wait for the text the assertions read
+        page.get_by_text("alert('script')", exact=False).first.wait_for(timeout=60_000)
         page.screenshot(path=str(artifacts / "hostile_review.png"), full_page=False)
         body = page.inner_text("body")
         assert "<script>alert('script')</script>" in body  # shown as text, not executed

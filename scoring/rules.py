@@ -1,0 +1,49 @@
+"""Taxonomy rules compiled for RE2, a regular-expression engine that runs in linear time.
+
+A run file's header carries the rules, so they are hostile input: Python's backtracking
+``re`` takes exponential time on a rule like ``(a|aa)+$`` against ``aaaa…b``, and an import
+that scores with it never finishes. RE2 never backtracks: a search costs time proportional to
+the text (times the size of the compiled rule, which is itself capped by ``max_mem``). What RE2
+cannot run — lookarounds, backreferences, possessive or atomic groups, a rule whose compiled
+form exceeds the memory cap — is refused when the header is read, with the rule's place.
+
+The syntax is Python's for everything else (``(?i)``, ``\\b``, classes, ``(?P<name>…)``);
+``\\w``, ``\\d``, ``\\s`` and ``\\b`` are ASCII-only in RE2.
+"""
+
+from __future__ import annotations
+
+import re2
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # the refusal is reported as our error, not logged to stderr
+
+
+class RuleError(ValueError):
+    """A rule that RE2 cannot compile; the message says why."""
+
+
+def compile_rule(rule: str):
+    """A compiled RE2 pattern over UTF-8 bytes (texts are searched as bytes, encoded once)."""
+    try:
+        encoded = rule.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RuleError(f"is not a valid regular expression: a lone surrogate at character {exc.start}") from None
+    try:
+        return re2.compile(encoded, _OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        raise RuleError(f"is not a valid regular expression for RE2, the linear-time engine rules run "
+                        f"on ({detail}); lookarounds and backreferences are not supported") from None
+
+
+def encode_text(text: str) -> bytes:
+    """A surface as the bytes a rule searches (a lone surrogate is kept, never an error)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def quote_match(match, limit: int = 120) -> str:
+    """The first ``limit`` characters of a match, as text."""
+    return match.group(0)[: 4 * limit].decode("utf-8", "replace")[:limit]
