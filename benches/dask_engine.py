@@ -94,6 +94,7 @@ def machine_parallelism(n: int = 20_000_000) -> float:
 
 def run(trajectories: int, rounds: int) -> list[str]:
     import generate
+
     from scoring import engine
     from scoring.ingest import BLOCK_BYTES
 
