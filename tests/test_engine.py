@@ -458,3 +458,33 @@ def test_a_worker_killed_mid_graph_changes_nothing(cluster, tmp_path):
     assert {**res.summary, "content_sha256": key} == evaluation(ws, key).as_dict()
     assert res.run_key == key
     assert table_rows(out, key) == [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
+
+
+PROVENANCE = {"source", "format", "content_sha256", "file_sha256", "original_name", "side_log", "rejected",
+              "rejected_records", "records_seen"}
+"""What differs by construction between a real log imported into a workspace and its canonical
+copy scored by the engine: where it was read from, its hashes, and the conversion's rejections
+(kept beside the copy by the workspace, absent from the copy)."""
+
+
+@pytest.mark.real
+def test_real_logs_converted_to_canonical_score_the_same(shared_real, tmp_path):
+    """Every real log, converted to canonical JSONL by a workspace import, scored by the
+    engine from that copy in small blocks: the same rates, counts and intervals as the
+    workspace's, and the same rows."""
+    from scoring.store import evaluation
+
+    ws = Workspace(tmp_path / "ws.db")
+    logs = [p for p in sorted(shared_real.rglob("*")) if p.suffix in (".json", ".jsonl", ".eval")
+            and "r_judge" not in str(p) and ".cont-" not in p.name]
+    keys = list(dict.fromkeys(ws.import_run(p).run_key for p in logs))
+    assert len(keys) >= 9
+    for i, key in enumerate(keys):
+        run = ws.run(key)
+        (res,) = run_inline([Path(run["stored_path"])], tmp_path / f"r{i}", 4096)
+        want = evaluation(ws, key).as_dict()
+        assert {k: v for k, v in res.summary.items() if k not in PROVENANCE} == \
+            {k: v for k, v in want.items() if k not in PROVENANCE}, run["source"]
+        rows = [tuple(r[c] for c in ROW_COLUMNS) for r in ws.trajectory_rows(key)]
+        got = [r[1:] for r in table_rows(tmp_path / f"r{i}" / "out", res.run_key)]
+        assert got == rows, run["source"]
