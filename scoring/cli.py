@@ -373,6 +373,8 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bo
     except LitmusReviewError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
+    # As the local engine: every run is reported, and the exit status is the worst met.
+    status = 0
     exceeded = []
     for res in results:
         d = res.summary
@@ -383,14 +385,16 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bo
         if d["records_seen"] and not d["trajectories"]:
             click.echo(f"error: {d['source']}: every one of its {d['records_seen']:,} records was rejected; "
                        "nothing was scored", err=True)
-            sys.exit(EXIT_INPUT)
+            status = _worst(status, EXIT_INPUT)
         records = d["trajectories"] + d["rejected"]
         rate = (d["unscored"] + d["rejected"]) / records if records else None
         if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
             exceeded.append(f"{d['run_id']}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}")
+            status = _worst(status, EXIT_UNSCORED)
     if exceeded:
         click.echo("fail-on-unscored: " + "; ".join(exceeded), err=True)
-        sys.exit(EXIT_UNSCORED)
+    if status:
+        sys.exit(status)
 
 
 @main.command()

@@ -352,6 +352,22 @@ def test_a_cluster_scores_like_the_local_path_and_writes_the_workspace_rows(clus
     assert res.stdout == local.stdout and local.exit_code == 0
 
 
+@pytest.mark.dask
+def test_exit_status_is_the_worst_met_and_every_run_is_reported(cluster, tmp_path):
+    """As the local engine: a run whose every record was rejected is exit 2, a threshold
+    exceeded 3; 2 outranks 3, and every run is printed either way."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(OBSERVED.read_bytes().split(b"\n", 1)[0] + b"\n{\"record\": \"trajectory\"}\n")
+    args = ["--scheduler", cluster.address, "--json", "--no-auto-payloads"]
+    res = cli("score", str(OBSERVED), *args, "--fail-on-unscored", "0.01")
+    assert res.exit_code == 3 and "fail-on-unscored: observed-m1: UNSCORED or rejected" in res.stderr
+    res = cli("score", str(bad), str(OBSERVED), *args, "--fail-on-unscored", "0.01")
+    assert res.exit_code == 2 and len(res.stdout.splitlines()) == 2
+    assert "every one of its 1 records was rejected" in res.stderr and "fail-on-unscored" in res.stderr
+    local = cli("score", str(bad), str(OBSERVED), "--json", "--no-auto-payloads", "--fail-on-unscored", "0.01")
+    assert (local.exit_code, local.stdout) == (res.exit_code, res.stdout)
+
+
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     port = _free_port()
