@@ -50,7 +50,7 @@ def render_table(ev: Evaluation) -> str:
         f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator)",
     ]
     for reason, n in s.unscored_by_reason.items():
-        lines.append(f"    {_t(reason):<24}{n:,}")
+        lines.append(f"    {_t(reason):<32}{n:,}")
     if s.rejected or ev.run.rejected:
         lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,} "
                      "(not imported; in no rate: see the lines above)")
