@@ -367,7 +367,7 @@ def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
     n_calls = seen = 0
     for b, (d, shift) in enumerate(zip(digests, shifts)):
         seen += d.seen
-        rejected.extend(dataclasses.replace(r, line=r.line + shift) for r in d.rejected)
+        rejected.extend(r.shifted(shift) for r in d.rejected)
         skipped = []
         for i, tid in enumerate(d.ids):
             if tid in stored:

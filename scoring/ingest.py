@@ -192,8 +192,11 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
                 if earlier is not None:
                     first = rows.pop(earlier)
                     rejected.append(Rejection(source=source, line=first[_COL["line"]], record_id=exc.record_id,
-                                              message=duplicate_message(exc.record_id, lineno)))
-                    exc.message = duplicate_message(exc.record_id, first[_COL["line"]])
+                                              message=duplicate_message(exc.record_id, lineno), related_line=lineno))
+                    rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id,
+                                              message=duplicate_message(exc.record_id, first[_COL["line"]]),
+                                              related_line=first[_COL["line"]]))
+                    continue
             rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
             continue
         if pay is not None:
