@@ -363,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="2000,20000,200000", help="trajectories per scaling point (5 calls each)")
     ap.add_argument("--inspect-samples", type=int, default=2000)
+    ap.add_argument("--dask-trajectories", type=int, default=20000,
+                    help="the Dask engine's run (5 calls each; 0: skip it)")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]
     started = time.time()
@@ -470,6 +472,12 @@ def main(argv: list[str] | None = None) -> int:
         say()
     else:
         say("## Inspect logs\n\nSkipped: ../shared/real/inspect_ai is not beside the checkout.\n")
+    if args.dask_trajectories:
+        import dask_engine  # benches/dask_engine.py: its section, measured now
+
+        for line in dask_engine.run(args.dask_trajectories, args.runs):
+            say(line)
+        say()
     say(f"Total benchmark time: {time.time() - started:.0f} s.")
     say()
     say(PROFILE_NOTES)

@@ -299,8 +299,111 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
     return out
 
 
+def _storage_options(_ctx, _param, values: tuple[str, ...]) -> dict:
+    out = {}
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{v!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def ENGINE_OPTIONS(fn):
+    """``score``'s options for the Dask engine (scoring.engine)."""
+    for option in reversed((
+        click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+                     help="local: this process (and two worker processes for large runs); dask: blocks of "
+                          "each run scored on a Dask cluster whose workers read the files themselves."),
+        click.option("--scheduler", metavar="ADDRESS",
+                     help="Dask scheduler (tcp://host:port); none: a LocalCluster of two single-threaded "
+                          "workers on this machine. Implies --engine dask."),
+        click.option("--out", metavar="DIR",
+                     help="Write the score table (Parquet, one row per trajectory, partitioned by run key) "
+                          "and summary.json to DIR, a new directory or URL. Implies --engine dask."),
+        click.option("--block-bytes", type=click.IntRange(min=1), default=None, hidden=True,
+                     help="Nominal bytes per block (default: the local import's block size)."),
+        click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                     callback=_storage_options,
+                     help="An fsspec storage option for URLs (e.g. endpoint_url=http://127.0.0.1:9000)."),
+    )):
+        fn = option(fn)
+    return fn
+
+
+def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], auto: bool,
+                 storage_options: dict) -> list[tuple[str, str | None, str]]:
+    """``plan_inputs`` for the Dask engine, whose PATHS may be URLs: a run's side log is the one
+    given, else ``RUN.payloads.jsonl`` beside it (wherever it is), as for the local engine."""
+    if not any(engine._URL.match(p) for p in paths):
+        return [(str(p), None if s is None else str(s), how)
+                for p, s, how in plan_inputs(tuple(Path(p) for p in paths), payloads, auto)]
+    if payloads:
+        if len(payloads) != len(paths):
+            raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; "
+                                   "give one per run")
+        return [(p, str(s), "--payloads") for p, s in zip(paths, payloads)]
+    out = []
+    for p in paths:
+        side = engine.side_log_beside(p)
+        found = auto and not p.endswith(SIDE_LOG_SUFFIX) and engine.exists(side, storage_options)
+        out.append((p, side if found else None, "found beside it" if found else ""))
+    return out
+
+
+def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bool, verdict_map, as_json: bool,
+                fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
+                block_bytes: int | None, storage_options: dict) -> None:
+    """``score --engine dask``: every run in one Dask graph (scoring.engine)."""
+    if fmt not in ("auto", "canonical"):
+        raise click.UsageError("--engine dask scores canonical runs; other formats need the local engine")
+    if verdict_map:
+        raise click.UsageError("--inspect-verdict applies to Inspect logs; --engine dask scores canonical runs")
+    try:
+        from . import engine
+    except ImportError as exc:
+        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}")
+    kwargs = {"out": out, "reclassifier": reclassifier, "storage_options": storage_options}
+    if block_bytes:
+        kwargs["block_bytes"] = block_bytes
+    try:
+        inputs = _dask_inputs(engine, paths, payloads, auto_payloads, storage_options)
+        for path, side, how in inputs:
+            if side is not None and how != "--payloads":
+                click.echo(f"side log {side} ({how}) is used with {path}", err=True)
+        # Bad input fails here, before a cluster starts (one graph: any bad run stops them all).
+        plans = [engine.plan_run(path, storage_options, side) for path, side, _how in inputs]
+        with engine.connect(scheduler) as client:
+            results = engine.score_runs(plans, client, **kwargs)
+    except LitmusReviewError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    # As the local engine: every run is reported, and the exit status is the worst met.
+    status = 0
+    exceeded = []
+    for res in results:
+        d = res.summary
+        for r in d["rejected_records"]:
+            click.echo(f"rejected {r['source']}:{r['line']}" + (f" ({r['record_id']})" if r["record_id"] else "")
+                       + f": {r['message']}", err=True)
+        click.echo(json.dumps(d, sort_keys=False) if as_json else res.table)
+        if d["records_seen"] and not d["trajectories"]:
+            click.echo(f"error: {d['source']}: every one of its {d['records_seen']:,} records was rejected; "
+                       "nothing was scored", err=True)
+            status = _worst(status, EXIT_INPUT)
+        records = d["trajectories"] + d["rejected"]
+        rate = (d["unscored"] + d["rejected"]) / records if records else None
+        if fail_on_unscored is not None and rate is not None and rate > fail_on_unscored:
+            exceeded.append(f"{d['run_id']}: UNSCORED or rejected {rate:.2%} > {fail_on_unscored:.2%}")
+            status = _worst(status, EXIT_UNSCORED)
+    if exceeded:
+        click.echo("fail-on-unscored: " + "; ".join(exceeded), err=True)
+    if status:
+        sys.exit(status)
+
+
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True)
 @DB_OPTION
 @VERDICT_OPTION
 @click.option("--format", "fmt", default="auto", show_default=True,
@@ -315,15 +418,25 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
               help="Exit 3 when any run's share of UNSCORED trajectories and rejected records, among all "
                    "records, exceeds RATE (0–1).")
 @CLASSIFIER_OPTION
-def score(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
-          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None) -> None:
+@ENGINE_OPTIONS
+def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None,
+          engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
+          storage_options: dict) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
     Every PATH is read, whatever happens to the others; each failure is reported with its file,
     and the exit status is the worst met (2 unusable input, then 3 a threshold exceeded).
     A PATH that is not a file is looked up as an imported run (key, key prefix or run id) in
-    the workspace; its reviewed rate then includes the reviewers' final labels.
+    the workspace; its reviewed rate then includes the reviewers' final labels. With
+    ``--engine dask`` a PATH may be any fsspec URL (s3://, gs://, file://) of a canonical run.
     """
+    if engine == "dask" or scheduler or out:
+        _score_dask(paths, fmt=fmt, payloads=payloads, auto_payloads=not no_auto_payloads, verdict_map=verdict_map,
+                    as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
+                    scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options)
+        return
+    paths = tuple(Path(p) for p in paths)
     status = 0
     failures: dict[str, list[str]] = {}
     for path, side, how in plan_inputs(paths, payloads, auto=not no_auto_payloads):

@@ -117,6 +117,13 @@ def score_range(header_line: bytes, source: str, path: str, offset: int, length:
     with open(path, "rb") as fh:
         fh.seek(offset)
         data = fh.read(length)
+    return score_bytes(header_line, source, offset, data, pay, reclassifier)
+
+
+def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: PayloadJoin | None = None,
+                reclassifier=None) -> Block:
+    """Score whole lines already read (``data`` starts at byte ``offset`` of the run): the one
+    block scorer of the local import and of the Dask engine, which reads its ranges itself."""
     with no_cyclic_gc():  # it cost 7 % of a block's time
         return _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier)
 
@@ -185,8 +192,11 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
                 if earlier is not None:
                     first = rows.pop(earlier)
                     rejected.append(Rejection(source=source, line=first[_COL["line"]], record_id=exc.record_id,
-                                              message=duplicate_message(exc.record_id, lineno)))
-                    exc.message = duplicate_message(exc.record_id, first[_COL["line"]])
+                                              message=duplicate_message(exc.record_id, lineno), related_line=lineno))
+                    rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id,
+                                              message=duplicate_message(exc.record_id, first[_COL["line"]]),
+                                              related_line=first[_COL["line"]]))
+                    continue
             rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
             continue
         if pay is not None:

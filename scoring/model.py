@@ -259,6 +259,21 @@ class Rejection:
     line: int | None
     record_id: str | None
     message: str
+    related_line: int | None = None
+    """Another record's line the rejection names (the other copy of a duplicate id): a block of
+    lines is scored with line numbers counted from its start, and both lines move together when
+    the block is placed in its file (``shifted``)."""
+
+    def shifted(self, by: int) -> Rejection:
+        """This rejection in a block that starts ``by`` lines further into its file."""
+        from dataclasses import replace
+
+        if self.related_line is None:
+            return replace(self, line=None if self.line is None else self.line + by)
+        from .importers._common import duplicate_message
+
+        return replace(self, line=None if self.line is None else self.line + by, related_line=self.related_line + by,
+                       message=duplicate_message(self.record_id or "", self.related_line + by))
 
 
 @_model

@@ -44,13 +44,14 @@ class RecaptureReport:
 class PayloadJoin:
     """A loaded side log, applied trajectory by trajectory (so imports can stream)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, data: bytes | None = None) -> None:
+        """``data``: the side log's bytes when already read (the Dask engine reads it by URL)."""
         self.source = str(path)
         self.content_sha256 = ""
         self._payloads: dict[tuple[str, int], tuple[int, str, str, int]] = {}
         self._rejected: list[Rejection] = []
         self.applied = 0
-        self._load(read_bytes(Path(path)))
+        self._load(read_bytes(Path(path)) if data is None else data)
 
     def _reject(self, line: int | None, message: str, record_id: str | None = None) -> None:
         self._rejected.append(Rejection(source=self.source, line=line, record_id=record_id, message=message))

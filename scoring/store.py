@@ -1129,7 +1129,7 @@ def _scored_ahead(results: Iterable["Block"], progress, folder: Path) -> "_Spool
     blocks = rows = 0
     try:
         for block in results:
-            rejected = [(r.source, r.line, r.record_id, r.message) for r in block.rejected]
+            rejected = [(r.source, r.line, r.record_id, r.message, r.related_line) for r in block.rejected]
             try:
                 marshal.dump((block.rows, rejected, block.seen, block.lines), spool)
             except OSError as exc:
@@ -1161,8 +1161,8 @@ class _Spooled:
             raise StopIteration
         self._left -= 1
         rows, rejected, seen, lines = marshal.load(self._spool)
-        return Block(rows, [Rejection(source=a, line=b, record_id=c, message=d) for a, b, c, d in rejected],
-                     seen, lines)
+        return Block(rows, [Rejection(source=a, line=b, record_id=c, message=d, related_line=e)
+                            for a, b, c, d, e in rejected], seen, lines)
 
     def __del__(self) -> None:
         self._spool.close()
@@ -1241,7 +1241,7 @@ def _write_blocks(db, run_key: str, source: str, results: Iterable[Block], rejec
         seen += block.seen
         shift = next_line - 1  # block line numbers count from 1
         next_line += block.lines
-        rejected.extend(dataclasses.replace(r, line=r.line + shift) for r in block.rejected)
+        rejected.extend(r.shifted(shift) for r in block.rejected)
         if not block.rows:
             continue
         # executemany on a prepared INSERT (sqlite-utils' insert_all re-derives types per

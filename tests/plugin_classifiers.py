@@ -36,3 +36,12 @@ SEEN: list[dict] = []
 def records(request: dict) -> str:
     SEEN.append(request)
     return "benign"
+
+
+def slow_ssh_keys(request: dict) -> dict:
+    """``knows_ssh_keys``, slowed by $LITMUS_TEST_CLASSIFIER_DELAY_S seconds per request (set on
+    the Dask workers of the cluster tests, so a graph lasts long enough to lose a worker in it)."""
+    import os
+
+    time.sleep(float(os.environ.get("LITMUS_TEST_CLASSIFIER_DELAY_S", "0")))
+    return knows_ssh_keys(request)

@@ -504,3 +504,26 @@ def test_a_structural_run_is_labelled_so_wherever_its_rates_are_shown(tmp_path):
     assert "structural (not proven by digests)" in html
     digests = evaluate_run(Run(header=HEADER, trajectories=(traj(proven({"a": 1})),)))
     assert "not proven" not in render_table(digests)
+
+
+def test_two_copies_in_one_block_name_each_other_by_their_lines_in_the_file(tmp_path, monkeypatch):
+    # A block counts its lines from its own start: the other copy's line in the message must be
+    # moved with it, or a duplicate at line 52 reads "also at line 3".
+    from scoring import ingest
+    from scoring.store import Workspace
+
+    monkeypatch.setattr(ingest, "BLOCK_BYTES", 4096)
+    records = [_good(f"t{i:03d}") for i in range(60)]
+    path = _run_file(tmp_path, *records)
+    data = path.read_bytes()
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10][:-1]  # line n starts at starts[n - 1]
+    with path.open("rb") as fh:
+        off, n = list(ingest.block_ranges(fh, starts[1], len(data)))[2]  # the third block
+    a, b = [line for line in range(1, len(starts) + 1) if off <= starts[line - 1] < off + n][1:3]
+    records[b - 2] = _good(f"t{a - 2:03d}", task_id="copy")  # line b repeats line a's id
+    path = _run_file(tmp_path, *records)
+    res = Workspace(tmp_path / "w.db").import_run(path)
+    tid = f"t{a - 2:03d}"
+    assert sorted((r.line, r.message) for r in res.rejected) == [
+        (a, f"duplicate trajectory id {tid!r} (also at line {b}): neither copy is scored"),
+        (b, f"duplicate trajectory id {tid!r} (also at line {a}): neither copy is scored")]

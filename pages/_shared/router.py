@@ -18,6 +18,7 @@ PAGES = [
     ("pages/trajectories.py", "Trajectories", "trajectories"),
     ("pages/review.py", "Review", "review"),
     ("pages/report.py", "Report", "report"),
+    ("pages/score_tables.py", "Score tables", "score_tables"),
 ]
 DEFAULT_PAGE = "pages/safe_rates.py"
 

@@ -1,0 +1,658 @@
+"""Strict scoring of canonical runs on a Dask cluster (``litmus-review score --engine dask``).
+
+The unit of work is the local import's: a block of whole lines, scored by ``ingest.score_bytes``
+(one scorer, one set of strict rules). What differs is who reads and who adds up:
+
+- **Reading.** The client reads each run's header line and size, nothing more. Each block task
+  is given a nominal byte range ``[start, end)`` and reads it itself, from a local path or any
+  fsspec URL (``s3://``, ``gs://``, ``file://``): it owns the lines that *start* inside the
+  range, so it skips a partial first line (unless the byte before ``start`` is a newline, or
+  ``start`` is the first byte after the header) and reads past ``end`` to finish its last line.
+  The client never scans the file for line boundaries.
+- **Line numbers.** Each block reports how many lines it spans; the final stage numbers them
+  with a prefix sum, so rows and rejections carry the same line numbers as the workspace's.
+- **Adding up.** One task per run, on a worker, takes every block's score fields (not its
+  rows), settles ids seen in two blocks exactly as the workspace writer does, and calls
+  ``aggregate.summarize`` through ``report.Evaluation``: the client receives the ``score --json``
+  object and the table text, not the rows.
+- **Writing** (``out``). Each block's rows go to a Parquet part written by a worker into a
+  temporary directory beside ``out``; the client renames it into place once every part and the
+  summaries are written. A block that fails leaves no table: the temporary directory is removed
+  and the error names the file and line.
+
+Tasks are pure functions of their inputs, so a block lost with a worker is scored again and
+counted once: the totals are computed from block results, never accumulated as a side effect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from .errors import InputError, LitmusReviewError
+from .ingest import BLOCK_BYTES, ROW_COLUMNS, Block, _decode_header, score_bytes
+from .model import Rejection
+
+LOCAL_WORKERS = 2
+"""Workers of the LocalCluster started when no scheduler is given (one thread each: the
+scorer holds the GIL)."""
+_HASH_CHUNK = 8 * 1024 * 1024
+_READ_AHEAD = 64 * 1024
+_URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+SCORE_FIELDS = ("trajectory_id", "task_id", "model", "intended_category", "reason", "status", "lenient_safe",
+                "truncation", "classifier")
+"""The row fields ``ScoreColumns.build`` takes, in its argument order (as the workspace stores them)."""
+_SCORE_INDEX = tuple(ROW_COLUMNS.index(c) for c in SCORE_FIELDS)
+_ID, _LINE, _CALLS = (ROW_COLUMNS.index(c) for c in ("trajectory_id", "line", "tool_call_count"))
+TABLE_DIR = "trajectories"
+SUMMARY_FILE = "summary.json"
+KEYS_FILE = "run_keys.json"
+
+
+class EngineError(LitmusReviewError, RuntimeError):
+    """A run could not be scored on the cluster: a block failed (located by file and line), a
+    file changed while it was read, or the output cannot be written."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """What the client knows of one run before any block is read."""
+
+    url: str
+    """Where the workers read it (a local path made absolute, or the URL as given)."""
+    source: str
+    """The path as the user gave it (rows, rejections and the summary name it so, as locally)."""
+    header_line: bytes
+    first_line: int
+    """The header's line number."""
+    header_end: int
+    size: int
+    storage_options: dict
+    payloads: str | None = None
+    """The side log's URL (read by the workers), if one is joined."""
+    payloads_source: str | None = None
+    """The side log as the user named it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A scored block, with what its share of the side log did (when one is joined)."""
+
+    block: Block
+    recapture: tuple[list, int, list[Rejection]] | None = None
+    """(the payload keys its trajectories took, how many were applied, the payloads refused)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockDigest:
+    """What the final stage needs of one scored block: its score fields, not its rows."""
+
+    lines: int
+    seen: int
+    rejected: list[Rejection]
+    ids: list[str]
+    rel_lines: list[int]
+    calls: list[int]
+    fields: list[list]
+    """``SCORE_FIELDS`` as columns."""
+    error: tuple[int, int, str] | None = None
+    """(line within the block, byte offset, message) of a block that raised."""
+    recapture: tuple[list, int, list[Rejection]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The final stage's answer for one run (small: the client gathers it)."""
+
+    summary: dict | None
+    """Equal key for key to ``score --json``'s object for the run."""
+    table: str | None
+    """``score``'s readable table for the run."""
+    run_key: str | None
+    shifts: list[int]
+    """Per block: what its relative line numbers are shifted by."""
+    drops: list[list[int]]
+    """Per block: indices of rows not stored (an id also seen in another block)."""
+    rows: int
+    error: str | None = None
+    error_line: int | None = None
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def _fs(url: str, storage_options: dict):
+    import fsspec
+
+    return fsspec.core.url_to_fs(url, **storage_options)
+
+
+def _url(path: str) -> str:
+    return path if _URL.match(path) else os.path.abspath(path)
+
+
+def plan_run(path: str, storage_options: dict | None = None, payloads: str | None = None) -> RunPlan:
+    """The header line and size of a canonical run (the only bytes the client reads), and the
+    side log to join (``payloads``; the workers read it)."""
+    from .importers import canonical
+    from .ingest import _read_header_line
+
+    storage_options = dict(storage_options or {})
+    url = _url(path)
+    try:
+        fs, fpath = _fs(url, storage_options)
+        size = fs.size(fpath)
+        with fs.open(fpath, "rb") as fh:
+            header_line, first_line, header_end = _read_header_line(fh, path)
+    except FileNotFoundError as exc:
+        raise InputError("no such file", source=path) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", source=path) from exc
+    obj = _decode_header(header_line, path, first_line)
+    if not (isinstance(obj, dict) and obj.get("format") == canonical.FORMAT_TAG):
+        raise InputError("the dask engine scores canonical runs (litmus-review-run JSONL); import other "
+                         "formats with the local engine, or convert them first", source=path, line=first_line)
+    canonical.parse_header(obj, path)  # a bad header is refused here, before any task runs
+    if payloads is not None:
+        fs, ppath = _fs(_url(str(payloads)), storage_options)
+        if not fs.exists(ppath):
+            raise InputError("no such file (the payload side log)", source=str(payloads))
+    return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
+                   _url(str(payloads)) if payloads is not None else None,
+                   str(payloads) if payloads is not None else None)
+
+
+def exists(path: str, storage_options: dict | None = None) -> bool:
+    """Whether a file is at ``path`` (a local path or fsspec URL)."""
+    fs, fpath = _fs(_url(path), dict(storage_options or {}))
+    try:
+        return fs.isfile(fpath)
+    except OSError:
+        return False
+
+
+def side_log_beside(path: str) -> str:
+    """``RUN.payloads.jsonl`` beside ``RUN.jsonl`` (the naming rule ``score`` pairs by), for a
+    path or URL."""
+    head, sep, name = path.rpartition("/")
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return f"{head}{sep}{stem}.payloads.jsonl"
+
+
+def block_bounds(plan: RunPlan, block_bytes: int = BLOCK_BYTES) -> list[tuple[int, int]]:
+    """Nominal ``[start, end)`` ranges covering the records (no file access)."""
+    starts = range(plan.header_end, plan.size, max(1, block_bytes))
+    return [(s, min(s + block_bytes, plan.size)) for s in starts]
+
+
+def read_owned(fh, start: int, end: int, first: bool) -> tuple[int, bytes]:
+    """(offset, bytes) of the whole lines that start in ``[start, end)``; ``first``: ``start``
+    is known to begin a line (the byte after the header)."""
+    if first:
+        begin = start
+        fh.seek(start)
+        data = fh.read(end - start)
+    else:
+        fh.seek(start - 1)
+        data = fh.read(end - start + 1)
+        cut = data.find(b"\n")
+        if cut < 0:
+            return end, b""  # the whole range lies inside a line an earlier block owns
+        begin = start + cut
+        data = data[cut + 1:]
+    if begin >= end:
+        return begin, b""
+    # Finish the last line: up to the first newline at or after byte end - 1.
+    parts = [data]
+    if not data.endswith(b"\n"):
+        while True:
+            more = fh.read(_READ_AHEAD)
+            if not more:
+                break
+            cut = more.find(b"\n")
+            if cut >= 0:
+                parts.append(more[:cut + 1])
+                break
+            parts.append(more)
+    return begin, b"".join(parts)
+
+
+# --- tasks (run on the workers) --------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=2)
+def _side_log(url: str, source: str, storage_options: str):
+    """A side log as loaded once per worker process; blocks apply copies of it."""
+    from .recapture import PayloadJoin
+
+    fs, path = _fs(url, json.loads(storage_options))
+    with fs.open(path, "rb") as fh:
+        return PayloadJoin(source, fh.read())
+
+
+def _join(plan: RunPlan):
+    """A fresh copy of the run's side log (None without one): its payloads, nothing applied."""
+    if plan.payloads is None:
+        return None
+    pristine = _side_log(plan.payloads, plan.payloads_source, json.dumps(plan.storage_options, sort_keys=True))
+    join = copy.copy(pristine)
+    join._payloads, join._rejected, join.applied = dict(pristine._payloads), [], 0
+    return join
+
+
+def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = None) -> Scored | BlockDigest:
+    """Read and score one nominal range. A block that raises returns a digest with ``error``
+    (located by its line within the block), never an exception: the final stage reports it
+    with the line number it can compute."""
+    begin, data = start, b""
+    try:
+        fs, fpath = _fs(plan.url, plan.storage_options)
+        with fs.open(fpath, "rb") as fh:
+            begin, data = read_owned(fh, start, end, start == plan.header_end)
+        pay = _join(plan)
+        with _classifier(reclassifier) as plugin:
+            block = score_bytes(plan.header_line, plan.source, begin, data, pay, reclassifier=plugin)
+        if pay is None:
+            return Scored(block)
+        taken = [k for k in _side_log(plan.payloads, plan.payloads_source, json.dumps(
+            plan.storage_options, sort_keys=True))._payloads if k not in pay._payloads]
+        return Scored(block, (taken, pay.applied, list(pay._rejected)))
+    except Exception as exc:  # noqa: BLE001 - reported with its location, never swallowed
+        rel, at = _locate(plan, begin, data, reclassifier)
+        return BlockDigest(lines=data.count(b"\n"), seen=0, rejected=[], ids=[], rel_lines=[], calls=[],
+                           fields=[[] for _ in SCORE_FIELDS],
+                           error=(rel, at, f"{type(exc).__name__}: {exc}" if not isinstance(exc, LitmusReviewError)
+                                  else str(exc)))
+
+
+@contextlib.contextmanager
+def _classifier(spec: str | None) -> Iterator[Any]:
+    if spec is None:
+        yield None
+        return
+    from .classifiers import load_classifier
+
+    with load_classifier(spec) as plugin:
+        yield plugin
+
+
+def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) -> tuple[int, int]:
+    """The first line of a failed block that raises on its own: (its line within the block,
+    its byte offset); the block's first line when none does (an I/O error, say)."""
+    pos, line = 0, 1
+    try:
+        with _classifier(reclassifier) as plugin:
+            while pos < len(data):
+                nl = data.find(b"\n", pos)
+                stop = len(data) if nl < 0 else nl + 1
+                try:
+                    score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
+                                reclassifier=plugin)
+                except Exception:  # noqa: BLE001
+                    return line, begin + pos
+                pos, line = stop, line + 1
+    except Exception:  # noqa: BLE001 - the classifier itself cannot start
+        pass
+    return 1, begin
+
+
+def digest(scored: Scored | BlockDigest) -> BlockDigest:
+    """A scored block's score fields (runs where the block is held: only these travel)."""
+    if isinstance(scored, BlockDigest):
+        return scored
+    block = scored.block
+    rows = block.rows
+    return BlockDigest(
+        lines=block.lines, seen=block.seen, rejected=list(block.rejected),
+        ids=[r[_ID] for r in rows], rel_lines=[r[_LINE] for r in rows], calls=[r[_CALLS] for r in rows],
+        fields=[[r[i] for r in rows] for i in _SCORE_INDEX], recapture=scored.recapture)
+
+
+def file_sha256(plan: RunPlan) -> str | tuple[str]:
+    """The run's content SHA-256 (its run key), read on a worker; ``(message,)`` when the file
+    is not the size the client saw (still being written)."""
+    fs, fpath = _fs(plan.url, plan.storage_options)
+    h, n = hashlib.sha256(), 0
+    with fs.open(fpath, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            h.update(chunk)
+            n += len(chunk)
+    if n != plan.size:
+        return (f"the file changed while it was scored ({plan.size:,} bytes, now {n:,}); is the harness still "
+                "writing it? Score it again once it is complete",)
+    return h.hexdigest()
+
+
+def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | None,
+               *digests: BlockDigest) -> RunResult:
+    """The final stage of one run, on a worker: line numbers (a prefix sum of the blocks' line
+    counts), ids seen twice (as the workspace writer settles them), the score columns, and the
+    summary by ``aggregate.summarize`` through ``report.Evaluation`` (the ``score --json`` shape)."""
+    shifts, shift = [], plan.first_line  # the first record line is first_line + 1; block lines count from 1
+    for d in digests:
+        shifts.append(shift)
+        shift += d.lines
+    for d, s in zip(digests, shifts):
+        if d.error is not None:
+            rel, at, message = d.error
+            return RunResult(None, None, None, shifts, [], 0,
+                             error=f"{plan.source}:{s + rel}: the block starting at byte {at:,} failed: {message}",
+                             error_line=s + rel)
+    if isinstance(content, tuple):
+        return RunResult(None, None, None, shifts, [], 0, error=f"{plan.source}: {content[0]}")
+    rejected, keep, drops, n_calls, seen = _settle(plan.source, digests, shifts)
+    return _evaluate(plan, content, reclassifier, digests, rejected, keep, drops, n_calls, seen, shifts)
+
+
+def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
+    """Rejections, the rows in the score columns, the rows not stored, calls and records seen:
+    ``store._write_blocks``'s semantics without SQLite. Two records with one id are both
+    refused, each naming the other's line; a block's rows are inserted first (an id already
+    stored is skipped), then each skipped row removes the stored copy if it is still there."""
+    from .importers._common import duplicate_message
+
+    stored: dict[str, tuple[int, int, int, int]] = {}  # id -> (block, index, line, calls)
+    rejected: list[Rejection] = []
+    dropped_ids: set[str] = set()
+    drops: list[list[int]] = []
+    n_calls = seen = 0
+    for b, (d, shift) in enumerate(zip(digests, shifts)):
+        seen += d.seen
+        rejected.extend(r.shifted(shift) for r in d.rejected)
+        skipped = []
+        for i, tid in enumerate(d.ids):
+            if tid in stored:
+                skipped.append(i)
+            else:
+                stored[tid] = (b, i, d.rel_lines[i] + shift, d.calls[i])
+            n_calls += d.calls[i]
+        drops.append(list(skipped))
+        for i in skipped:
+            tid, line = d.ids[i], d.rel_lines[i] + shift
+            n_calls -= d.calls[i]
+            first = stored.pop(tid, None)
+            if first is not None:  # the earlier copy goes too (a third copy finds it gone)
+                fb, fi, fline, fcalls = first
+                drops[fb].append(fi)
+                n_calls -= fcalls
+                dropped_ids.add(tid)
+                rejected.append(Rejection(source=source, line=fline, record_id=tid,
+                                          message=duplicate_message(tid, line)))
+            rejected.append(Rejection(source=source, line=line, record_id=tid,
+                                      message=duplicate_message(tid, first[2] if first else None)))
+    # The workspace's score columns leave out every row of an id it deleted (``_ColumnsBuilder.drop``).
+    keep = []
+    for d, dr in zip(digests, drops):
+        gone = set(dr)
+        keep.append([i for i, tid in enumerate(d.ids) if i not in gone and tid not in dropped_ids])
+    return rejected, keep, [sorted(set(dr)) for dr in drops], n_calls, seen
+
+
+def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Sequence[BlockDigest],
+              rejected: list[Rejection], keep: list[list[int]], drops: list[list[int]], n_calls: int, seen: int,
+              shifts: list[int]) -> RunResult:
+    from .aggregate import ScoreColumns, summarize
+    from .cli import render_table
+    from .importers import canonical
+    from .model import Run
+    from .report import Evaluation
+
+    fields: list[list] = [[] for _ in SCORE_FIELDS]
+    for d, k in zip(digests, keep):
+        whole = len(k) == len(d.ids)
+        for out, col in zip(fields, d.fields):
+            out.extend(col if whole else [col[i] for i in k])
+    cols = ScoreColumns.build(*fields)
+    header = canonical.parse_header(_decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
+    header = dataclasses.replace(header, source=plan.source, format=canonical.NAME)
+    run = Run(header=header, trajectories=(), rejected=tuple(rejected), records_seen=seen, content_sha256=content)
+    report, parts = None, [content]
+    if plan.payloads is not None:
+        # The run's side log as if applied once, in file order: what every block took is gone,
+        # the rest is refused by ``PayloadJoin.report`` as locally.
+        join = _join(plan)
+        for d in digests:
+            taken, applied, refused = d.recapture
+            for key in taken:
+                join._payloads.pop(tuple(key), None)
+            join.applied += applied
+            join._rejected.extend(refused)
+        join._rejected[:0] = _side_log(plan.payloads, plan.payloads_source, json.dumps(
+            plan.storage_options, sort_keys=True))._rejected  # refused on loading
+        report = join.report(header.run_id)
+        parts.append(join.content_sha256)
+    side = None if report is None else {"source": plan.payloads_source, "sha256": report.sha256 or None}
+    ev = Evaluation(run=run, scored=cols, summary=summarize(cols, None, group=header.run_id, rejected=len(rejected)),
+                    tool_calls=n_calls, recapture=report, reclassifier=reclassifier, file_sha256=content,
+                    side_log=side)
+    if reclassifier is not None:
+        parts.append(f"classifier={reclassifier}")
+    # As the workspace keys the run: its content, and what else changes its scores.
+    run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
+    rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops))
+    return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows)
+
+
+def table_schema():
+    import pyarrow as pa
+
+    ints = {"lenient_safe", "tool_call_count", "max_raw_bytes", "incomplete_call", "line", "offset", "length"}
+    return pa.schema([pa.field(c, pa.int64() if c in ints else pa.string()) for c in ROW_COLUMNS]
+                     + [pa.field("source", pa.string())])
+
+
+def write_part(scored: Scored | BlockDigest, final: RunResult, index: int, tmp_url: str, storage_options: dict,
+               source: str) -> int:
+    """Write one block's stored rows (line numbers shifted) as a Parquet part, with ``source``
+    (where the run is read: replay reads a row's byte range there); returns the rows written.
+    Idempotent: a retried writer writes the same file again."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if final.error is not None or isinstance(scored, BlockDigest):
+        return 0
+    block = scored.block
+    drop, shift = set(final.drops[index]), final.shifts[index]
+    rows = [r for i, r in enumerate(block.rows) if i not in drop] if drop else block.rows
+    columns = {c: [r[j] for r in rows] for j, c in enumerate(ROW_COLUMNS)}
+    columns["line"] = [n + shift for n in columns["line"]]
+    columns["source"] = [source] * len(rows)
+    table = pa.Table.from_pydict(columns, schema=table_schema())
+    fs, base = _fs(tmp_url, storage_options)
+    folder = f"{base}/{TABLE_DIR}/run_key={final.run_key}"
+    fs.makedirs(folder, exist_ok=True)
+    with fs.open(f"{folder}/part-{index:06d}.parquet", "wb") as fh:
+        pq.write_table(table, fh)
+    return len(rows)
+
+
+# --- the client ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def connect(scheduler: str | None = None, workers: int = LOCAL_WORKERS) -> Iterator[Any]:
+    """A client of the cluster at ``scheduler``, or of a LocalCluster of ``workers``
+    single-threaded worker processes on this machine (closed on the way out)."""
+    from dask.distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler, timeout="30s") as client:
+            yield client
+        return
+    # On the loopback interface only (scheduler, workers and their HTTP endpoints), like the app.
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
+        yield client
+
+
+def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None, block_bytes: int = BLOCK_BYTES,
+               reclassifier: str | None = None, storage_options: dict | None = None) -> list[RunResult]:
+    """Score every run (a path, URL or its ``plan_run``) in one graph on ``client``'s cluster;
+    with ``out``, write the score table and summaries there atomically. Raises ``EngineError``
+    (located) when a block fails."""
+    plans = [p if isinstance(p, RunPlan) else plan_run(p, storage_options) for p in paths]
+    tmp = _prepare_out(out, storage_options or {}) if out else None
+    try:
+        results = _run_graph(client, plans, block_bytes, reclassifier, tmp, storage_options or {})
+        if tmp is not None:
+            _commit(tmp, out, storage_options or {}, results)
+        return results
+    except BaseException:
+        if tmp is not None:
+            _remove(tmp, storage_options or {})
+        raise
+
+
+def _run_graph(client, plans: list[RunPlan], block_bytes: int, reclassifier: str | None, tmp: str | None,
+               storage_options: dict) -> list[RunResult]:
+    finals, writes = [], []
+    for r, plan in enumerate(plans):
+        tag = f"{r}-{uuid.uuid4().hex[:8]}"
+        bounds = block_bounds(plan, block_bytes)
+        blocks = [client.submit(score_block, plan, s, e, reclassifier, key=f"litmus-block-{tag}-{i}")
+                  for i, (s, e) in enumerate(bounds)]
+        digests = [client.submit(digest, b, key=f"litmus-digest-{tag}-{i}") for i, b in enumerate(blocks)]
+        content = client.submit(file_sha256, plan, key=f"litmus-sha256-{tag}")
+        final = client.submit(finish_run, plan, content, reclassifier, *digests, key=f"litmus-final-{tag}")
+        finals.append(final)
+        if tmp is not None:  # in the same graph: a block's rows are dropped once its part is written
+            writes += [client.submit(write_part, b, final, i, tmp, storage_options, plan.url,
+                                     key=f"litmus-write-{tag}-{i}") for i, b in enumerate(blocks)]
+        del blocks  # without a table, a block's rows are dropped once its digest is taken
+    results: list[RunResult] = client.gather(finals)
+    for res in results:
+        if res.error is not None:
+            client.cancel(writes)
+            raise EngineError(res.error)
+    if tmp is not None:
+        written = sum(client.gather(writes))
+        expected = sum(res.rows for res in results)
+        if written != expected:
+            raise EngineError(f"the score table holds {written:,} rows where {expected:,} were scored")
+    return results
+
+
+def _prepare_out(out: str, storage_options: dict) -> str:
+    """Where the workers write the table: on a local file system a hidden sibling of ``out``
+    (renamed into place at the end); on an object store, which has no rename, ``out`` itself,
+    with ``summary.json`` written last as the mark of a complete table."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, path = _fs(out, storage_options)
+    if fs.exists(path) and (not fs.isdir(path) or fs.ls(path)):
+        raise InputError("the output already exists; give a new directory (nothing is overwritten)", source=out)
+    if not isinstance(fs, LocalFileSystem):
+        return out
+    path = os.path.abspath(path)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+    os.makedirs(tmp)
+    return tmp
+
+
+def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult]) -> None:
+    """Summaries last, then (on a local file system) the rename: the table appears whole or
+    not at all."""
+    fs, tmp_path = _fs(tmp, storage_options)
+    fs.invalidate_cache()  # the workers wrote the parts: this client's listings are stale
+    with fs.open(f"{tmp_path}/{KEYS_FILE}", "w") as fh:
+        json.dump([r.run_key for r in results], fh)  # the partition of each summary, in order
+    with fs.open(f"{tmp_path}/{SUMMARY_FILE}", "w") as fh:
+        json.dump([r.summary for r in results], fh)
+    if tmp != out:
+        _, out_path = _fs(out, storage_options)
+        out_path = os.path.abspath(out_path)
+        if os.path.isdir(out_path):
+            os.rmdir(out_path)  # empty (checked before the run)
+        os.rename(tmp_path, out_path)
+
+
+def _remove(tmp: str, storage_options: dict) -> None:
+    fs, path = _fs(tmp, storage_options)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        fs.rm(path, recursive=True)
+
+
+def read_trajectory(source: str, offset: int, length: int, storage_options: dict | None = None):
+    """One trajectory of a score table's row, read by its byte range from the run wherever it
+    is (the row's ``source``: a path or fsspec URL), for replay without importing the run."""
+    from .importers import canonical
+    from .importers._common import RecordError, decode_json_line
+
+    fs, path = _fs(source, dict(storage_options or {}))
+    with fs.open(path, "rb") as fh:
+        fh.seek(offset)
+        raw = fh.read(length)
+    obj = decode_json_line(raw)
+    if isinstance(obj, RecordError):
+        raise InputError(f"bytes {offset:,}+{length:,} hold no record ({obj.message}): the run changed since it "
+                         "was scored", source=source)
+    try:
+        return canonical.parse_trajectory(obj)
+    except RecordError as exc:
+        raise InputError(exc.message, source=source, record_id=exc.record_id) from exc
+
+
+def read_table(out: str, storage_options: dict | None = None):
+    """The score table written at ``out`` (every run), as a pyarrow Table with ``run_key``."""
+    import pyarrow.dataset as ds
+
+    fs, path = _fs(out, dict(storage_options or {}))
+    return ds.dataset(f"{path}/{TABLE_DIR}", filesystem=fs, format="parquet", partitioning="hive").to_table()
+
+
+# --- reading a score table back (the app's Score tables page) ----------------------------------
+
+
+def open_table(out: str, storage_options: dict | None = None) -> list[tuple[str, dict]]:
+    """The runs of a score table: (run key, its ``score --json`` object from ``summary.json``).
+    Refused when absent: not a score table, or one still being written."""
+    fs, path = _fs(out, dict(storage_options or {}))
+    try:
+        with fs.open(f"{path.rstrip('/')}/{SUMMARY_FILE}", "rb") as fh:
+            summaries = json.loads(fh.read())
+        with fs.open(f"{path.rstrip('/')}/{KEYS_FILE}", "rb") as fh:
+            keys = json.loads(fh.read())
+    except FileNotFoundError as exc:
+        raise InputError(f"no {SUMMARY_FILE}: not a score table written by score --out, or one still being "
+                         "written", source=out) from exc
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {SUMMARY_FILE}: {exc}", source=out) from exc
+    if not isinstance(summaries, list) or not all(isinstance(s, dict) and "run_id" in s for s in summaries) \
+            or not isinstance(keys, list) or len(keys) != len(summaries):
+        raise InputError(f"{SUMMARY_FILE} is not a list of run summaries, one per run key", source=out)
+    return list(zip(map(str, keys), summaries))
+
+
+def table_run(out: str, run_key: str, storage_options: dict | None = None):
+    """One run's rows of a score table (a pyarrow Table, in file order)."""
+    import pyarrow.dataset as ds
+
+    fs, path = _fs(out, dict(storage_options or {}))
+    data = ds.dataset(f"{path.rstrip('/')}/{TABLE_DIR}", filesystem=fs, format="parquet", partitioning="hive")
+    return data.to_table(filter=ds.field("run_key") == run_key)
+
+
+def table_summary(rows, group: str):
+    """``aggregate.summarize`` over a score table's rows (what the charts draw from)."""
+    from .aggregate import ScoreColumns, summarize
+
+    cols = rows.select(list(SCORE_FIELDS)).to_pydict()
+    return summarize(ScoreColumns.build(*(cols[c] for c in SCORE_FIELDS)), group=group)
+
+
+def run_header(source: str, storage_options: dict | None = None):
+    """The header of the run a score table row points at (its capture limit and taxonomy, for
+    replaying its calls' capture evidence)."""
+    from .importers import canonical
+
+    plan = plan_run(source, storage_options)
+    return canonical.parse_header(_decode_header(plan.header_line, source, plan.first_line), source)

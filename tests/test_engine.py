@@ -1,0 +1,506 @@
+"""The Dask engine (scoring.engine, ``score --engine dask``): the same results as the local path.
+
+Unit tests run the engine's task functions in this process (a graph executed by hand); the
+``dask``-marked tests start a real scheduler and two single-threaded workers on 127.0.0.1
+(and a moto S3 server), and always tear them down.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from scoring import engine, ingest
+from scoring.cli import main
+from scoring.ingest import ROW_COLUMNS
+from scoring.report import evaluate
+from scoring.store import Workspace
+
+from .conftest import ROOT, SAMPLES
+
+OBSERVED = SAMPLES / "observed-m1.jsonl"
+COMPARE = SAMPLES / "compare-m2.jsonl"
+FIELDS = ("run_key",) + ROW_COLUMNS
+
+
+def cli(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None, payloads=None) -> list[engine.RunResult]:
+    """The engine's graph executed in this process, task by task, with the table written to
+    ``tmp / 'out'`` (what the cluster does, without one)."""
+    out, results = tmp / "out", []
+    for i, p in enumerate(paths):
+        plan = engine.plan_run(str(p), None, str(payloads[i]) if payloads else None)
+        blocks = [engine.score_block(plan, s, e, reclassifier) for s, e in engine.block_bounds(plan, block_bytes)]
+        res = engine.finish_run(plan, engine.file_sha256(plan), reclassifier, *map(engine.digest, blocks))
+        assert res.error is None, res.error
+        assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
+        results.append(res)
+    return results
+
+
+def table_rows(out: Path | str, run_key: str, storage_options=None) -> list[tuple]:
+    rows = engine.read_table(str(out), storage_options).to_pylist()
+    return [tuple(r[c] for c in FIELDS) for r in rows if r["run_key"] == run_key]
+
+
+def workspace_rows(tmp: Path, path: Path, payloads: Path | None = None) -> tuple[str, list[tuple]]:
+    ws = Workspace(tmp / "ws.db")
+    key = ws.import_run(path, payloads=payloads).run_key
+    return key, [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
+
+
+def local_json(*paths: Path, auto_payloads: bool = False) -> list[dict]:
+    """The local path's ``score --json`` objects (without a side log found beside a run, unless
+    ``auto_payloads``: the engine's functions are given side logs explicitly)."""
+    res = cli("score", *map(str, paths), "--json", *(() if auto_payloads else ("--no-auto-payloads",)))
+    assert res.exit_code == 0, res.output
+    return [json.loads(line) for line in res.stdout.splitlines()]
+
+
+# --- the split convention and the final stage, without a cluster ------------------------------
+
+
+def test_nominal_ranges_own_every_line_exactly_once():
+    """Blocks own the lines that start in their range: together they hold every byte after the
+    header once, at any block size (lines longer than a block, blank lines, CRLF, no final
+    newline)."""
+    header = b'{"record":"run"}\n'
+    body = b"".join([b"a\n", b"\n", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n", b"cc\r\n", b"\n", b"\n", b"d" * 300 + b"\n",
+                     b"e\n", b"ffff"])
+    data = header + body
+    plan = engine.RunPlan("mem", "mem", header.rstrip(), 1, len(header), len(data), {})
+    for block in (1, 2, 3, 5, 7, 16, 64, 299, 300, 301, 10_000):
+        pieces = [engine.read_owned(io.BytesIO(data), s, e, s == plan.header_end)
+                  for s, e in engine.block_bounds(plan, block)]
+        assert b"".join(d for _, d in pieces) == body, block
+        pos = len(header)
+        for offset, chunk in pieces:
+            if chunk:
+                assert offset == pos, block  # each piece starts where the last one stopped
+                pos += len(chunk)
+        assert sum(d.count(b"\n") for _, d in pieces) == body.count(b"\n")
+
+
+@pytest.mark.parametrize("block_bytes", [4096, 1 << 16])
+def test_blocks_equal_the_local_summary_and_the_workspace_rows(tmp_path, block_bytes):
+    """Many small blocks (the workspace scores this sample as one): the summary is the local
+    ``score --json`` object key for key, and the table's rows are the workspace's, line numbers
+    and byte offsets included."""
+    (res,) = run_inline([OBSERVED], tmp_path, block_bytes)
+    assert res.summary == local_json(OBSERVED)[0]
+    key, rows = workspace_rows(tmp_path, OBSERVED)
+    assert res.run_key == key
+    assert table_rows(tmp_path / "out", key) == rows
+
+
+def test_a_table_row_replays_its_trajectory_from_the_run(tmp_path):
+    """Replay without an import: a row's byte range, read where its ``source`` says, holds its
+    trajectory; a run changed since is reported, not misread."""
+    run = tmp_path / "run.jsonl"
+    shutil.copyfile(OBSERVED, run)
+    run_inline([run], tmp_path, 1 << 16)
+    rows = engine.read_table(str(tmp_path / "out")).to_pylist()
+    for row in rows[::97]:
+        t = engine.read_trajectory(row["source"], row["offset"], row["length"])
+        assert t.id == row["trajectory_id"] and len(t.tool_calls) == row["tool_call_count"]
+    run.write_bytes(b" " * 7 + OBSERVED.read_bytes())
+    with pytest.raises(engine.InputError, match="the run changed since it was scored"):
+        engine.read_trajectory(rows[5]["source"], rows[5]["offset"], rows[5]["length"])
+
+
+def test_a_run_of_only_a_header_scores_as_locally(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(OBSERVED.read_bytes().split(b"\n", 1)[0] + b"\n")
+    (res,) = run_inline([path], tmp_path, 1 << 16)
+    assert res.summary == local_json(path)[0] and res.summary["trajectories"] == 0
+
+
+@pytest.mark.parametrize("block_bytes", [8192, 1 << 22])
+def test_with_the_side_log_blocks_equal_the_local_summary_and_the_workspace_rows(tmp_path, block_bytes):
+    """Each block joins its share of the side log; the final stage refuses what no block took:
+    the local ``score --payloads --json`` object key for key (recapture report included) and
+    the workspace's rows."""
+    side = SAMPLES / "observed-m1.payloads.jsonl"
+    (res,) = run_inline([OBSERVED], tmp_path, block_bytes, payloads=[side])
+    local = cli("score", str(OBSERVED), "--payloads", str(side), "--json")
+    assert res.summary == json.loads(local.stdout)
+    assert res.summary["recapture"]["applied"] > 0 and res.summary["unscored"] == 24
+    ws = Workspace(tmp_path / "ws.db")
+    key = ws.import_run(OBSERVED, payloads=side).run_key
+    assert res.run_key == key
+    assert table_rows(tmp_path / "out", key) == [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
+
+
+def test_side_log_payloads_no_call_takes_are_refused_once(tmp_path):
+    """A payload for a call no block has is refused once (not once per block), as locally."""
+    side = tmp_path / "side.jsonl"
+    lines = (SAMPLES / "observed-m1.payloads.jsonl").read_text().splitlines()
+    extra = json.loads(lines[0])
+    extra["call_index"] = 99
+    side.write_text("\n".join(lines + [json.dumps(extra), "not json"]) + "\n")
+    (res,) = run_inline([OBSERVED], tmp_path, 8192, payloads=[side])
+    local = json.loads(cli("score", str(OBSERVED), "--payloads", str(side), "--json").stdout)
+    assert res.summary == local
+    assert len(local["recapture"]["rejected"]) >= 2
+
+
+def _with_duplicates(tmp_path: Path) -> Path:
+    lines = OBSERVED.read_bytes().splitlines(keepends=True)[:120]
+    # Record 3 again near the end; record 50 again right after itself.
+    lines = lines[:51] + [lines[50]] + lines[51:] + [lines[3]]
+    path = tmp_path / "dups.jsonl"
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+@pytest.mark.parametrize("block_bytes", [2048, 1 << 20])
+def test_ids_seen_twice_are_settled_as_the_workspace_does(tmp_path, monkeypatch, block_bytes):
+    """Both copies of a duplicated id are refused, whether the two copies fall in one block or
+    two: the same rows as the workspace, the same rejected lines and counts as the local path;
+    where the blocks are the workspace's (one block here), the same summary to the letter."""
+    path = _with_duplicates(tmp_path)
+    monkeypatch.setattr(ingest, "BLOCK_BYTES", block_bytes)  # the workspace's blocks, the same size
+    (res,) = run_inline([path], tmp_path, block_bytes)
+    key, rows = workspace_rows(tmp_path, path)
+    assert table_rows(tmp_path / "out", key) == rows
+    if block_bytes > path.stat().st_size:
+        from scoring.store import evaluation
+
+        assert res.summary == evaluation(Workspace(tmp_path / "ws.db"), key).as_dict()
+    local = local_json(path)[0]
+    assert res.summary["rejected"] == 4 and res.summary["trajectories"] == 117
+    located = lambda d: sorted((r["line"], r["record_id"]) for r in d["rejected_records"])  # noqa: E731
+    assert located(res.summary) == located(local)
+    assert {k: v for k, v in res.summary.items() if k != "rejected_records"} == \
+        {k: v for k, v in local.items() if k != "rejected_records"}
+
+
+def test_a_block_that_raises_is_located_by_line(tmp_path):
+    plan = engine.plan_run(str(OBSERVED))
+    spec = "tests.plugin_classifiers:raises"
+    blocks = [engine.score_block(plan, s, e, spec) for s, e in engine.block_bounds(plan, 1 << 16)]
+    res = engine.finish_run(plan, engine.file_sha256(plan), spec, *map(engine.digest, blocks))
+    assert res.error_line == 81  # the first record the local path's classifier fails on (observed-m1-t00079)
+    assert res.error.startswith(f"{OBSERVED}:81: ") and "model endpoint unreachable" in res.error
+
+
+def test_other_formats_are_refused_with_the_file_named(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text('{"messages": []}\n')
+    with pytest.raises(engine.InputError, match="canonical runs"):
+        engine.plan_run(str(path))
+
+
+def test_cli_refuses_what_the_dask_engine_does_not_support():
+    res = cli("score", str(OBSERVED), "--engine", "dask", "--inspect-verdict", "harm=C")
+    assert res.exit_code == 2 and "--engine dask scores canonical runs" in res.output
+
+
+def test_a_missing_file_is_named_before_any_cluster_starts(tmp_path):
+    res = cli("score", str(tmp_path / "nope.jsonl"), "--engine", "dask")
+    assert res.exit_code == 2 and "nope.jsonl: no such file" in res.output
+
+
+def test_an_existing_output_is_never_overwritten(tmp_path):
+    (tmp_path / "table").mkdir()
+    (tmp_path / "table" / "keep.txt").write_text("x")
+    with pytest.raises(engine.InputError, match="already exists"):
+        engine._prepare_out(str(tmp_path / "table"), {})
+    assert [p.name for p in tmp_path.iterdir()] == ["table"]
+
+
+@pytest.mark.dask
+def test_without_a_scheduler_a_local_cluster_scores_like_the_local_path():
+    """The real command, in a fresh process: ``--engine dask`` alone starts a LocalCluster of
+    two workers on this machine and prints the local path's JSON."""
+    proc = subprocess.run([sys.executable, "-m", "scoring", "score", str(OBSERVED), "--engine", "dask", "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == local_json(OBSERVED, auto_payloads=True)[0]
+
+
+# --- on a real cluster ------------------------------------------------------------------------
+
+WAIT_S = 90
+
+
+def _tool(name: str) -> str:
+    found = Path(sys.executable).parent / name
+    return str(found) if found.exists() else shutil.which(name) or name
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1, started for the tests."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.procs, self.workers = tmp, [], {}
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "LITMUS_TEST_CLASSIFIER_DELAY_S": "0.2",
+                    "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "3"}
+        sched_file = tmp / "scheduler.json"
+        self.procs.append(self._start([_tool("dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                                       "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
+                                      "scheduler"))
+        deadline = time.monotonic() + WAIT_S
+        while not (sched_file.exists() and sched_file.stat().st_size):
+            if time.monotonic() > deadline or self.procs[0].poll() is not None:
+                raise RuntimeError("the dask scheduler did not start: " + self.log("scheduler"))
+            time.sleep(0.2)
+        time.sleep(0.2)
+        self.address = json.loads(sched_file.read_text())["address"]
+
+    def _start(self, cmd: list[str], name: str) -> subprocess.Popen:
+        log = (self.tmp / f"{name}.log").open("wb")
+        return subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def log(self, name: str) -> str:
+        return (self.tmp / f"{name}.log").read_text(errors="replace")[-2000:]
+
+    def add_worker(self, name: str) -> subprocess.Popen:
+        proc = self._start([_tool("dask"), "worker", self.address, "--nthreads", "1", "--no-nanny",
+                            "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--memory-limit", "0",
+                            "--name", name, "--death-timeout", "60"], name)
+        self.procs.append(proc)
+        self.workers[name] = proc
+        return proc
+
+    def wait_for_workers(self, n: int) -> None:
+        from dask.distributed import Client
+
+        with Client(self.address, timeout=WAIT_S) as client:
+            client.wait_for_workers(n, timeout=WAIT_S)
+
+    def close(self) -> None:
+        """Every process this cluster started, ended: asked first (SIGTERM), killed after 5 s."""
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("dask"))
+    try:
+        c.add_worker("w1")
+        c.add_worker("w2")
+        c.wait_for_workers(2)
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def generated(generator, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("gen") / "large.jsonl"
+    generator.main(["--large", "3000", "--out", str(path)])
+    return path
+
+
+@pytest.mark.dask
+def test_a_cluster_scores_like_the_local_path_and_writes_the_workspace_rows(cluster, generated, tmp_path):
+    """Three runs (the bundled samples and a generated run) in one graph on two workers: the
+    summaries equal the local ``score --json`` key for key (also in summary.json), and the
+    Parquet table's rows equal the workspace's."""
+    paths = [OBSERVED, COMPARE, generated]
+    out = tmp_path / "table"
+    res = cli("score", *map(str, paths), "--scheduler", cluster.address, "--out", str(out), "--json",
+              "--block-bytes", str(1 << 17))
+    assert res.exit_code == 0, res.output
+    dask_json = [json.loads(line) for line in res.stdout.splitlines()]
+    assert dask_json == local_json(*paths, auto_payloads=True)  # both pair the samples' side logs
+    sides = [p.with_name(p.stem + ".payloads.jsonl") for p in paths]
+    assert [d["side_log"]["source"] for d in dask_json] == list(map(str, sides))
+    assert json.loads((out / "summary.json").read_text()) == dask_json
+    for i, path in enumerate(paths):
+        (tmp_path / f"ws{i}").mkdir()
+        key, rows = workspace_rows(tmp_path / f"ws{i}", path, sides[i])
+        assert table_rows(out, key) == rows, path
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    # Side logs given explicitly (each block joins its share; the recapture report is the local one).
+    side_args = [x for s in sides[:2] for x in ("--payloads", str(s))]
+    res = cli("score", str(OBSERVED), str(COMPARE), *side_args, "--scheduler", cluster.address, "--json",
+              "--block-bytes", str(1 << 17))
+    assert res.exit_code == 0, res.output
+    local = cli("score", str(OBSERVED), str(COMPARE), *side_args, "--json")
+    assert res.stdout == local.stdout and local.exit_code == 0
+
+
+@pytest.mark.dask
+def test_exit_status_is_the_worst_met_and_every_run_is_reported(cluster, tmp_path):
+    """As the local engine: a run whose every record was rejected is exit 2, a threshold
+    exceeded 3; 2 outranks 3, and every run is printed either way."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(OBSERVED.read_bytes().split(b"\n", 1)[0] + b"\n{\"record\": \"trajectory\"}\n")
+    args = ["--scheduler", cluster.address, "--json", "--no-auto-payloads"]
+    res = cli("score", str(OBSERVED), *args, "--fail-on-unscored", "0.01")
+    assert res.exit_code == 3 and "fail-on-unscored: observed-m1: UNSCORED or rejected" in res.stderr
+    res = cli("score", str(bad), str(OBSERVED), *args, "--fail-on-unscored", "0.01")
+    assert res.exit_code == 2 and len(res.stdout.splitlines()) == 2
+    assert "every one of its 1 records was rejected" in res.stderr and "fail-on-unscored" in res.stderr
+    local = cli("score", str(bad), str(OBSERVED), "--json", "--no-auto-payloads", "--fail-on-unscored", "0.01")
+    assert (local.exit_code, local.stdout) == (res.exit_code, res.stdout)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    port = _free_port()
+    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
+    proc = subprocess.Popen([_tool("moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=log,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("moto_server did not start") from None
+                time.sleep(0.2)
+        yield {"endpoint_url": url, "key": "testing", "secret": "testing"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.dask
+def test_a_run_in_s3_is_read_by_the_workers(cluster, s3, tmp_path):
+    """The run is in a bucket (a local moto server): the workers read its blocks through s3fs,
+    the client only its header and size; the table can go to the bucket too."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3)
+    fs.mkdir("runs")
+    fs.put(str(OBSERVED), "runs/nightly/observed-m1.jsonl")
+    url = "s3://runs/nightly/observed-m1.jsonl"
+    options = [x for k, v in s3.items() for x in ("--storage-option", f"{k}={v}")]
+    res = cli("score", url, "--scheduler", cluster.address, "--json", "--block-bytes", str(1 << 16),
+              "--out", "s3://runs/tables/nightly", *options)
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.stdout)
+    want = local_json(OBSERVED)[0]
+    assert got["source"] == url
+    # Only where the run is differs: its source names the URL (rows and rejections too).
+    assert {**got, "source": None} == {**want, "source": None}
+    key, rows = workspace_rows(tmp_path, OBSERVED)
+    s_col = FIELDS.index("offset")  # rows are equal field for field, byte offsets included
+    assert table_rows("s3://runs/tables/nightly", key, s3) == rows and rows[0][s_col] > 0
+    assert json.loads(fs.cat("runs/tables/nightly/summary.json")) == [got]
+    row = engine.read_table("s3://runs/tables/nightly", s3).to_pylist()[1234]
+    assert row["source"] == url  # replayed through s3fs, by byte range
+    assert engine.read_trajectory(row["source"], row["offset"], row["length"], s3).id == row["trajectory_id"]
+
+
+@pytest.mark.dask
+def test_a_block_that_raises_leaves_no_table(cluster, tmp_path):
+    out = tmp_path / "table"
+    res = cli("score", str(OBSERVED), "--scheduler", cluster.address, "--out", str(out), "--block-bytes",
+              str(1 << 16), "--classifier", "tests.plugin_classifiers:raises", "--no-auto-payloads")
+    assert res.exit_code == 2, res.output
+    assert re.search(rf"{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable", res.output), res.output
+    assert "Traceback" not in res.output
+    assert list(tmp_path.iterdir()) == []  # neither the table nor its temporary directory
+
+
+@pytest.mark.dask
+def test_a_worker_killed_mid_graph_changes_nothing(cluster, tmp_path):
+    """A third worker joins, holds scored blocks, and is killed (SIGKILL) while the graph runs:
+    its blocks are scored again elsewhere, nothing is counted twice, the summary and the table
+    are what the local path and the workspace give."""
+    from dask.distributed import Client
+
+    spec = "tests.plugin_classifiers:slow_ssh_keys"  # slowed on the workers only
+    victim = cluster.add_worker("victim")
+    cluster.wait_for_workers(3)
+    out = tmp_path / "table"
+    with Client(cluster.address, timeout=WAIT_S) as client:
+        addr = next(a for a, w in client.scheduler_info()["workers"].items() if w.get("name") == "victim")
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            job = pool.submit(engine.score_runs, [str(OBSERVED)], client, out=str(out), block_bytes=1 << 15,
+                              reclassifier=spec)
+            deadline = time.monotonic() + WAIT_S
+            held: list = []
+            while not held:
+                assert not job.done(), "the graph finished before the victim held a block"
+                assert time.monotonic() < deadline, "the victim never held a block"
+                held = [k for k in client.has_what().get(addr, ()) if "litmus-block" in str(k)]
+                time.sleep(0.05)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=30)
+            (res,) = job.result(timeout=300)
+        # The scheduler's record: a block the victim held was computed again, on another worker.
+        story = client.story(*held)
+        done = [e[1] for e in story if e[3] == "memory"]  # (who, key, from, to, …)
+        assert any(done.count(key) >= 2 for key in held), story[:20]
+    ws = Workspace(tmp_path / "ws.db")
+    key = ws.import_run(OBSERVED, reclassifier=spec).run_key
+    from scoring.store import evaluation
+
+    assert res.summary == evaluate(OBSERVED, reclassifier=spec).as_dict()
+    # (The workspace reports its run key, which folds in the classifier, as content_sha256.)
+    assert {**res.summary, "content_sha256": key} == evaluation(ws, key).as_dict()
+    assert res.run_key == key
+    assert table_rows(out, key) == [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
+
+
+PROVENANCE = {"source", "format", "content_sha256", "file_sha256", "original_name", "side_log", "rejected",
+              "rejected_records", "records_seen"}
+"""What differs by construction between a real log imported into a workspace and its canonical
+copy scored by the engine: where it was read from, its hashes, and the conversion's rejections
+(kept beside the copy by the workspace, absent from the copy)."""
+
+
+@pytest.mark.real
+def test_real_logs_converted_to_canonical_score_the_same(shared_real, tmp_path):
+    """Every real log, converted to canonical JSONL by a workspace import, scored by the
+    engine from that copy in small blocks: the same rates, counts and intervals as the
+    workspace's, and the same rows."""
+    from scoring.store import evaluation
+
+    ws = Workspace(tmp_path / "ws.db")
+    logs = [p for p in sorted(shared_real.rglob("*")) if p.suffix in (".json", ".jsonl", ".eval")
+            and "r_judge" not in str(p) and ".cont-" not in p.name]
+    keys = list(dict.fromkeys(ws.import_run(p).run_key for p in logs))
+    assert len(keys) >= 9
+    for i, key in enumerate(keys):
+        run = ws.run(key)
+        (res,) = run_inline([Path(run["stored_path"])], tmp_path / f"r{i}", 4096)
+        want = evaluation(ws, key).as_dict()
+        assert {k: v for k, v in res.summary.items() if k not in PROVENANCE} == \
+            {k: v for k, v in want.items() if k not in PROVENANCE}, run["source"]
+        rows = [tuple(r[c] for c in ROW_COLUMNS) for r in ws.trajectory_rows(key)]
+        got = [r[1:] for r in table_rows(tmp_path / f"r{i}" / "out", res.run_key)]
+        assert got == rows, run["source"]
