@@ -9,8 +9,8 @@ import json
 import threading
 import zipfile
 from dataclasses import dataclass
-from typing import Callable
 from datetime import datetime, timezone
+from typing import Callable
 
 import pandas as pd
 import plotly.graph_objects as go

@@ -16,29 +16,13 @@ import streamlit as st
 from pages._shared.inert import md, reveal_id  # noqa: F401 - md: the pages' one escaping helper
 from scoring.capture import Capture
 from scoring.model import HarnessVerdict, ToolCall, Trajectory
+from scoring.text import is_invisible
 from scoring.text import reveal as reveal_text
 
 #: How many characters of one text field are drawn before "show all" is needed.
 PREVIEW_CHARS = 4_000
 #: Beyond this the full text is offered as a download rather than drawn.
 MAX_DRAWN_CHARS = 400_000
-
-_INVISIBLE_RANGES = (
-    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x2069), (0xFEFF, 0xFEFF),
-    (0x00AD, 0x00AD), (0x180E, 0x180E), (0xFFF9, 0xFFFB),
-)
-
-
-def _is_invisible(ch: str) -> bool:
-    o = ord(ch)
-    if ch in "\n\t":
-        return False
-    if o < 0x20 or 0x7F <= o < 0xA0:
-        return True
-    if any(lo <= o <= hi for lo, hi in _INVISIBLE_RANGES):
-        return True
-    return unicodedata.category(ch) in ("Cf", "Co", "Cs")
-
 
 def reveal(text: str) -> tuple[str, int]:
     """The text with every invisible or control character shown as ⟨U+XXXX⟩, and their count
@@ -51,7 +35,7 @@ def reveal_name(name: str) -> str:
     shown, _ = reveal(name)
     # Visible non-ASCII characters (a Cyrillic "а" in "bаsh") are named; invisible ones are
     # already spelled out by reveal, whose ⟨⟩ marks are not the name's own.
-    visible = [ch for ch in dict.fromkeys(name) if not ch.isascii() and not _is_invisible(ch)]
+    visible = [ch for ch in dict.fromkeys(name) if not ch.isascii() and not is_invisible(ch)]
     if not visible:
         return shown
     marks = ", ".join(f"{ch!r}=U+{ord(ch):04X} {unicodedata.name(ch, '?')}" for ch in visible)
