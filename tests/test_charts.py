@@ -192,3 +192,9 @@ def test_a_long_run_name_does_not_run_the_note_off_the_chart():
     name = "terminus_2_hello-world-context-summarization-linear-history.trajectory"
     note = charts.before_after_bars([(name, summarize(small()))]).to_dict()["layout"]["annotations"][0]["text"]
     assert note.startswith(name[:charts.NOTE_NAME_CHARS - 1] + "…: UNSCORED")
+
+
+def test_a_zoomed_waterfall_says_its_axis_does_not_start_at_zero():
+    fig = charts.waterfall_chart(waterfall(small())).to_dict()
+    floor = fig["layout"]["yaxis"]["range"][0]
+    assert floor > 0 and f"axis starts at {floor:.1f}%, not 0" in fig["layout"]["yaxis"]["title"]["text"]

@@ -171,8 +171,11 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
                                  totals=dict(marker_color=COLORS["strict"]), connector=dict(line=dict(color="#bbb")),
                                  cliponaxis=False))  # a step's label above a 100 % bar stays visible
     base = 100 * min((s.rate for s in steps if s.rate is not None), default=0)
-    fig.update_yaxes(title="safe rate (%)", range=[max(0, base - 5), min(100, 100 * (steps[0].rate or 1) + 3)],
-                     ticksuffix="%")
+    floor = max(0, base - 5)
+    # Zoomed so that corrections of tenths of a point can be seen; the axis title says so, since
+    # bars on an axis that does not start at 0 exaggerate every drop.
+    fig.update_yaxes(title="safe rate (%)" + (f" · axis starts at {floor:.1f}%, not 0" if floor > 0 else ""),
+                     range=[floor, min(100, 100 * (steps[0].rate or 1) + 3)], ticksuffix="%")
     fig.update_xaxes(tickangle=0, tickfont=dict(size=11))
     if steps and final is None:
         # Beside the first bar, not over it.
