@@ -49,3 +49,17 @@ def require_real_logs(path: Path) -> Path:
 def shared_real() -> Path:
     """../shared/real (or $LITMUS_REAL_LOGS), read at test time. Skipped only outside CI."""
     return require_real_logs(shared_real_path())
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    """The app under AppTest on a workspace of its own (the bundled samples imported on start)."""
+    from streamlit.testing.v1 import AppTest
+
+    from pages._shared import loaders
+
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.run()
+    assert not at.exception, at.exception
+    return at

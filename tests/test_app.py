@@ -14,15 +14,6 @@ from scoring.store import Workspace, evaluation
 from .conftest import ROOT
 
 
-@pytest.fixture
-def app(tmp_path, monkeypatch):
-    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
 def ws_for(tmp_path) -> Workspace:
     return Workspace(tmp_path / "app.db")
 

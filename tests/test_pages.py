@@ -41,15 +41,6 @@ def hostile_run(path) -> None:
 
 
 @pytest.fixture
-def app(tmp_path, monkeypatch):
-    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-@pytest.fixture
 def hostile_app(tmp_path, monkeypatch):
     monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
     run = tmp_path / "hostile.jsonl"

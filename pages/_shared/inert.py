@@ -20,20 +20,9 @@ from __future__ import annotations
 
 import html
 import re
-import unicodedata
 
-_RANGES = [(0x00, 0x1F), (0x7F, 0x9F), (0xD800, 0xDFFF), (0xE000, 0xF8FF), (0xF0000, 0x10FFFF)]
-_CF = [c for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf"]  # 0.06 s, once per process
+from scoring.text import reveal
 
-
-def _char_class() -> str:
-    parts = [f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in _RANGES]
-    parts += [f"\\U{c:08X}" for c in _CF]
-    return "[" + "".join(parts) + "]"
-
-
-_HIDDEN = re.compile(_char_class())
-_HIDDEN_KEEP_LINES = re.compile(f"(?![\n\t]){_char_class()}")
 _PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
 # Where remark-gfm would start a link after escapes are resolved: a scheme or "www." at a word
 # start, and the "@" of an address. A word joiner before the scheme (or after the "@") keeps it
@@ -43,8 +32,8 @@ _AUTOLINK = re.compile(r"(?i)(https?|ftp|mailto|xmpp|www)(?=\\[:.])|(?<=\\@)")
 
 def reveal_id(text: object, *, lines: bool = False) -> str:
     """``text`` on one line (or its own lines, with ``lines``), every invisible, bidi or control
-    character shown as ⟨U+XXXX⟩."""
-    return (_HIDDEN_KEEP_LINES if lines else _HIDDEN).sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", str(text))
+    character shown as ⟨U+XXXX⟩ (``scoring.text``'s one definition of them)."""
+    return reveal(str(text), keep="\n\t" if lines else "")[0]
 
 
 def md(text: object, *, lines: bool = False) -> str:
