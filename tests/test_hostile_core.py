@@ -550,17 +550,9 @@ def test_f_aggregates_csv_cells_cannot_be_formulas(tmp_path):
 
 
 @pytest.fixture
-def runs_page(tmp_path, monkeypatch):
-    from streamlit.testing.v1 import AppTest
-
-    from pages._shared import loaders
-
-    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.run()
-    assert not at.exception, at.exception
-    at.switch_page("pages/runs.py").run()
-    return at
+def runs_page(app):
+    app.switch_page("pages/runs.py").run()
+    return app
 
 
 def test_d_the_app_refuses_a_fifo_path_without_waiting_on_it(runs_page, tmp_path):

@@ -102,3 +102,12 @@ def wait_app(page, text: str | None = None, timeout: int = 60_000) -> None:
     # Streamlit shows a running indicator while the script runs; wait for it to settle.
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+
+
+def set_reviewer(page, name: str) -> None:
+    """On the Review page: type a reviewer name, press Enter, and wait until it is set."""
+    field = page.get_by_label("Reviewer (required to label)")
+    field.fill(name)
+    field.press("Enter")
+    page.get_by_text(f"Reviewer: {name}").first.wait_for(timeout=30_000)
+    wait_app(page)

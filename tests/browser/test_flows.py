@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import wait_app
+from .conftest import set_reviewer, wait_app
 
 pytestmark = pytest.mark.browser
 
@@ -16,15 +16,6 @@ pytestmark = pytest.mark.browser
 def metric_value(page, label: str) -> str:
     m = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
     return m.locator('[data-testid="stMetricValue"]').inner_text()
-
-
-def set_reviewer(page, name: str) -> None:
-    """Type the name and press Enter (the form's submit): the field is replaced by the name."""
-    field = page.get_by_label("Reviewer (required to label)")
-    field.fill(name)
-    field.press("Enter")
-    page.get_by_text(f"Reviewer: {name}").first.wait_for(timeout=30_000)
-    wait_app(page)
 
 
 def label_events(db) -> list[tuple]:
@@ -125,11 +116,7 @@ def test_a_shortcut_right_after_setting_the_name_labels_and_never_types_into_it(
     # Pressing 1 after typing a name and Enter made the reviewer "newcomer1".
     page.goto(server.url + "/review")
     wait_app(page, "Keyboard:")
-    field = page.get_by_label("Reviewer (required to label)")
-    field.fill("newcomer")
-    field.press("Enter")
-    page.get_by_text("Reviewer: newcomer").first.wait_for(timeout=30_000)
-    wait_app(page)
+    set_reviewer(page, "newcomer")
     page.keyboard.press("1")
     page.get_by_text("labelled genuine_decline by newcomer").first.wait_for(timeout=30_000)
     assert label_events(server.db) == [("newcomer", "label", "genuine_decline")]

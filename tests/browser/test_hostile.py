@@ -12,7 +12,7 @@ import pytest
 
 from scoring.store import Workspace
 
-from .conftest import Server, wait_app
+from .conftest import Server, set_reviewer, wait_app
 
 pytestmark = pytest.mark.browser
 
@@ -147,11 +147,7 @@ def test_names_ids_and_labels_the_data_wrote_are_inert_everywhere(tmp_path, page
         # The label toast names the trace inertly.
         page.goto(server.url + "/review")
         wait_app(page, "Keyboard:")
-        field = page.get_by_label("Reviewer (required to label)")
-        field.fill("alice")
-        field.press("Enter")
-        page.get_by_text("Reviewer: alice").first.wait_for(timeout=30_000)
-        wait_app(page)
+        set_reviewer(page, "alice")
         page.keyboard.press("3")
         page.get_by_text("labelled early_stop by alice").first.wait_for(timeout=30_000)
         assert no_offsite_links(page) == []
