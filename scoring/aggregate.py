@@ -17,8 +17,8 @@ the estimate t × ĥ (``TruncationEstimate``). Intervals are 95 % Wilson score i
 where a task appears more than once, cluster-robust intervals by task (Miller 2024, "Adding
 Error Bars to Evals"). Both are computed in closed form, each held equal to statsmodels
 (``proportion_confint``; OLS with a cluster covariance) by a property test: they rerun with every
-label, and the library calls cost ~0.4 s for the three rates of a 200 k run plus 0.6 s of
-import on a cold page (profiled).
+label, and the library calls (and their import on a cold page) were most of a render when
+profiled.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class Summary:
 def wilson(successes: int, n: int) -> Interval | None:
     """Wilson score interval at 95 %: statsmodels' ``proportion_confint(method="wilson")``
     written out (a test holds the two equal), because importing statsmodels.stats.proportion
-    cost 0.6 s of every cold page load for five lines of arithmetic."""
+    cost a large share of every cold page load for five lines of arithmetic (benches/RESULTS.md)."""
     if n == 0:
         return None
     p = successes / n
@@ -136,9 +136,8 @@ def clustered(outcomes: Sequence[bool], clusters: Sequence[str]) -> Interval | N
     The CLT-based standard error of Miller (2024), eq. 4, with the usual small-sample
     correction: what statsmodels' OLS of the outcome on a constant gives with a cluster
     covariance (a test holds the two equal). For a constant-only model that sandwich is
-    sum over tasks of (sum of residuals)^2 / n^2, times G/(G-1); computed directly it takes
-    milliseconds at 200 k trajectories where the three OLS fits took ~0.4 s, and it reruns with every
-    label.
+    sum over tasks of (sum of residuals)^2 / n^2, times G/(G-1); computed directly it costs a
+    small fraction of the three OLS fits, and it reruns with every label.
     """
     return _clustered(np.asarray(outcomes, dtype=float), _codes(clusters))
 
@@ -199,9 +198,9 @@ def _objects(values: Iterable) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class ScoreColumns:
     """What the aggregates read of a run's scores, one array per field: the cheap view of a
-    run. The store keeps a copy beside each run's rows (0.11–0.16 s to read for 200 k
-    trajectories, against 1.4–1.6 s for the score objects); every aggregate turns score
-    objects into it first, so there is one way to aggregate."""
+    run. The store keeps a copy beside each run's rows (several times cheaper to read than the
+    score objects); every aggregate turns score objects into it first, so there is one way to
+    aggregate."""
 
     ids: np.ndarray
     """Trajectory ids (objects): reviewers' labels are keyed by them."""

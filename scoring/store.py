@@ -149,9 +149,8 @@ def _m3(db: sqlite_utils.Database) -> None:
 
 
 def _m4(db: sqlite_utils.Database) -> None:
-    # What the aggregates read of a run, written beside its rows at import: reading 200 k rows
-    # back into Python took 0.3–0.5 s of every first render of a run. Runs imported before get
-    # theirs here, from their rows (once: 1.0 s for a workspace of one 200 k-trajectory run).
+    # What the aggregates read of a run, written beside its rows at import: reading every row
+    # back into Python was most of a run's first render.
     # (Schema 4 also wrote the copies of runs imported before it; schema 5 rescores every run and
     # writes them again, so that backfill is no longer done here.)
     db["run_columns"].create({"run_key": str, "format": int, "data": bytes}, pk="run_key",
@@ -633,8 +632,8 @@ class Workspace:
 
     def score_columns(self, run_key: str) -> ScoreColumns:
         """What the aggregates read of a run's scores, as columns: from the copy written at
-        import (~0.15 s for 200 k trajectories), else from the rows (0.3–0.5 s; ``scored`` takes
-        1.4–1.6 s). Equal to ``ScoreColumns.of(ws.scored(run_key))`` either way (tested)."""
+        import, else from the rows (slower; ``scored``, building score objects, slower still).
+        Equal to ``ScoreColumns.of(ws.scored(run_key))`` either way (tested)."""
         with self.connect() as db:
             stored = db.execute("SELECT format, data FROM run_columns WHERE run_key = ?", [run_key]).fetchone()
         if stored is not None and stored[0] == _COLUMNS_FORMAT:
@@ -659,8 +658,8 @@ class Workspace:
 
     def trajectory_table(self, run_key: str, columns: Sequence[str]) -> list[tuple]:
         """The named columns of every trajectory row of a run, in file order: the cheap summary
-        view for tables (200 k rows of 13 columns in ~0.4 s; ``trajectory_rows`` builds a dict
-        of all 27 per row, 1.6 s)."""
+        view for tables (``trajectory_rows`` builds a dict of every column per row, several
+        times slower)."""
         unknown = [c for c in columns if c not in _TRAJECTORY_COLUMNS]
         if unknown or not columns:
             raise ValueError(f"not trajectory columns: {unknown or 'none given'}")
@@ -1331,8 +1330,7 @@ _WHOLE_RUN = ("from trajectories where rowid between (select min(rowid) from tra
               "and (select max(rowid) from trajectories where run_key = ?1) and +run_key = ?1")
 """Every row of run ``?1``, read as a rowid range: a run's rows are written in one transaction,
 so they lie together. The plain ``where run_key = ?`` walks the primary-key index (in id order),
-looks up each row and sorts them back into rowid order: 0.175 s of SQLite time at 200 k rows
-against 0.08 s. The ``+`` keeps the planner off that index; rows of other runs that happen to
+looks up each row and sorts them back into rowid order, about twice the SQLite time. The ``+`` keeps the planner off that index; rows of other runs that happen to
 fall in the range are still filtered out."""
 
 _TRAJECTORY_COLUMNS = frozenset(("run_key",) + ROW_COLUMNS)
@@ -1415,7 +1413,7 @@ _SCORED_COLUMNS = (
     "reasons", "incomplete_call", "classifier", "suggestion", "evidence_standard", "recaptured_calls",
     "termination", "max_raw_bytes", "tool_call_count", "truncation",
 )
-# Enum lookups by value through a dict: Enum(value) costs ~1 µs, a million times per large run.
+# Enum lookups by value through a dict: Enum(value) is slow, and runs a million times per large run.
 _STATUS = {s.value: s for s in Status}
 _REASON = {r.value: r for r in ReasonCode}
 _LABEL = {lab.value: lab for lab in ReviewLabel}
@@ -1425,8 +1423,8 @@ _TRUNCATION = {t.value: t for t in Truncation}
 
 
 def _int_list(joined: str) -> list[int]:
-    """Comma-separated integers as a list: numpy's C parser, 0.08 s instead of 0.44 s for a
-    million call sizes (the cold Safe rates page reads them). Where it could differ from int()
+    """Comma-separated integers as a list: numpy's C parser, several times faster than int() per
+    value for a million call sizes (the cold Safe rates page reads them). Where it could differ from int()
     (it clamps beyond 64 bits, and stops at a trailing comma) int() decides, and raises as before
     on anything that is not a number."""
     try:
@@ -1542,8 +1540,8 @@ __all__ = ["Workspace", "ImportResult", "default_db_path", "DB_ENV"]
 def evaluation(ws: Workspace, run_key: str, scored: "tuple[ScoredTrajectory, ...] | ScoreColumns | None" = None):
     """An Evaluation of an imported run, with the reviewers' final labels applied.
 
-    The scores are the run's ``ScoreColumns`` (all the aggregates read; 0.11–0.16 s for 200 k
-    trajectories where score objects take 1.4–1.6 s); ``scored`` passes them in when the caller
+    The scores are the run's ``ScoreColumns`` (all the aggregates read, and much cheaper to load
+    than score objects); ``scored`` passes them in when the caller
     already holds them: they never change after import, only labels do, so the app loads
     them once per run."""
     from .aggregate import summarize
@@ -1612,8 +1610,8 @@ def _records_containing(path: str, forms: set[bytes], spans: list[tuple[int, int
     """Ids of the records (``(offset, length, id)``, sorted by offset) that contain one of
     ``forms`` (lower case) in the file at ``path``, compared in lower case.
 
-    Block by block, so the work is C's (``lower``, ``find``): reading line by line and loading
-    every trajectory row for the line numbers took 4.2 s for a 1.1 GB run, this 1.1 s. After a
+    Block by block, so the work is C's (``lower``, ``find``), not a Python loop over lines that
+    also loaded every trajectory row for the line numbers. After a
     hit the search jumps to the record's end: a common word costs one step per record.
     """
     starts = [start for start, _, _ in spans]

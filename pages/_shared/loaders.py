@@ -77,7 +77,7 @@ def label_version(run_key: str) -> int:
 def _scored(db: str, run_key: str) -> ScoreColumns:
     # Scores are fixed at import (a run is keyed by its content): only labels change, so a
     # label costs re-aggregating, not re-reading 200 k scores. Columns: the aggregates read
-    # nothing else, and they load in 0.11–0.16 s where 200 k score objects take 1.4–1.6 s.
+    # nothing else, and they load much faster than score objects.
     return Workspace(db).score_columns(run_key)
 
 
@@ -94,7 +94,7 @@ def run_evaluation(run_key: str) -> Evaluation:
 TABLE_COLUMNS = ("trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
                  "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model", "suggestion_evidence")
 """What the Trajectories table and the Review queue read of each row (the rest stays in SQLite:
-all 27 columns as dicts took 2.7 s to become a frame at 200 k rows, these 0.8–1.1 s)."""
+every column as dicts was several times slower to become a frame)."""
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -119,7 +119,7 @@ def argument_sizes(run_key: str) -> list[int]:
 @st.cache_resource(max_entries=64, show_spinner="Searching the run…")
 def _search(db: str, run_key: str, query: str) -> frozenset[str]:
     # A run's file never changes under its key (its content hash), so neither do the hits; a
-    # search reads the whole run (~1 s per GB), and selecting a row reruns the page.
+    # search reads the whole run, and selecting a row reruns the page.
     return frozenset(search_run(Workspace(db), run_key, query))
 
 
