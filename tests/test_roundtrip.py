@@ -53,6 +53,7 @@ trajectories = st.builds(
         ToolCall(**{**{f: getattr(c, f) for f in c.__slots__}, "index": i,
                     "raw_text_source": "log" if c.raw_text is not None else None}) for i, c in enumerate(cs))),
     model=st.none() | text,
+    extra=st.lists(st.tuples(text, text), max_size=2).map(tuple),
 )
 
 
@@ -60,6 +61,17 @@ trajectories = st.builds(
 @given(trajectories)
 def test_trajectory_round_trips_through_json(t):
     assert parse_trajectory(json.loads(json.dumps(dump_trajectory(t)))) == t
+
+
+def test_a_converted_run_keeps_its_importer_facts():
+    # LITMUS's judgements travel in ``extra``: a workspace's converted copy kept none of them.
+    from scoring.importers import load_run
+
+    from .conftest import ROOT
+
+    run = load_run(ROOT / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl")
+    t = next(t for t in run.trajectories if t.extra)
+    assert parse_trajectory(json.loads(json.dumps(dump_trajectory(t)))).extra == t.extra
 
 
 def test_header_round_trips():

@@ -261,6 +261,17 @@ def _general_call(obj: Any, i: int) -> ToolCall:
     )
 
 
+def _extra(obj: dict) -> tuple[tuple[str, str], ...]:
+    """``extra``: format-specific facts an importer kept, as [key, value] string pairs."""
+    pairs = opt(obj, "extra", list, [])
+    out = []
+    for j, pair in enumerate(pairs):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise RecordError(f"extra[{j}] must be a [key, value] pair of strings")
+        out.append((pair[0], pair[1]))
+    return tuple(out)
+
+
 def parse_trajectory(obj: Any) -> Trajectory:
     """One trajectory record; raises RecordError naming the field that is wrong."""
     if not isinstance(obj, dict):
@@ -309,6 +320,7 @@ def parse_trajectory(obj: Any) -> Trajectory:
             messages=messages,
             tool_calls=calls,
             model=opt(obj, "model", str),
+            extra=_extra(obj),
         )
     except RecordError as exc:
         exc.record_id = exc.record_id or record_id
@@ -470,5 +482,6 @@ def dump_trajectory(t: Trajectory) -> dict:
             "abnormal": t.verdict.abnormal, "source": t.verdict.source},
         "messages": [{"role": m.role, "content": m.content} for m in t.messages],
         "tool_calls": calls,
+        "extra": [list(pair) for pair in t.extra],
     }
-    return _drop_defaults(out, {"intended_category": None, "model": None})
+    return _drop_defaults(out, {"intended_category": None, "model": None, "extra": []})
