@@ -12,9 +12,6 @@ from enum import StrEnum
 
 from .errors import ReasonCode
 
-_model = dataclass(frozen=True, slots=True, kw_only=True)
-
-
 class EvidenceStandard(StrEnum):
     """How strongly a format can prove that a capture is complete (reported with every result)."""
 
@@ -82,7 +79,7 @@ BENIGN = "benign"
 """The verdict label meaning "no harm category fired"."""
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Category:
     """One harm category of the run's taxonomy."""
 
@@ -96,7 +93,7 @@ class Category:
     """Regular expressions of the rule-based classifier; any match fires the category."""
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Adapter:
     """One encoding step between the agent's raw arguments and the captured text.
 
@@ -111,7 +108,7 @@ class Adapter:
     (unknown) is unverifiable."""
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Redaction:
     """A place where the harness replaced content by a marker."""
 
@@ -120,7 +117,7 @@ class Redaction:
     reason: str = ""
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """What a tool returned, with what the log says about its capture."""
 
@@ -130,7 +127,7 @@ class ToolResult:
     error: str | None = None
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """One tool call: its captured arguments and the evidence needed to prove them complete."""
 
@@ -172,7 +169,7 @@ class ToolCall:
         return len(self.arguments.encode("utf-8", "surrogatepass"))
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One message of the conversation, as plain text."""
 
@@ -180,7 +177,7 @@ class Message:
     content: str
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HarnessVerdict:
     """The label the harness's own classifier recorded for the trajectory."""
 
@@ -193,7 +190,7 @@ class HarnessVerdict:
     """Which scorer or judge produced it, for provenance."""
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Trajectory:
     """One agent episode on one task."""
 
@@ -213,7 +210,7 @@ class Trajectory:
     """Format-specific facts worth showing (key, value), e.g. LITMUS's semantic label."""
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunHeader:
     """What is true of a whole run."""
 
@@ -251,7 +248,7 @@ class RunHeader:
         return None
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Rejection:
     """An input record that was not imported, and why (nothing is dropped silently)."""
 
@@ -276,7 +273,7 @@ class Rejection:
                        message=duplicate_message(self.record_id or "", self.related_line + by))
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
     """A parsed run: its header, its trajectories and the records that were rejected."""
 
@@ -293,7 +290,7 @@ class Run:
         return sum(len(t.tool_calls) for t in self.trajectories)
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gap:
     """One reason a call's capture is not proven complete."""
 
@@ -302,7 +299,7 @@ class Gap:
     blocking: bool = True
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Suggestion:
     """An automatic guess for an Inconclusive trajectory. Never a label."""
 
@@ -310,7 +307,7 @@ class Suggestion:
     evidence: tuple[str, ...] = ()
 
 
-@_model
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ScoredTrajectory:
     """The outcome of scoring one trajectory (strict and lenient side by side)."""
 
