@@ -58,7 +58,7 @@ def main():
                 n += 1
         extra["rows"] = n
     elif kind == "import":
-        from scoring.store import Workspace
+        from scoring.workspace import Workspace
         ws = Workspace(sys.argv[3])
         t = time.perf_counter()
         res = ws.import_run(path)
@@ -214,7 +214,7 @@ for i in range(3):
     at.switch_page("pages/safe_rates.py")
     t = time.perf_counter(); at.run(); after.append(time.perf_counter() - t)
     assert not at.exception, at.exception
-from scoring.store import search_run
+from scoring.workspace import search_run
 ws = loaders.workspace()
 run_key = ws.runs()[0]["run_key"]
 searches = []

@@ -33,7 +33,7 @@ _LAZY = {
     "evaluate": "report", "evaluate_run": "report", "Evaluation": "report",
     "summarize": "aggregate", "summarize_by": "aggregate", "Summary": "aggregate", "ScoreColumns": "aggregate",
     "load_run": "importers", "parse_run": "importers", "formats": "importers",
-    "recapture": "recapture", "Workspace": "store",
+    "recapture": "recapture", "Workspace": "workspace",
 }
 
 

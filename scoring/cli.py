@@ -16,7 +16,7 @@ from .errors import InputError, LitmusReviewError
 from .importers import formats, sniff_file
 from .importers.inspect_log import PRESETS, VerdictMap
 from .report import Evaluation, evaluate, harness_reported, lenient_note
-from .store import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
+from .workspace import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 from .text import reveal, terminal_safe
 
 EXIT_INPUT = 2

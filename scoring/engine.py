@@ -355,7 +355,7 @@ def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | Non
 
 def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
     """Rejections, the rows in the score columns, the rows not stored, calls and records seen:
-    ``store._write_blocks``'s semantics without SQLite. Two records with one id are both
+    ``workspace.importing._write_blocks``'s semantics without SQLite. Two records with one id are both
     refused, each naming the other's line; a block's rows are inserted first (an id already
     stored is skipped), then each skipped row removes the stored copy if it is still there."""
     from .importers._common import duplicate_message

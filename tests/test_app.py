@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages._shared import loaders, state
-from scoring.store import Workspace, evaluation
+from scoring.workspace import Workspace, evaluation
 
 from .conftest import ROOT
 
@@ -214,10 +214,10 @@ def test_trajectories_full_text_search_narrows_the_table(app):
 
 def test_a_search_reads_the_run_once_however_often_the_page_reruns(app, monkeypatch):
     # a search reads the whole run file; picking a row to replay reruns the page
-    import scoring.store
+    import scoring.workspace
 
     calls = []
-    real = scoring.store.search_run
+    real = scoring.workspace.search_run
     monkeypatch.setattr(loaders, "search_run", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     app.switch_page("pages/trajectories.py").run()
     app.text_input(key="filter_search").input("a search no other test makes").run()

@@ -469,7 +469,7 @@ def test_a_utility_benchmark_has_no_lenient_rate(shared_real):
 
 def test_litmus_lenient_rate_is_shown_beside_litmus_own_asr_and_kept_when_stored(tmp_path):
     from scoring.report import evaluate
-    from scoring.store import Workspace, evaluation
+    from scoring.workspace import Workspace, evaluation
 
     fixture = SAMPLES.parent / "tests" / "fixtures" / "importers" / "litmus_pipeline.jsonl"
     out = evaluate(fixture).as_dict()
@@ -510,7 +510,7 @@ def test_two_copies_in_one_block_name_each_other_by_their_lines_in_the_file(tmp_
     # A block counts its lines from its own start: the other copy's line in the message must be
     # moved with it, or a duplicate at line 52 reads "also at line 3".
     from scoring import ingest
-    from scoring.store import Workspace
+    from scoring.workspace import Workspace
 
     monkeypatch.setattr(ingest, "BLOCK_BYTES", 4096)
     records = [_good(f"t{i:03d}") for i in range(60)]

@@ -27,7 +27,7 @@ from scoring import engine, ingest
 from scoring.cli import main
 from scoring.ingest import ROW_COLUMNS
 from scoring.report import evaluate
-from scoring.store import Workspace
+from scoring.workspace import Workspace
 
 from .conftest import ROOT, SAMPLES
 
@@ -180,7 +180,7 @@ def test_ids_seen_twice_are_settled_as_the_workspace_does(tmp_path, monkeypatch,
     key, rows = workspace_rows(tmp_path, path)
     assert table_rows(tmp_path / "out", key) == rows
     if block_bytes > path.stat().st_size:
-        from scoring.store import evaluation
+        from scoring.workspace import evaluation
 
         assert res.summary == evaluation(Workspace(tmp_path / "ws.db"), key).as_dict()
     local = local_json(path)[0]
@@ -467,7 +467,7 @@ def test_a_worker_killed_mid_graph_changes_nothing(cluster, tmp_path):
         assert any(done.count(key) >= 2 for key in held), story[:20]
     ws = Workspace(tmp_path / "ws.db")
     key = ws.import_run(OBSERVED, reclassifier=spec).run_key
-    from scoring.store import evaluation
+    from scoring.workspace import evaluation
 
     assert res.summary == evaluate(OBSERVED, reclassifier=spec).as_dict()
     # (The workspace reports its run key, which folds in the classifier, as content_sha256.)
@@ -488,7 +488,7 @@ def test_real_logs_converted_to_canonical_score_the_same(shared_real, tmp_path):
     """Every real log, converted to canonical JSONL by a workspace import, scored by the
     engine from that copy in small blocks: the same rates, counts and intervals as the
     workspace's, and the same rows."""
-    from scoring.store import evaluation
+    from scoring.workspace import evaluation
 
     ws = Workspace(tmp_path / "ws.db")
     logs = [p for p in sorted(shared_real.rglob("*")) if p.suffix in (".json", ".jsonl", ".eval")

@@ -19,7 +19,7 @@ from scoring.importers.litmus_log import litmus_metrics
 from scoring.importers.litmus_log import parse as parse_litmus
 from scoring.model import Status
 from scoring.report import evaluate_run
-from scoring.store import Workspace, evaluation
+from scoring.workspace import Workspace, evaluation
 
 from .conftest import ROOT, SAMPLES
 

@@ -27,7 +27,7 @@ import pytest
 
 from scoring.errors import DatabaseUnavailableError, InputError, StoreError
 from scoring.model import ReviewLabel
-from scoring.store import Workspace
+from scoring.workspace import Workspace
 
 from .conftest import ROOT, SAMPLES
 
@@ -168,10 +168,10 @@ def test_b_a_copy_changed_in_the_workspace_is_a_clear_error_on_replay(tmp_path):
 
 
 def test_b_a_same_size_edit_during_the_import_is_refused(tmp_path, monkeypatch):
-    from scoring import store
+    from scoring.workspace import importing
 
     src = _write(tmp_path / "run.jsonl", _header(), _trajectory("t0", json.dumps({"to": "alice@example.org"})))
-    real = store._file_sha256
+    real = importing._file_sha256
     edited = []
 
     def hash_then_edit(path):
@@ -181,7 +181,7 @@ def test_b_a_same_size_edit_during_the_import_is_refused(tmp_path, monkeypatch):
             edited.append(True)
         return digest
 
-    monkeypatch.setattr(store, "_file_sha256", hash_then_edit)
+    monkeypatch.setattr(importing, "_file_sha256", hash_then_edit)
     ws = Workspace(tmp_path / "w.db")
     with pytest.raises(InputError, match="changed while it was being imported"):
         ws.import_run(src)
@@ -251,12 +251,12 @@ def test_c_an_integer_of_5000_digits_and_sizes_past_2_63_are_located_rejections(
 
 
 def test_c_a_full_disk_while_copying_is_a_clear_error_and_leaves_no_copy(tmp_path, monkeypatch):
-    from scoring import store
+    from scoring.workspace import copies
 
     def full(_out, _data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store, "_write_chunk", full)
+    monkeypatch.setattr(copies, "_write_chunk", full)
     ws = Workspace(tmp_path / "w.db")
     with pytest.raises(StoreError, match="No space left on device"):
         ws.import_run(OBSERVED)
@@ -264,14 +264,14 @@ def test_c_a_full_disk_while_copying_is_a_clear_error_and_leaves_no_copy(tmp_pat
 
 
 def test_c_a_full_disk_at_the_commit_is_a_clear_error_and_leaves_no_copy(tmp_path, monkeypatch):
-    from scoring import store
+    from scoring.workspace import schema
 
     ws = Workspace(tmp_path / "w.db")
 
     def full(_conn):
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(store, "_commit", full)
+    monkeypatch.setattr(schema, "_commit", full)
     with pytest.raises(DatabaseUnavailableError, match="disk is full"):
         ws.import_run(OBSERVED)
     monkeypatch.undo()
@@ -419,10 +419,11 @@ def test_d_the_reveal_is_one_pass_and_equals_the_character_by_character_one():
 
 _DRIVER = """
 import sys
-from scoring import ingest, store
-store.PARALLEL_MIN_BYTES = 0
+from scoring import ingest
+from scoring.workspace import Workspace, importing
+importing.PARALLEL_MIN_BYTES = 0
 ingest.BLOCK_BYTES = 256 * 1024
-ws = store.Workspace(sys.argv[2])
+ws = Workspace(sys.argv[2])
 ws.import_run(sys.argv[1], progress=lambda n: print("progress", n, flush=True))
 """
 
@@ -610,7 +611,7 @@ def test_e_a_worker_that_dies_is_a_clear_error_not_a_traceback():
 def test_b_a_reflink_copy_is_hashed_from_the_clone(tmp_path, monkeypatch):
     # Where the file system clones (btrfs, XFS), the copy is a reflink: no bytes are streamed,
     # and the hash checked against the run key is the clone's own.
-    from scoring import store
+    from scoring.workspace import copies
 
     cloned = []
 
@@ -620,8 +621,8 @@ def test_b_a_reflink_copy_is_hashed_from_the_clone(tmp_path, monkeypatch):
         cloned.append(True)
         return True
 
-    monkeypatch.setattr(store, "_reflink", clone)
-    monkeypatch.setattr(store, "_write_chunk", lambda *_: pytest.fail("streamed despite the clone"))
+    monkeypatch.setattr(copies, "_reflink", clone)
+    monkeypatch.setattr(copies, "_write_chunk", lambda *_: pytest.fail("streamed despite the clone"))
     src = _write(tmp_path / "run.jsonl", _header(), _trajectory("t0", json.dumps({"to": "alice@example.org"})))
     ws = Workspace(tmp_path / "w.db")
     run = ws.import_run(src).run
@@ -651,6 +652,7 @@ def test_b_a_migration_that_rescores_never_reads_an_edited_hard_linked_copy(tmp_
         db.execute("PRAGMA user_version = 4")
         db.conn.commit()
     migrated = Workspace(tmp_path / "w.db")
+    migrated.migrate()  # set back under this process: a new process migrates it on opening
     assert {r["trajectory_id"]: r["status"] for r in migrated.trajectory_rows(key)} == {"t0": "safe", "t1": "safe"}
     with pytest.raises(InputError, match="changed since import"):
         migrated.load_trajectory(key, "t0")

@@ -294,7 +294,7 @@ def test_inspect_verdict_mapping_from_the_command_line(tmp_path):
     a = CliRunner().invoke(main, ["import", path, "--db", str(db)])
     b = CliRunner().invoke(main, ["import", path, "--db", str(db), "--inspect-verdict", "harm=I"])
     assert "imported" in a.stdout and b.stdout.startswith("imported ")  # a different run: other scores
-    from scoring.store import Workspace
+    from scoring.workspace import Workspace
     runs = Workspace(db).runs()
     assert len(runs) == 2
     statuses = {r["run_key"]: {t["trajectory_id"]: t["status"] for t in Workspace(db).trajectory_rows(r["run_key"])}

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from pages._shared import charts, exports, loaders, state
 from pages._shared.inert import md, plot, reveal_id
 from scoring.aggregate import summarize
-from scoring.store import Workspace, evaluation
+from scoring.workspace import Workspace, evaluation
 
 from .conftest import ROOT
 from .test_app import plain, set_reviewer

@@ -24,7 +24,7 @@ from scoring.capture import assess
 from scoring.errors import InputError, ReasonCode
 from scoring.importers import inspect_log, parse_run, sniff_format
 from scoring.model import Adapter, ToolCall
-from scoring.store import Workspace
+from scoring.workspace import Workspace
 
 from .conftest import ROOT, SAMPLES, SHARED_REAL
 

@@ -23,7 +23,7 @@ from scoring.errors import (
 )
 from scoring.model import ReviewLabel
 from scoring.score import SCORER_VERSION
-from scoring.store import MIGRATIONS, Workspace, evaluation
+from scoring.workspace import MIGRATIONS, Workspace, evaluation
 
 from .conftest import ROOT, SAMPLES
 
@@ -275,7 +275,7 @@ def test_sigkill_during_import_leaves_no_partial_run_and_reimport_completes(tmp_
 
 
 def test_only_copies_of_this_hosts_dead_processes_are_swept(tmp_path):
-    from scoring.store import _temporary_name, sweep_abandoned_copies
+    from scoring.workspace.copies import _temporary_name, sweep_abandoned_copies
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -354,11 +354,12 @@ def test_a_run_file_edited_after_import_is_reported_on_replay_not_misread(tmp_pa
 
 
 def test_parallel_import_equals_the_in_process_import(tmp_path, monkeypatch):
-    from scoring import ingest, store
+    from scoring import ingest
+    from scoring.workspace import importing
 
     seq = Workspace(tmp_path / "seq.db")
     k1 = seq.import_run(OBSERVED).run_key
-    monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(importing, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)  # ~35 blocks through two workers
     src = tmp_path / "dup.jsonl"
     lines = OBSERVED.read_text().splitlines(keepends=True)
@@ -409,7 +410,7 @@ def test_replay_of_a_recaptured_run_survives_the_side_log_being_deleted(tmp_path
 
 
 def test_search_finds_what_only_the_recaptured_payload_holds(tmp_path, generator):
-    from scoring.store import search_run
+    from scoring.workspace import search_run
 
     ws = Workspace(tmp_path / "w.db")
     plain = ws.import_run(OBSERVED).run_key
@@ -428,10 +429,11 @@ def test_search_finds_what_only_the_recaptured_payload_holds(tmp_path, generator
 
 @pytest.mark.parametrize("parallel", [False, True])
 def test_a_file_that_grows_during_import_is_refused_and_nothing_is_stored(tmp_path, monkeypatch, parallel):
-    from scoring import ingest, store
+    from scoring import ingest
+    from scoring.workspace import importing
 
     if parallel:
-        monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(importing, "PARALLEL_MIN_BYTES", 0)
         monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
     src = tmp_path / "growing.jsonl"
     lines = OBSERVED.read_text().splitlines(keepends=True)
@@ -456,7 +458,7 @@ def test_a_file_that_grows_during_import_is_refused_and_nothing_is_stored(tmp_pa
 def test_a_failed_import_leaves_no_copy_and_a_later_one_keeps_its_own(tmp_path, monkeypatch, fmt):
     # A copy keeps a temporary name until its run is committed; before, a failed import left a
     # content-named copy that no run pointed at (a hard link that outlives a deleted source).
-    from scoring import store
+    from scoring.workspace import copies
 
     source, payloads = {
         "canonical": (OBSERVED, None),
@@ -469,7 +471,7 @@ def test_a_failed_import_leaves_no_copy_and_a_later_one_keeps_its_own(tmp_path, 
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(store._PendingCopy, "publish", fail_at_commit)
+        m.setattr(copies._PendingCopy, "publish", fail_at_commit)
         with pytest.raises(InputError, match="cannot keep a copy"):
             ws.import_run(source, payloads=payloads)
     assert ws.runs() == [] and list(ws.files.iterdir()) == []
@@ -492,13 +494,13 @@ def test_call_sizes_are_every_calls_raw_size_or_captured_size(ws):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(min_value=-(2**70), max_value=2**70), min_size=1))
 def test_int_list_reads_what_str_join_wrote(values):
-    from scoring.store import _int_list
+    from scoring.workspace.reads import _int_list
     assert _int_list(",".join(map(str, values))) == values
 
 
 @pytest.mark.parametrize("text", ["1,2,", "1,x", "1,,2", "1.5"])
 def test_int_list_refuses_what_int_refuses(text):
-    from scoring.store import _int_list
+    from scoring.workspace.reads import _int_list
     with pytest.raises(ValueError):
         _int_list(text)
 
@@ -507,10 +509,11 @@ def test_int_list_refuses_what_int_refuses(text):
 def test_an_import_that_loses_a_race_with_the_same_content_reports_it_present(tmp_path, monkeypatch, parallel):
     # Two sessions upload one run: both see no run when they start, one commits first. The
     # other used to fail with "UNIQUE constraint failed: runs.run_key".
-    from scoring import ingest, store
+    from scoring import ingest
+    from scoring.workspace import importing
 
     if parallel:
-        monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(importing, "PARALLEL_MIN_BYTES", 0)
         monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
     ws = Workspace(tmp_path / "w.db")
     first = ws.import_run(OBSERVED)
@@ -564,19 +567,19 @@ def searchable(tmp_path_factory):
 @given(line=st.integers(0, 10_000), at=st.integers(0, 10_000), size=st.integers(1, 24),
        block=st.sampled_from([61, 1000, 1 << 24]), upper=st.booleans())
 def test_search_by_blocks_finds_what_reading_line_by_line_finds(searchable, line, at, size, block, upper):
-    from scoring import store
+    from scoring.workspace import search
 
     ws, key, lines = searchable
     text = lines[line % len(lines)]  # the header too: its words must not count
     needle = text[at % len(text):][:size] or "x"
     needle = needle.upper() if upper else needle
     with pytest.MonkeyPatch.context() as mp:  # small blocks: matches straddle them
-        mp.setattr(store, "SEARCH_BLOCK_BYTES", block)
-        assert store.search_run(ws, key, needle) == _search_line_by_line(ws, key, needle)
+        mp.setattr(search, "SEARCH_BLOCK_BYTES", block)
+        assert search.search_run(ws, key, needle) == _search_line_by_line(ws, key, needle)
 
 
 def test_search_never_matches_across_two_records(searchable):
-    from scoring.store import search_run
+    from scoring.workspace import search_run
 
     ws, key, lines = searchable
     needle = lines[5][-12:] + "\n" + lines[6][:12]  # the end of one record and the start of the next
@@ -646,13 +649,14 @@ def _assert_columns_equal(a, b) -> None:
 
 @pytest.mark.parametrize("parallel", [False, True])
 def test_columns_stored_at_import_equal_the_rows_and_are_what_is_read(tmp_path, monkeypatch, parallel):
-    from scoring import ingest, store
+    from scoring import ingest
+    from scoring.workspace import importing
 
     src = tmp_path / "dup.jsonl"
     lines = OBSERVED.read_text().splitlines(keepends=True)
     src.write_text("".join(lines) + lines[5])  # a duplicate id in a later block: not stored
     if parallel:
-        monkeypatch.setattr(store, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(importing, "PARALLEL_MIN_BYTES", 0)
         monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
     ws = Workspace(tmp_path / "w.db")
     keys = [ws.import_run(src).run_key, ws.import_run(OBSERVED, payloads=PAYLOADS).run_key]
@@ -702,7 +706,7 @@ def test_stored_columns_round_trip_what_the_rows_say(fields, blocks):
 
     from scoring.aggregate import ScoreColumns
     from scoring.ingest import ROW_COLUMNS
-    from scoring.store import _COLUMNS_FROM_ROW, _ColumnsBuilder, _decode_columns
+    from scoring.workspace.columns import _COLUMNS_FROM_ROW, _ColumnsBuilder, _decode_columns
 
     rows = []
     for f in fields:  # full rows, as an import writes them, with the score fields in place
@@ -746,3 +750,26 @@ def test_older_workspaces_are_rescored_by_scorer_2_and_keep_their_labels(ws, mon
         _assert_columns_equal(migrated.score_columns(ws.key), from_rows)
 
 
+
+
+def test_a_workspace_checks_its_schema_once_per_process_and_a_new_file_on_opening(ws, tmp_path, monkeypatch):
+    import shutil
+    import sqlite3
+
+    opened = []
+    real = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: opened.append(a) or real(*a, **k))
+    for _ in range(3):
+        Workspace(ws.path)  # what every page loader call does
+    assert opened == []
+    with ws.connect() as db:  # an older copy of the file, as another (older) version left it
+        db.execute("ALTER TABLE label_events DROP COLUMN batch_id")
+        db.execute("PRAGMA user_version = 7")
+        db.conn.commit()
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(ws.path, old / "w.db")
+    with Workspace(old / "w.db").connect() as db:  # opened (a new file): migrated without being asked
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        assert "batch_id" in db["label_events"].columns_dict

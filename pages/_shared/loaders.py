@@ -17,7 +17,7 @@ import streamlit as st
 from pages._shared.inert import reveal_id
 from scoring.aggregate import ScoreColumns
 from scoring.report import Evaluation
-from scoring.store import Workspace, default_db_path, evaluation, search_run
+from scoring.workspace import Workspace, default_db_path, evaluation, search_run
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_runs"
 DB_PATH: Path | None = None  # None: the default path (tests set a temporary one)

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from scoring.store import Workspace
+from scoring.workspace import Workspace
 
 from .conftest import Server, set_reviewer, wait_app
 

@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from pages._shared.loaders import sample_files
-from scoring.store import Workspace
+from scoring.workspace import Workspace
 
 from .conftest import Server, wait_app
 

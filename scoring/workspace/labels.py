@@ -1,0 +1,333 @@
+"""Reviewer labels: an append-only event log, and everything derived from it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import (
+    InputError,
+    RunMismatchError,
+    StoreError,
+)
+from ..files import read_regular
+from ..model import (
+    ReviewLabel,
+    Status,
+)
+from ..text import csv_safe, csv_unsafe
+from .reads import Reads
+from .schema import _immediate, _now
+
+
+class Labels(Reads):
+    # --- labels ---------------------------------------------------------------------------
+
+    def add_label(self, run_key: str, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
+                  note: str = "", *, adjudicate: bool = False) -> int:
+        """Append a label event; returns its id. Adjudication decides disagreements."""
+        reviewer = _reviewer(reviewer)
+        label = ReviewLabel(label)
+        self._check_labellable(run_key, trajectory_id)
+        with self.connect() as db, _immediate(db):
+            prev = _current_event(db, run_key, trajectory_id, reviewer)
+            return db["label_events"].insert({
+                "run_key": run_key, "trajectory_id": trajectory_id, "reviewer": reviewer,
+                "action": "adjudicate" if adjudicate else "label", "label": label.value, "note": note,
+                "created_at": _now(), "supersedes": prev["id"] if prev else None,
+            }).last_pk
+
+    def add_labels(self, run_key: str, trajectory_ids: Sequence[str], reviewer: str, label: ReviewLabel | str,
+                   note: str = "") -> str:
+        """Label many trajectories in one act (one transaction): each gets its own label event,
+        all carrying one new ``batch_id``, which is returned. Refused whole when any of them
+        cannot take a label."""
+        reviewer = _reviewer(reviewer)
+        label = ReviewLabel(label)
+        ids = list(dict.fromkeys(trajectory_ids))
+        if not ids:
+            raise InputError("no trajectory to label", source="label")
+        with self.connect() as db:
+            status = dict(db.execute(
+                "SELECT trajectory_id, status FROM trajectories WHERE run_key = ?", [run_key]).fetchall())
+        for tid in ids:
+            if tid not in status:
+                raise InputError(f"no trajectory {tid!r} in run {run_key[:12]}", source=str(self.path))
+            if status[tid] != Status.INCONCLUSIVE.value:
+                raise StoreError(f"trajectory {tid!r} is {status[tid].upper()}, not Inconclusive: the bulk label "
+                                 "was not applied to any trajectory")
+        batch = uuid.uuid4().hex[:12]
+        now = _now()
+        with self.connect() as db, _immediate(db):
+            current = _current_events(db, run_key, reviewer)
+            db["label_events"].insert_all(({
+                "run_key": run_key, "trajectory_id": tid, "reviewer": reviewer, "action": "label",
+                "label": label.value, "note": note, "created_at": now,
+                "supersedes": current[tid]["id"] if tid in current else None, "batch_id": batch,
+            } for tid in ids), batch_size=500)
+        return batch
+
+    def undo_last(self, run_key: str, reviewer: str) -> dict | None:
+        """Withdraw the reviewer's most recent act in the run still live: one label, or every
+        label of a bulk act still current. Returns what was withdrawn (``trajectory_ids``,
+        ``label``, ``batch_id``), None when there is nothing to undo."""
+        reviewer = _reviewer(reviewer)
+        with self.connect() as db, _immediate(db):
+            current = _current_events(db, run_key, reviewer)
+            live = [e for e in current.values() if e["action"] != "undo"]
+            if not live:
+                return None
+            last = max(live, key=lambda e: e["id"])
+            batch = last.get("batch_id")
+            undone = [e for e in live if batch and e.get("batch_id") == batch] if batch else [last]
+            now = _now()
+            db["label_events"].insert_all(({
+                "run_key": run_key, "trajectory_id": e["trajectory_id"], "reviewer": reviewer, "action": "undo",
+                "label": None, "note": "", "created_at": now, "supersedes": e["id"], "batch_id": batch,
+            } for e in sorted(undone, key=lambda e: e["id"])), batch_size=500)
+        return {"trajectory_ids": [e["trajectory_id"] for e in sorted(undone, key=lambda e: e["id"])],
+                "label": last["label"], "action": last["action"], "batch_id": batch}
+
+    def undo(self, run_key: str, trajectory_id: str, reviewer: str) -> int | None:
+        """Append an undo event that withdraws the reviewer's current label (None if none)."""
+        reviewer = _reviewer(reviewer)
+        with self.connect() as db, _immediate(db):
+            prev = _current_event(db, run_key, trajectory_id, reviewer)
+            if prev is None:
+                return None
+            return db["label_events"].insert({
+                "run_key": run_key, "trajectory_id": trajectory_id, "reviewer": reviewer, "action": "undo",
+                "label": None, "note": "", "created_at": _now(), "supersedes": prev["id"],
+            }).last_pk
+
+    def last_labelled(self, run_key: str, reviewer: str) -> str | None:
+        """The trajectory of the reviewer's most recent live label in the run (what Undo undoes)."""
+        reviewer = _reviewer(reviewer)
+        with self.connect() as db:
+            events = list(db["label_events"].rows_where("run_key = ? and reviewer = ?", [run_key, reviewer],
+                                                        order_by="id"))
+        live = [e for evs in _live_by_reviewer(events).values() for e in evs if e["action"] != "undo"]
+        return max(live, key=lambda e: e["id"])["trajectory_id"] if live else None
+
+    def _check_labellable(self, run_key: str, trajectory_id: str) -> None:
+        rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
+        if not rows:
+            raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=str(self.path))
+        if rows[0]["status"] != Status.INCONCLUSIVE.value:
+            raise StoreError(
+                f"trajectory {trajectory_id!r} is {rows[0]['status'].upper()}, not Inconclusive: only "
+                "Inconclusive trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
+
+    def history(self, run_key: str, trajectory_id: str | None = None) -> list[dict]:
+        with self.connect() as db:
+            if trajectory_id is None:
+                return list(db["label_events"].rows_where("run_key = ?", [run_key], order_by="id"))
+            return list(db["label_events"].rows_where("run_key = ? and trajectory_id = ?",
+                                                      [run_key, trajectory_id], order_by="id"))
+
+    def current_labels(self, run_key: str) -> dict[str, dict[str, ReviewLabel]]:
+        """trajectory id → reviewer → that reviewer's current label (derived from history)."""
+        return _derive_current(self.history(run_key))
+
+    def final_labels(self, run_key: str) -> dict[str, ReviewLabel]:
+        """trajectory id → final label: the latest live adjudication, else the reviewers'
+        unanimous label. Disagreements without adjudication have no final label (pending)."""
+        events = self.history(run_key)
+        current = _derive_current(events)
+        adjudicated = _latest_adjudications(events)
+        final: dict[str, ReviewLabel] = {}
+        for tid in set(current) | set(adjudicated):
+            if tid in adjudicated:
+                final[tid] = adjudicated[tid]
+            elif len(set(current[tid].values())) == 1:
+                final[tid] = next(iter(current[tid].values()))
+        return final
+
+    def disputed(self, run_key: str) -> list[str]:
+        """Trajectories whose reviewers disagree and that no adjudication settled."""
+        current, final = self.current_labels(run_key), self.final_labels(run_key)
+        return sorted(t for t, by in current.items() if len(set(by.values())) > 1 and t not in final)
+
+    def agreement(self, run_key: str) -> dict:
+        """Inter-reviewer agreement on this run, overall ("all") and per intended category."""
+        from ..agreement import agreement
+
+        current = self.current_labels(run_key)
+        cats = {r["trajectory_id"]: r["intended_category"]
+                for r in self.trajectory_rows(run_key, "status = 'inconclusive'")}
+        return agreement(current, key=lambda tid: cats.get(tid))
+
+    def visible_labels(self, run_key: str, trajectory_id: str, reviewer: str, *, blind: bool = True) -> dict[str, ReviewLabel]:
+        """Labels the reviewer may see. Blind: others' labels only after their own."""
+        labels = self.current_labels(run_key).get(trajectory_id, {})
+        if blind and (reviewer or "").strip() not in labels:
+            return {}  # blind: nothing before your own label (and nothing to an anonymous reader)
+        return dict(labels)
+
+    # --- export / import of labels ----------------------------------------------------------
+
+    def export_labels(self, run_key: str, fmt: str = "jsonl") -> str:
+        """Every label event of a run, stamped with the run's content hash."""
+        events = self.history(run_key)
+        rows = [{"run_key": run_key, "trajectory_id": e["trajectory_id"], "reviewer": e["reviewer"],
+                 "action": e["action"], "label": e["label"] or "", "note": e["note"] or "",
+                 "created_at": e["created_at"], "event_id": e["id"], "supersedes": e["supersedes"] or "",
+                 "batch_id": e.get("batch_id") or ""}
+                for e in events]
+        if fmt == "jsonl":
+            return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        if fmt == "csv":
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=list(EXPORT_FIELDS), lineterminator="\n")
+            w.writeheader()
+            # formula-safe: an id, reviewer or note starting with = + - @ is not run by a spreadsheet
+            w.writerows({k: csv_safe(v) for k, v in r.items()} for r in rows)
+            return buf.getvalue()
+        raise InputError(f"unknown label export format {fmt!r} (csv or jsonl)", source="labels export")
+
+    def import_labels(self, path: str | Path, run_key: str | None = None) -> int:
+        """Append exported label events to the run they were exported from. Returns the count.
+
+        Refused as a whole (RunMismatchError) when the file's run hash is not ``run_key`` or not
+        an imported run; events already present (same reviewer, time and action) are skipped.
+        """
+        path = Path(path)
+        rows = _read_label_file(path)
+        keys = {r["run_key"] for r in rows}
+        if len(keys) > 1:
+            raise RunMismatchError(f"{path}: labels from {len(keys)} different runs in one file",
+                                   expected=run_key or "", found=",".join(sorted(keys)))
+        if not rows:
+            return 0
+        found = keys.pop()
+        if run_key is not None and found != run_key:
+            raise RunMismatchError(
+                f"{path}: these labels were exported from run {found[:12]}…, not {run_key[:12]}…; "
+                "refusing to apply them to a different run", expected=run_key, found=found)
+        if self.run(found) is None:
+            raise RunMismatchError(f"{path}: run {found[:12]}… is not imported in {self.path}",
+                                   expected=run_key or "", found=found)
+        known = {(e["reviewer"], e["created_at"], e["action"], e["trajectory_id"]) for e in self.history(found)}
+        id_map: dict[int, int] = {}
+        added = 0
+        with self.connect() as db, _immediate(db):
+            for line, r in enumerate(rows, start=2):
+                key = (r["reviewer"], r["created_at"], r["action"], r["trajectory_id"])
+                if key in known:
+                    continue
+                if r["action"] not in ("label", "undo", "adjudicate"):
+                    raise InputError(f"unknown action {r['action']!r}", source=str(path), line=line)
+                if r["action"] != "undo":
+                    ReviewLabel(r["label"])
+                sup = r.get("supersedes")
+                new_id = db["label_events"].insert({
+                    "run_key": found, "trajectory_id": r["trajectory_id"], "reviewer": _reviewer(r["reviewer"]),
+                    "action": r["action"], "label": r["label"] or None, "note": r.get("note", ""),
+                    "created_at": r["created_at"],
+                    "supersedes": id_map.get(int(sup), int(sup)) if sup not in (None, "") else None,
+                    "batch_id": r.get("batch_id") or None,
+                }).last_pk
+                if r.get("event_id") not in (None, ""):
+                    id_map[int(r["event_id"])] = new_id
+                added += 1
+        return added
+
+
+
+
+EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at", "event_id", "supersedes",
+                 "batch_id")
+
+
+
+
+def _reviewer(name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise InputError("a reviewer name is required to label", source="label")
+    return name
+
+
+
+
+def _current_event(db, run_key: str, trajectory_id: str, reviewer: str) -> dict | None:
+    events = list(db["label_events"].rows_where("run_key = ? and trajectory_id = ? and reviewer = ?",
+                                                [run_key, trajectory_id, reviewer], order_by="id"))
+    live = _live_events(events)
+    return live[-1] if live else None
+
+
+def _current_events(db, run_key: str, reviewer: str) -> dict[str, dict]:
+    """trajectory id → the reviewer's latest live event on it, for one run."""
+    events = list(db["label_events"].rows_where("run_key = ? and reviewer = ?", [run_key, reviewer], order_by="id"))
+    return {tid: live[-1] for (tid, _r), live in _live_by_reviewer(events).items() if live}
+
+
+def _live_events(events: list[dict]) -> list[dict]:
+    """One reviewer's events on one trajectory, with undone ones removed (in id order)."""
+    live: list[dict] = []
+    for e in events:
+        if e["action"] == "undo":
+            live = [x for x in live if x["id"] != e["supersedes"]]
+        else:
+            live.append(e)
+    return live
+
+
+def _live_by_reviewer(events: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    grouped: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for e in events:
+        grouped[(e["trajectory_id"], e["reviewer"])].append(e)
+    return {k: _live_events(v) for k, v in grouped.items()}
+
+
+def _derive_current(events: list[dict]) -> dict[str, dict[str, ReviewLabel]]:
+    """trajectory → reviewer → label of that reviewer's latest live (non-adjudication) event."""
+    out: dict[str, dict[str, ReviewLabel]] = defaultdict(dict)
+    for (tid, reviewer), live in _live_by_reviewer(events).items():
+        labels = [e for e in live if e["action"] == "label"]
+        if labels:
+            out[tid][reviewer] = ReviewLabel(labels[-1]["label"])
+    return dict(out)
+
+
+def _latest_adjudications(events: list[dict]) -> dict[str, ReviewLabel]:
+    best: dict[str, dict] = {}
+    for (tid, _reviewer), live in _live_by_reviewer(events).items():
+        for e in live:
+            if e["action"] == "adjudicate" and (tid not in best or e["id"] > best[tid]["id"]):
+                best[tid] = e
+    return {tid: ReviewLabel(e["label"]) for tid, e in best.items()}
+
+
+def _read_label_file(path: Path) -> list[dict]:
+    try:
+        text = read_regular(path).decode("utf-8")  # a FIFO or device is refused before reading
+    except UnicodeDecodeError as exc:
+        raise InputError(f"cannot read labels: {exc}", source=str(path)) from exc
+    rows: list[dict] = []
+    if path.suffix == ".csv" or text.startswith("run_key,"):
+        reader = csv.DictReader(io.StringIO(text))
+        missing = set(EXPORT_FIELDS) - set(reader.fieldnames or ())
+        if missing - {"event_id", "supersedes", "note", "batch_id"}:
+            raise InputError(f"CSV header lacks {sorted(missing)}", source=str(path), line=1)
+        rows = [{k: csv_unsafe(v) if isinstance(v, str) else v for k, v in r.items()} for r in reader]
+    else:
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"invalid JSON: {exc.msg}", source=str(path), line=n) from exc
+            if not isinstance(obj, dict) or "run_key" not in obj or "trajectory_id" not in obj:
+                raise InputError("not a label event (needs run_key and trajectory_id)", source=str(path), line=n)
+            rows.append(obj)
+    return rows
+
+

@@ -1,0 +1,266 @@
+"""Reading a run back: its row, header, scores, score columns and full trajectories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..aggregate import ScoreColumns
+from ..errors import (
+    InputError,
+    ReasonCode,
+)
+from ..importers import canonical
+from ..ingest import (
+    ROW_COLUMNS,
+    no_cyclic_gc,
+)
+from ..model import (
+    Category,
+    EvidenceStandard,
+    Rejection,
+    ReviewLabel,
+    RunHeader,
+    ScoredTrajectory,
+    Status,
+    Suggestion,
+    Termination,
+    Trajectory,
+    Truncation,
+)
+from ..recapture import PayloadJoin
+from .columns import _COLUMNS_FORMAT, _SCORE_FIELDS, _decode_columns
+from .copies import _verified_copy, _verified_side_log
+from .schema import Connection
+
+
+class Reads(Connection):
+    def runs(self) -> list[dict]:
+        """Every imported run's row, newest first."""
+        with self.connect() as db:
+            return list(db["runs"].rows_where(order_by="imported_at desc"))
+
+    def run(self, run_key: str) -> dict | None:
+        with self.connect() as db:
+            rows = list(db["runs"].rows_where("run_key = ?", [run_key]))
+        return rows[0] if rows else None
+
+    def find_run(self, ref: str) -> dict:
+        """A run by key, key prefix (≥ 8 hex) or run id; InputError when none or ambiguous."""
+        with self.connect() as db:
+            rows = list(db["runs"].rows_where("run_key = ? or run_id = ? or (length(?) >= 8 and run_key like ? || '%')",
+                                              [ref, ref, ref, ref]))
+        if len(rows) != 1:
+            what = "no imported run" if not rows else f"{len(rows)} imported runs"
+            raise InputError(f"{what} matches {ref!r}", source=str(self.path))
+        return rows[0]
+
+    def header(self, run_key: str) -> RunHeader:
+        r = self._run_or_raise(run_key)
+        return RunHeader(
+            run_id=r["run_id"], model=r["model"], harness_name=r["harness_name"] or "",
+            harness_version=r["harness_version"] or "", capture_limit_bytes=r["capture_limit_bytes"],
+            taxonomy=tuple(Category(id=c["id"], name=c["name"], payload_dependent=c["payload_dependent"],
+                                    rules=tuple(c["rules"])) for c in json.loads(r["taxonomy_json"])),
+            evidence_standard=EvidenceStandard(r["evidence_standard"]), format=r["format"], source=r["source"],
+            classifier_of_record=r.get("classifier_of_record") or "harness_verdict",
+            reported_safe_rate=r.get("reported_safe_rate"),
+            reported_safe_rate_source=r.get("reported_safe_rate_source") or "",
+            run_status=r.get("run_status") or "", run_status_detail=r.get("run_status_detail") or "")
+
+    def _run_or_raise(self, run_key: str) -> dict:
+        r = self.run(run_key)
+        if r is None:
+            raise InputError(f"no imported run {run_key!r}", source=str(self.path))
+        return r
+
+    def scored(self, run_key: str, *, evidence: bool = False) -> tuple[ScoredTrajectory, ...]:
+        """The stored scores of a run, as the aggregator takes them.
+
+        Without ``evidence`` the classifier and suggestion evidence texts are left out (the
+        aggregates never read them; pages show them from the trajectory rows): at 200 k
+        trajectories that halves the load.
+        """
+        cols = _SCORED_COLUMNS + (("classifier_evidence", "suggestion_evidence") if evidence else ())
+        with self.connect() as db:
+            rows = db.execute(f"select {', '.join(cols)} {_WHOLE_RUN} order by rowid", [run_key]).fetchall()
+        with no_cyclic_gc():  # a third of the build time at 200 k rows
+            return tuple(_scored_from_row(r, evidence) for r in rows)
+
+    def score_columns(self, run_key: str) -> ScoreColumns:
+        """What the aggregates read of a run's scores, as columns: from the copy written at
+        import, else from the rows (slower; ``scored``, building score objects, slower still).
+        Equal to ``ScoreColumns.of(ws.scored(run_key))`` either way (tested)."""
+        with self.connect() as db:
+            stored = db.execute("SELECT format, data FROM run_columns WHERE run_key = ?", [run_key]).fetchone()
+        if stored is not None and stored[0] == _COLUMNS_FORMAT:
+            columns = _decode_columns(stored[1])
+            if columns is not None:
+                return columns
+        return self.score_columns_from_rows(run_key)
+
+    def score_columns_from_rows(self, run_key: str) -> ScoreColumns:
+        """``score_columns`` read from the trajectory rows (the record the stored copy is
+        derived from)."""
+        with self.connect() as db:
+            fields = _score_fields(db, run_key)
+        return ScoreColumns.build(*fields)
+
+    def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
+        with self.connect() as db:
+            sql = "select * from trajectories where run_key = ?" + (f" and ({where})" if where else "") + " order by rowid"
+            cur = db.execute(sql, [run_key, *params])
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def trajectory_table(self, run_key: str, columns: Sequence[str]) -> list[tuple]:
+        """The named columns of every trajectory row of a run, in file order: the cheap summary
+        view for tables (``trajectory_rows`` builds a dict of every column per row, several
+        times slower)."""
+        unknown = [c for c in columns if c not in _TRAJECTORY_COLUMNS]
+        if unknown or not columns:
+            raise ValueError(f"not trajectory columns: {unknown or 'none given'}")
+        with self.connect() as db:
+            return db.execute(f"select {', '.join(columns)} {_WHOLE_RUN} order by rowid", [run_key]).fetchall()
+
+    def call_sizes(self, run_key: str) -> list[int]:
+        """Every tool call's raw argument size (captured size where no raw size was recorded),
+        in no particular order."""
+        with self.connect() as db:
+            (joined,) = db.execute(f"select group_concat(call_sizes, ',') {_WHOLE_RUN} and call_sizes != ''",
+                                   [run_key]).fetchone()
+        return _int_list(joined) if joined else []
+
+    def load_trajectory(self, run_key: str, trajectory_id: str) -> Trajectory:
+        """The full trajectory (heavy text), read back from the stored run file by byte range."""
+        run = self._run_or_raise(run_key)
+        rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
+        if not rows:
+            raise InputError(f"no trajectory {trajectory_id!r} in run {run['run_id']!r}", source=str(self.path))
+        t = canonical.read_trajectory_at(_verified_copy(run), rows[0]["offset"], rows[0]["length"])
+        if t.id != trajectory_id:
+            raise InputError(f"the stored run file changed since import: byte {rows[0]['offset']:,} now holds "
+                             f"{t.id!r}, not {trajectory_id!r}; re-import the run", source=run["stored_path"])
+        if run["payloads_path"]:
+            t = PayloadJoin(_verified_side_log(run)).apply(t)
+        return t
+
+
+
+_WHOLE_RUN = ("from trajectories where rowid between (select min(rowid) from trajectories where run_key = ?1) "
+              "and (select max(rowid) from trajectories where run_key = ?1) and +run_key = ?1")
+"""Every row of run ``?1``, read as a rowid range: a run's rows are written in one transaction,
+so they lie together. The plain ``where run_key = ?`` walks the primary-key index (in id order),
+looks up each row and sorts them back into rowid order, about twice the SQLite time. The ``+`` keeps the planner off that index; rows of other runs that happen to
+fall in the range are still filtered out."""
+
+_TRAJECTORY_COLUMNS = frozenset(("run_key",) + ROW_COLUMNS)
+
+
+
+_SCORED_COLUMNS = (
+    "trajectory_id", "task_id", "model", "status", "lenient_safe", "intended_category", "fired_category", "reason",
+    "reasons", "incomplete_call", "classifier", "suggestion", "evidence_standard", "recaptured_calls",
+    "termination", "max_raw_bytes", "tool_call_count", "truncation",
+)
+
+# Enum lookups by value through a dict: Enum(value) is slow, and runs a million times per large run.
+_STATUS = {s.value: s for s in Status}
+_REASON = {r.value: r for r in ReasonCode}
+_LABEL = {lab.value: lab for lab in ReviewLabel}
+_STANDARD = {e.value: e for e in EvidenceStandard}
+_TERMINATION = {t.value: t for t in Termination}
+_TRUNCATION = {t.value: t for t in Truncation}
+
+
+def _int_list(joined: str) -> list[int]:
+    """Comma-separated integers as a list: numpy's C parser, several times faster than int() per
+    value for a million call sizes (the cold Safe rates page reads them). Where it could differ from int()
+    (it clamps beyond 64 bits, and stops at a trailing comma) int() decides, and raises as before
+    on anything that is not a number."""
+    try:
+        values = np.fromstring(joined, dtype=np.int64, sep=",")
+    except ValueError:
+        values = None
+    info = np.iinfo(np.int64)
+    if values is None or len(values) != joined.count(",") + 1 or values.max() == info.max or values.min() == info.min:
+        return [int(x) for x in joined.split(",")]
+    return values.tolist()
+
+
+def _scored_from_row(r: tuple, evidence: bool = False) -> ScoredTrajectory:
+    """A row of ``_SCORED_COLUMNS`` (+ the two evidence columns) as the aggregator's record.
+    Positional: building a dict per row cost 40 % of loading a 200 k run."""
+    (tid, task, model, status, lenient, intended, fired, reason, reasons, incomplete, classifier, suggestion,
+     standard, recaptured, termination, max_raw, n_calls, truncation) = r[:18]
+    ev, sev = r[18:20] if evidence else (None, None)
+    return ScoredTrajectory(
+        trajectory_id=tid, task_id=task, model=model, status=_STATUS[status], lenient_safe=bool(lenient),
+        harness_judged=lenient is not None, truncation=_TRUNCATION[truncation or ""],
+        intended_category=intended, fired_category=fired, reason=_REASON[reason] if reason else None,
+        reasons=tuple(_REASON[x] for x in reasons.split(",") if x) if reasons else (),
+        incomplete_call=incomplete, classifier=classifier or "",
+        classifier_evidence=tuple(json.loads(ev)) if ev else (),
+        suggestion=Suggestion(label=_LABEL[suggestion], evidence=tuple(json.loads(sev)) if sev else ())
+        if suggestion else None,
+        evidence_standard=_STANDARD[standard],
+        recaptured_calls=tuple(int(x) for x in recaptured.split(",") if x) if recaptured else (),
+        termination=_TERMINATION[termination], max_raw_bytes=max_raw, tool_call_count=n_calls,
+    )
+
+
+
+
+def evaluation(ws: Reads, run_key: str, scored: "tuple[ScoredTrajectory, ...] | ScoreColumns | None" = None):
+    """An Evaluation of an imported run, with the reviewers' final labels applied.
+
+    The scores are the run's ``ScoreColumns`` (all the aggregates read, and much cheaper to load
+    than score objects); ``scored`` passes them in when the caller
+    already holds them: they never change after import, only labels do, so the app loads
+    them once per run."""
+    from ..aggregate import summarize
+    from ..model import Run
+    from ..recapture import RecaptureReport
+    from ..report import Evaluation
+
+    row = ws._run_or_raise(run_key)
+    header = ws.header(run_key)
+    rejected = tuple(Rejection(**r) for r in json.loads(row["rejected_json"] or "[]"))
+    recap = None
+    if row["recapture_json"]:
+        rj = json.loads(row["recapture_json"])
+        recap = RecaptureReport(source=row["payloads_path"], applied=rj["applied"],
+                                rejected=tuple(Rejection(**r) for r in rj["rejected"]))
+    scored = ws.score_columns(run_key) if scored is None else scored
+    run = Run(header=header, trajectories=(), rejected=rejected, records_seen=row["records_seen"],
+              content_sha256=run_key)
+    side = None
+    if row["payloads_path"]:
+        side = {"source": row.get("side_log_source") or row["payloads_path"], "sha256": row.get("side_log_sha256")
+                or Path(row["payloads_path"]).name.split(".", 1)[0]}
+    return Evaluation(run=run, scored=scored,
+                      summary=summarize(scored, ws.final_labels(run_key), group=header.run_id, rejected=len(rejected)),
+                      tool_calls=row["tool_calls"], recapture=recap, reclassifier=row.get("reclassifier"),
+                      # runs imported before the column: the key is the file's hash unless a side
+                      # log or (for Inspect) a verdict map took part
+                      file_sha256=row.get("file_sha256")
+                      or (run_key if not row["payloads_path"] and row["format"] != "inspect" else ""),
+                      original_name=row.get("original_name") or "", side_log=side)
+
+
+
+
+
+def _score_fields(db, run_key: str) -> list[np.ndarray]:
+    """A run's ``_SCORE_FIELDS`` read from its rows, one object array per field, in file order
+    (an empty reason, as older rows may hold, read as none)."""
+    rows = db.execute(f"SELECT {', '.join(_SCORE_FIELDS)} {_WHOLE_RUN} ORDER BY rowid", [run_key]).fetchall()
+    table = np.empty((len(rows), len(_SCORE_FIELDS)), dtype=object)
+    if rows:
+        table[:] = rows  # one C pass; the fields are its columns
+    fields = [table[:, j] for j in range(len(_SCORE_FIELDS))]
+    fields[4][fields[4] == ""] = None
+    return fields

@@ -1,0 +1,284 @@
+"""The workspace database: its schema, the migrations that build it, and connections."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+import sqlite_utils
+
+from ..errors import (
+    DatabaseUnavailableError,
+)
+
+DEFAULT_DB = "litmus-review.db"
+DB_ENV = "LITMUS_REVIEW_DB"
+BUSY_TIMEOUT_S = 10.0
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+# --- migrations ----------------------------------------------------------------------------
+
+
+def _m1(db: sqlite_utils.Database) -> None:
+    db["runs"].create({
+        "run_key": str, "run_id": str, "model": str, "format": str, "source": str, "stored_path": str,
+        "payloads_path": str, "harness_name": str, "harness_version": str, "capture_limit_bytes": int,
+        "evidence_standard": str, "taxonomy_json": str, "imported_at": str, "trajectories": int,
+        "tool_calls": int, "records_seen": int, "rejected_json": str, "recapture_json": str,
+    }, pk="run_key")
+    db["trajectories"].create({
+        "run_key": str, "trajectory_id": str, "task_id": str, "model": str, "intended_category": str,
+        "fired_category": str, "status": str, "reason": str, "reasons": str, "lenient_safe": int,
+        "termination": str, "tool_call_count": int, "max_raw_bytes": int, "tools": str,
+        "suggestion": str, "suggestion_evidence": str, "classifier": str, "classifier_evidence": str,
+        "incomplete_call": int, "recaptured_calls": str, "evidence_standard": str,
+        "final_output_preview": str, "line": int, "offset": int, "length": int,
+    }, pk=("run_key", "trajectory_id"), foreign_keys=[("run_key", "runs", "run_key")])
+    db["calls"].create({
+        "run_key": str, "trajectory_id": str, "call_index": int, "tool": str, "captured_bytes": int,
+        "raw_size_bytes": int, "gaps": str,
+    }, pk=("run_key", "trajectory_id", "call_index"))
+    db["label_events"].create({
+        "id": int, "run_key": str, "trajectory_id": str, "reviewer": str, "action": str, "label": str,
+        "note": str, "created_at": str, "supersedes": int,
+    }, pk="id")
+    db["trajectories"].create_index(["run_key", "status"])
+    db["calls"].create_index(["run_key"])
+    db["label_events"].create_index(["run_key", "trajectory_id"])
+
+
+def _m2(db: sqlite_utils.Database) -> None:
+    # One row per call cost more than parsing at a million calls (SQLite takes ~320k rows/s);
+    # what the app needs of calls (sizes for the histogram, gaps for display) fits in two
+    # columns of the trajectory row.
+    db.execute("ALTER TABLE trajectories ADD COLUMN call_sizes TEXT")
+    db.execute("ALTER TABLE trajectories ADD COLUMN call_gaps TEXT")
+    db["calls"].drop()
+
+
+def _m3(db: sqlite_utils.Database) -> None:
+    # Every query on trajectories starts from one run (the primary key's prefix) and a run's
+    # rows are scanned in milliseconds; the (run_key, status) index cost ~20 % of each insert.
+    db.execute("DROP INDEX IF EXISTS idx_trajectories_run_key_status")
+
+
+def _m4(db: sqlite_utils.Database) -> None:
+    # What the aggregates read of a run, written beside its rows at import: reading every row
+    # back into Python was most of a run's first render.
+    # (Schema 4 also wrote the copies of runs imported before it; schema 5 rescores every run and
+    # writes them again, so that backfill is no longer done here.)
+    db["run_columns"].create({"run_key": str, "format": int, "data": bytes}, pk="run_key",
+                             foreign_keys=[("run_key", "runs", "run_key")])
+
+
+def _m5(db: sqlite_utils.Database) -> None:
+    # Scorer 2.0: SAFE needs a classifier of record on the full surface, the lenient rate is the
+    # harness's own claim (NULL lenient_safe: it did not judge), no-verdict and at-limit rules.
+    # Every stored run is scored again from its workspace copy; labels are kept.
+    db.execute("ALTER TABLE trajectories ADD COLUMN truncation TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN classifier_of_record TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN scorer_version TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN reclassifier TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN reported_safe_rate REAL")
+    db.execute("ALTER TABLE runs ADD COLUMN reported_safe_rate_source TEXT")
+    db.execute("UPDATE runs SET scorer_version = '1.0'")
+    from .importing import rescore_run  # importing needs this module first
+
+    for run in list(db["runs"].rows):
+        rescore_run(db, run)
+
+
+def _m6(db: sqlite_utils.Database) -> None:
+    # Provenance and the harness's run status: the input file's own SHA-256 (the run key is not
+    # it when a side log or a verdict map took part), an upload's original name (its source is
+    # a deleted temporary path), the side log as given, and how the harness says the run ended.
+    have = set(db["runs"].columns_dict)
+    for column in ("file_sha256", "original_name", "side_log_source", "side_log_sha256", "run_status",
+                   "run_status_detail"):
+        if column not in have:  # a database set back to an older version keeps its columns
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+
+
+def _m7(db: sqlite_utils.Database) -> None:
+    # The SHA-256 of the workspace's own copy of a run (a converted copy's differs from the
+    # source's), checked before replay reads it (schema 7). Older runs have none: a canonical copy is
+    # checked against its name (the content hash it was stored under), a converted one,
+    # written by the workspace and never linked to a user's file, is not checked.
+    if "stored_sha256" not in db["runs"].columns_dict:
+        db.execute("ALTER TABLE runs ADD COLUMN stored_sha256 TEXT")
+
+
+def _m8(db: sqlite_utils.Database) -> None:
+    # A bulk act (one reviewer labelling a filtered set at once) records one event per trace, as
+    # before, each carrying the act's id: the history shows the act, and Undo withdraws it whole.
+    if "batch_id" not in db["label_events"].columns_dict:  # a database set back keeps its columns
+        db.execute("ALTER TABLE label_events ADD COLUMN batch_id TEXT")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8)
+"""Append only; ``PRAGMA user_version`` records how many have run."""
+
+
+# --- connections ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """A write transaction that takes the write lock up front (``BEGIN IMMEDIATE``).
+
+    A deferred transaction that later upgrades to a writer can fail with "database is locked"
+    without waiting; IMMEDIATE makes every writer queue on the busy timeout instead.
+    """
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.conn.rollback()
+        raise
+    else:
+        try:
+            _commit(db.conn)
+        except BaseException:
+            db.conn.rollback()  # a commit that failed (a full disk) leaves nothing half-written
+            raise
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    conn.commit()
+
+
+_CANNOT_WRITE = ("locked", "readonly", "read-only", "unable to open", "disk is full", "disk i/o error")
+_DAMAGED = ("malformed", "not a database", "corrupt", "could not decode")
+
+
+
+class Connection:
+    """A litmus-review workspace: the SQLite file and a folder beside it for run files."""
+
+    def __init__(self, path: str | Path | None = None, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path) if path is not None else default_db_path()
+        self.busy_timeout_s = busy_timeout_s
+        self.files = self.path.with_name(self.path.name + ".d")
+        self.read_only = _read_only(self.path)
+        """The database file or its folder cannot be written: it is opened read-only (and,
+        where the folder is not writable, as immutable), so it can still be read."""
+        identity = _file_identity(self.path)
+        if identity is None or identity not in _MIGRATED:
+            self.migrate()
+
+    def _open(self) -> sqlite3.Connection:
+        if not self.read_only:
+            return sqlite3.connect(str(self.path), timeout=self.busy_timeout_s)
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve()))
+        conn = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=self.busy_timeout_s)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:
+            # WAL needs its -shm file; in a folder nobody may write to it cannot be made, and
+            # nobody can be writing either: read the file as it is.
+            conn.close()
+            return sqlite3.connect(uri + "?immutable=1", uri=True, timeout=self.busy_timeout_s)
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[sqlite_utils.Database]:
+        """One connection for one operation. SQLite's errors about the file itself (locked,
+        read-only, full disk, damaged pages, not a database) become DatabaseUnavailableError."""
+        try:
+            conn = self._open()
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise DatabaseUnavailableError(f"cannot open the database {self.path}: {exc}", path=str(self.path)) from exc
+        db = sqlite_utils.Database(conn, execute_plugins=False)
+        try:
+            yield db
+        except sqlite3.DatabaseError as exc:
+            msg = str(exc)
+            low = msg.lower()
+            if isinstance(exc, sqlite3.IntegrityError):
+                raise
+            if any(m in low for m in _CANNOT_WRITE):
+                raise DatabaseUnavailableError(
+                    f"the database {self.path} cannot be written ({msg}); is it read-only, on a full disk, or held "
+                    f"by another program for more than {self.busy_timeout_s:g} s?", path=str(self.path)) from exc
+            if any(m in low for m in _DAMAGED) or type(exc) is sqlite3.DatabaseError:
+                raise DatabaseUnavailableError(
+                    f"the database {self.path} is damaged or is not a litmus-review workspace ({msg}); restore it "
+                    f"from a backup, or start a new workspace and import the runs again", path=str(self.path)) from exc
+            raise
+        finally:
+            conn.close()
+
+    def check_integrity(self) -> None:
+        """DatabaseUnavailableError unless SQLite's ``quick_check`` finds every page sound
+        (an import never writes into a damaged file)."""
+        with self.connect() as db:
+            problems = [r[0] for r in db.execute("PRAGMA quick_check(5)").fetchall()]
+        if problems != ["ok"]:
+            raise DatabaseUnavailableError(
+                f"the database {self.path} is damaged ({'; '.join(problems)}); nothing was imported. Restore it from "
+                "a backup, or start a new workspace and import the runs again", path=str(self.path))
+
+    def migrate(self) -> int:
+        """Bring the schema up to date (WAL on first). Returns the schema version."""
+        if not self.path.parent.exists():
+            raise DatabaseUnavailableError(f"folder {self.path.parent} does not exist", path=str(self.path))
+        with self.connect() as db:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version < len(MIGRATIONS):
+                if self.read_only:
+                    raise DatabaseUnavailableError(
+                        f"the database {self.path} is read-only and its schema ({version}) predates this version's "
+                        f"({len(MIGRATIONS)}); open it once where it can be written, to upgrade it", path=str(self.path))
+                if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    db.enable_wal()
+                with _immediate(db):
+                    # re-read under the write lock: another process may have migrated meanwhile
+                    version = db.execute("PRAGMA user_version").fetchone()[0]
+                    for i in range(version, len(MIGRATIONS)):
+                        MIGRATIONS[i](db)
+                        db.execute(f"PRAGMA user_version = {i + 1}")
+                version = len(MIGRATIONS)
+        identity = _file_identity(self.path)
+        if identity is not None:
+            _MIGRATED.add(identity)
+        return version
+
+
+
+_MIGRATED: set[tuple[str, int, int]] = set()
+"""The database files (path, device, inode) this process has brought up to date: a
+``Workspace`` is made for every page loader call, and its schema is checked once per process
+per file, not on each (a file replaced at the same path is a new inode, and is checked again).
+A schema changed under a running process by something else is not seen: call ``migrate()``."""
+
+
+def _file_identity(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return str(path.absolute()), st.st_dev, st.st_ino
+
+
+def _read_only(db: Path) -> bool:
+    """An existing database file that this process may not write, or whose folder it may not
+    write (where SQLite keeps its -wal and -shm files)."""
+    return db.exists() and not (os.access(db, os.W_OK) and os.access(db.parent, os.W_OK))
+
+
