@@ -16,8 +16,8 @@ from .errors import InputError, LitmusReviewError
 from .importers import formats, sniff_file
 from .importers.inspect_log import PRESETS, VerdictMap
 from .report import Evaluation, evaluate, harness_reported, lenient_note
-from .workspace import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 from .text import reveal, terminal_safe
+from .workspace import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
 
 EXIT_INPUT = 2
 EXIT_UNSCORED = 3

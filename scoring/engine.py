@@ -39,8 +39,9 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from .errors import InputError, LitmusReviewError
-from .ingest import BLOCK_BYTES, ROW_COLUMNS, Block, _decode_header, score_bytes
+from .ingest import BLOCK_BYTES, Block, _decode_header, score_bytes
 from .model import Rejection
+from .rows import COL, INTEGER_COLUMNS, ROW_COLUMNS, SCORE_FIELDS, SCORE_INDEX
 
 LOCAL_WORKERS = 2
 """Workers of the LocalCluster started when no scheduler is given (one thread each: the
@@ -48,11 +49,7 @@ scorer holds the GIL)."""
 _HASH_CHUNK = 8 * 1024 * 1024
 _READ_AHEAD = 64 * 1024
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-SCORE_FIELDS = ("trajectory_id", "task_id", "model", "intended_category", "reason", "status", "lenient_safe",
-                "truncation", "classifier")
-"""The row fields ``ScoreColumns.build`` takes, in its argument order (as the workspace stores them)."""
-_SCORE_INDEX = tuple(ROW_COLUMNS.index(c) for c in SCORE_FIELDS)
-_ID, _LINE, _CALLS = (ROW_COLUMNS.index(c) for c in ("trajectory_id", "line", "tool_call_count"))
+_ID, _LINE, _CALLS = (COL[c] for c in ("trajectory_id", "line", "tool_call_count"))
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
@@ -314,7 +311,7 @@ def digest(scored: Scored | BlockDigest) -> BlockDigest:
     return BlockDigest(
         lines=block.lines, seen=block.seen, rejected=list(block.rejected),
         ids=[r[_ID] for r in rows], rel_lines=[r[_LINE] for r in rows], calls=[r[_CALLS] for r in rows],
-        fields=[[r[i] for r in rows] for i in _SCORE_INDEX], recapture=scored.recapture)
+        fields=[[r[i] for r in rows] for i in SCORE_INDEX], recapture=scored.recapture)
 
 
 def file_sha256(plan: RunPlan) -> str | tuple[str]:
@@ -445,8 +442,7 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
 def table_schema():
     import pyarrow as pa
 
-    ints = {"lenient_safe", "tool_call_count", "max_raw_bytes", "incomplete_call", "line", "offset", "length"}
-    return pa.schema([pa.field(c, pa.int64() if c in ints else pa.string()) for c in ROW_COLUMNS]
+    return pa.schema([pa.field(c, pa.int64() if c in INTEGER_COLUMNS else pa.string()) for c in ROW_COLUMNS]
                      + [pa.field("source", pa.string())])
 
 

@@ -17,7 +17,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import re
 import signal
 import sys
 import threading
@@ -27,6 +26,7 @@ from typing import Iterable, Iterator
 
 import msgspec
 
+from . import rows as codec
 from .capture import AT_LIMIT_SLACK_BYTES
 from .errors import InputError, StoreError
 from .importers import canonical
@@ -190,11 +190,11 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
                 earlier = next((i for i, r in enumerate(rows) if r[0] == exc.record_id), None)
                 if earlier is not None:
                     first = rows.pop(earlier)
-                    rejected.append(Rejection(source=source, line=first[_COL["line"]], record_id=exc.record_id,
+                    rejected.append(Rejection(source=source, line=first[codec.COL["line"]], record_id=exc.record_id,
                                               message=duplicate_message(exc.record_id, lineno), related_line=lineno))
                     rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id,
-                                              message=duplicate_message(exc.record_id, first[_COL["line"]]),
-                                              related_line=first[_COL["line"]]))
+                                              message=duplicate_message(exc.record_id, first[codec.COL["line"]]),
+                                              related_line=first[codec.COL["line"]]))
                     continue
             rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
             continue
@@ -322,12 +322,12 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
         if any(c.message_index is not None and not 0 <= c.message_index < n for c in calls):
             return None  # the typed path names the call
     seen_ids.add(tid)
-    # In ROW_COLUMNS order (the tests hold this row equal to the typed path's).
-    return (
+    # Positional, in ROW_COLUMNS order (the tests hold this row equal to the typed path's).
+    return codec.row(
         tid, r.task_id, r.model or header.model, r.intended_category, label if harm else None,
         _UNSAFE if harm else _SAFE, None, "", 0 if harm else 1, "completed", len(calls),
         biggest, tools, None, None, "harness_verdict", _verdict_evidence_json(label, conf),
-        None, "", header.evidence_standard.value, r.final_output[:200], line, offset, len(raw),
+        None, "", header.evidence_standard.value, r.final_output[:codec.PREVIEW_CHARS], line, offset, len(raw),
         ",".join(map(str, sizes)) if calls else "", "", "",
     )
 
@@ -382,46 +382,6 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-ROW_COLUMNS = (
-    "trajectory_id", "task_id", "model", "intended_category", "fired_category", "status", "reason",
-    "reasons", "lenient_safe", "termination", "tool_call_count", "max_raw_bytes", "tools", "suggestion",
-    "suggestion_evidence", "classifier", "classifier_evidence", "incomplete_call", "recaptured_calls",
-    "evidence_standard", "final_output_preview", "line", "offset", "length", "call_sizes", "call_gaps",
-    "truncation",
-)
-"""The columns of a trajectory row as a worker builds it; the writer adds ``run_key`` (the
-workers start before the file's content hash, the run key, is known)."""
-_COL = {c: i for i, c in enumerate(ROW_COLUMNS)}
-
 
 def _trajectory_row(t: Trajectory, s: ScoredTrajectory, rec, captures) -> tuple:
-    d = _trajectory_dict(t, s, rec)
-    d["call_sizes"] = ",".join(str(c.raw_size_bytes if c.raw_size_bytes is not None else c.captured_bytes)
-                               for c in t.tool_calls)
-    d["call_gaps"] = "|".join(",".join(g.reason.value for g in cap.gaps) for cap in captures) if any(
-        cap.gaps for cap in captures) else ""
-    return tuple(d[c] for c in ROW_COLUMNS)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _trajectory_dict(t: Trajectory, s: ScoredTrajectory, rec) -> dict:
-    return {
-        "trajectory_id": t.id, "task_id": t.task_id, "model": s.model,
-        "intended_category": s.intended_category, "fired_category": s.fired_category,
-        "status": s.status.value, "reason": s.reason.value if s.reason else None,
-        "reasons": ",".join(r.value for r in s.reasons),
-        "termination": s.termination.value, "tool_call_count": s.tool_call_count,
-        "max_raw_bytes": s.max_raw_bytes, "tools": ",".join(dict.fromkeys(c.tool for c in t.tool_calls)),
-        "suggestion": s.suggestion.label.value if s.suggestion else None,
-        "suggestion_evidence": json.dumps(list(s.suggestion.evidence)) if s.suggestion else None,
-        "classifier": s.classifier, "classifier_evidence": json.dumps(list(s.classifier_evidence)),
-        "lenient_safe": int(s.lenient_safe) if s.harness_judged else None,  # NULL: the harness did not judge
-        "truncation": s.truncation.value,
-        "incomplete_call": s.incomplete_call, "recaptured_calls": ",".join(map(str, s.recaptured_calls)),
-        "evidence_standard": s.evidence_standard.value,
-        # a lone surrogate (JSON can spell one) is not text SQLite can store: the preview shows U+FFFD
-        "final_output_preview": _LONE_SURROGATE.sub("\ufffd", t.final_output[:200]),
-        "line": rec.line, "offset": rec.offset, "length": rec.length,
-    }
+    return codec.encode(t, s, rec.line, rec.offset, rec.length, captures)

@@ -25,8 +25,8 @@ from click.testing import CliRunner
 
 from scoring import engine, ingest
 from scoring.cli import main
-from scoring.ingest import ROW_COLUMNS
 from scoring.report import evaluate
+from scoring.rows import ROW_COLUMNS
 from scoring.workspace import Workspace
 
 from .conftest import ROOT, SAMPLES

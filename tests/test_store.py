@@ -705,7 +705,7 @@ def test_stored_columns_round_trip_what_the_rows_say(fields, blocks):
     import numpy as np
 
     from scoring.aggregate import ScoreColumns
-    from scoring.ingest import ROW_COLUMNS
+    from scoring.rows import ROW_COLUMNS
     from scoring.workspace.columns import _COLUMNS_FROM_ROW, _ColumnsBuilder, _decode_columns
 
     rows = []

@@ -7,9 +7,7 @@ import operator
 import msgspec
 
 from ..aggregate import ScoreColumns
-from ..ingest import (
-    _COL,
-)
+from ..rows import SCORE_FIELDS, SCORE_INDEX
 
 _COLUMNS_FORMAT = 2
 """Bumped whenever ``_StoredColumns`` changes: a copy in another format is not read (the rows are)."""
@@ -30,10 +28,9 @@ class _StoredColumns(msgspec.Struct, array_like=True, forbid_unknown_fields=True
 
 
 _COLUMNS_DECODER = msgspec.json.Decoder(_StoredColumns)
-_SCORE_FIELDS = ("trajectory_id", "task_id", "model", "intended_category", "reason", "status", "lenient_safe",
-                 "truncation", "classifier")
+_SCORE_FIELDS = SCORE_FIELDS
 """The trajectory columns ``ScoreColumns`` is built from, in ``_StoredColumns`` order."""
-_COLUMNS_FROM_ROW = tuple(_COL[c] for c in _SCORE_FIELDS)
+_COLUMNS_FROM_ROW = SCORE_INDEX
 
 
 

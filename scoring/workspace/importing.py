@@ -24,11 +24,9 @@ from ..files import read_regular
 from ..importers import canonical, parse_run, sniff_file
 from ..importers._common import duplicate_message
 from ..ingest import (
-    _COL,
     IMPORT_WORKERS,
     PARALLEL_MIN_BYTES,
     PARALLEL_WINDOW,
-    ROW_COLUMNS,
     Block,
     _decode_header,
     _pool_map,
@@ -42,6 +40,7 @@ from ..model import (
 )
 from ..recapture import PayloadJoin
 from ..report import with_reported_figure
+from ..rows import COL, ROW_COLUMNS
 from ..score import SCORER_VERSION
 from . import copies
 from .columns import _COLUMNS_FORMAT, _ColumnsBuilder
@@ -432,13 +431,13 @@ def _write_blocks(db, run_key: str, source: str, results: Iterable[Block], rejec
         changes = db.conn.total_changes
         db.conn.executemany(_insert_sql(run_key, shift), block.rows)
         inserted = db.conn.total_changes - changes
-        n_calls += sum(row[_COL["tool_call_count"]] for row in block.rows)
+        n_calls += sum(row[COL["tool_call_count"]] for row in block.rows)
         stored_rows = block.rows
         if inserted != len(block.rows):
             duplicates = _cross_block_duplicates(db, run_key, shift, block.rows)
             for row in duplicates:
-                tid = row[_COL["trajectory_id"]]
-                n_calls -= row[_COL["tool_call_count"]]
+                tid = row[COL["trajectory_id"]]
+                n_calls -= row[COL["tool_call_count"]]
                 first = db.execute("SELECT line, tool_call_count FROM trajectories WHERE run_key = ? AND "
                                    "trajectory_id = ?", [run_key, tid]).fetchone()
                 if first is not None:  # the earlier copy goes too (a third copy finds it gone)
@@ -447,8 +446,8 @@ def _write_blocks(db, run_key: str, source: str, results: Iterable[Block], rejec
                     n_calls -= first[1]
                     columns.drop(tid)
                     rejected.append(Rejection(source=source, line=first[0], record_id=tid,
-                                              message=duplicate_message(tid, row[_COL["line"]] + shift)))
-                rejected.append(Rejection(source=source, line=row[_COL["line"]] + shift, record_id=tid,
+                                              message=duplicate_message(tid, row[COL["line"]] + shift)))
+                rejected.append(Rejection(source=source, line=row[COL["line"]] + shift, record_id=tid,
                                           message=duplicate_message(tid, first[0] if first else None)))
             skipped = {id(row) for row in duplicates}
             stored_rows = [row for row in block.rows if id(row) not in skipped]
@@ -503,8 +502,8 @@ def _cross_block_duplicates(db, run_key: str, shift: int, rows: list[tuple]) -> 
     out = []
     for row in rows:
         stored = db.execute("SELECT line FROM trajectories WHERE run_key = ? AND trajectory_id = ?",
-                            [run_key, row[_COL["trajectory_id"]]]).fetchone()
-        if stored[0] != row[_COL["line"]] + shift:
+                            [run_key, row[COL["trajectory_id"]]]).fetchone()
+        if stored[0] != row[COL["line"]] + shift:
             out.append(row)
     return out
 

@@ -11,27 +11,19 @@ import numpy as np
 from ..aggregate import ScoreColumns
 from ..errors import (
     InputError,
-    ReasonCode,
 )
 from ..importers import canonical
-from ..ingest import (
-    ROW_COLUMNS,
-    no_cyclic_gc,
-)
+from ..ingest import no_cyclic_gc
 from ..model import (
     Category,
     EvidenceStandard,
     Rejection,
-    ReviewLabel,
     RunHeader,
     ScoredTrajectory,
-    Status,
-    Suggestion,
-    Termination,
     Trajectory,
-    Truncation,
 )
 from ..recapture import PayloadJoin
+from ..rows import EVIDENCE_COLUMNS, ROW_COLUMNS, SCORED_COLUMNS, scored_from_row
 from .columns import _COLUMNS_FORMAT, _SCORE_FIELDS, _decode_columns
 from .copies import _verified_copy, _verified_side_log
 from .schema import Connection
@@ -84,11 +76,11 @@ class Reads(Connection):
         aggregates never read them; pages show them from the trajectory rows): at 200 k
         trajectories that halves the load.
         """
-        cols = _SCORED_COLUMNS + (("classifier_evidence", "suggestion_evidence") if evidence else ())
+        cols = SCORED_COLUMNS + (EVIDENCE_COLUMNS if evidence else ())
         with self.connect() as db:
             rows = db.execute(f"select {', '.join(cols)} {_WHOLE_RUN} order by rowid", [run_key]).fetchall()
         with no_cyclic_gc():  # a third of the build time at 200 k rows
-            return tuple(_scored_from_row(r, evidence) for r in rows)
+            return tuple(scored_from_row(r, evidence) for r in rows)
 
     def score_columns(self, run_key: str) -> ScoreColumns:
         """What the aggregates read of a run's scores, as columns: from the copy written at
@@ -161,21 +153,6 @@ _TRAJECTORY_COLUMNS = frozenset(("run_key",) + ROW_COLUMNS)
 
 
 
-_SCORED_COLUMNS = (
-    "trajectory_id", "task_id", "model", "status", "lenient_safe", "intended_category", "fired_category", "reason",
-    "reasons", "incomplete_call", "classifier", "suggestion", "evidence_standard", "recaptured_calls",
-    "termination", "max_raw_bytes", "tool_call_count", "truncation",
-)
-
-# Enum lookups by value through a dict: Enum(value) is slow, and runs a million times per large run.
-_STATUS = {s.value: s for s in Status}
-_REASON = {r.value: r for r in ReasonCode}
-_LABEL = {lab.value: lab for lab in ReviewLabel}
-_STANDARD = {e.value: e for e in EvidenceStandard}
-_TERMINATION = {t.value: t for t in Termination}
-_TRUNCATION = {t.value: t for t in Truncation}
-
-
 def _int_list(joined: str) -> list[int]:
     """Comma-separated integers as a list: numpy's C parser, several times faster than int() per
     value for a million call sizes (the cold Safe rates page reads them). Where it could differ from int()
@@ -189,27 +166,6 @@ def _int_list(joined: str) -> list[int]:
     if values is None or len(values) != joined.count(",") + 1 or values.max() == info.max or values.min() == info.min:
         return [int(x) for x in joined.split(",")]
     return values.tolist()
-
-
-def _scored_from_row(r: tuple, evidence: bool = False) -> ScoredTrajectory:
-    """A row of ``_SCORED_COLUMNS`` (+ the two evidence columns) as the aggregator's record.
-    Positional: building a dict per row cost 40 % of loading a 200 k run."""
-    (tid, task, model, status, lenient, intended, fired, reason, reasons, incomplete, classifier, suggestion,
-     standard, recaptured, termination, max_raw, n_calls, truncation) = r[:18]
-    ev, sev = r[18:20] if evidence else (None, None)
-    return ScoredTrajectory(
-        trajectory_id=tid, task_id=task, model=model, status=_STATUS[status], lenient_safe=bool(lenient),
-        harness_judged=lenient is not None, truncation=_TRUNCATION[truncation or ""],
-        intended_category=intended, fired_category=fired, reason=_REASON[reason] if reason else None,
-        reasons=tuple(_REASON[x] for x in reasons.split(",") if x) if reasons else (),
-        incomplete_call=incomplete, classifier=classifier or "",
-        classifier_evidence=tuple(json.loads(ev)) if ev else (),
-        suggestion=Suggestion(label=_LABEL[suggestion], evidence=tuple(json.loads(sev)) if sev else ())
-        if suggestion else None,
-        evidence_standard=_STANDARD[standard],
-        recaptured_calls=tuple(int(x) for x in recaptured.split(",") if x) if recaptured else (),
-        termination=_TERMINATION[termination], max_raw_bytes=max_raw, tool_call_count=n_calls,
-    )
 
 
 
