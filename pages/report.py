@@ -6,23 +6,22 @@ import streamlit as st
 
 from pages._shared import charts, exports, loaders, router
 from pages._shared.inert import md, reveal_id
-from scoring.aggregate import size_quantiles
+from scoring.workspace import views
 
 keys, rows = router.page("Report")
-ws = loaders.workspace()
 evs = [loaders.run_evaluation(k) for k in keys]
-events = [e for k in keys for e in ws.history(k)]
-stamp = exports.make_stamp(evs, max((e["created_at"] for e in events), default=None))
+events = [e for k in keys for e in loaders.history(k)]
+stamp = exports.make_stamp(evs, max((e.created_at for e in events), default=None))
 st.text(reveal_id("\n".join(stamp.lines()), lines=True))
 
 
 def figures() -> list[tuple[str, object]]:
     figs = [("Safe rate before and after", charts.before_after_bars(
-        [(rows[k]["run_id"] + (" +side log" if rows[k]["payloads_path"] else ""), ev.summary)
+        [(rows[k].run_id + (" +side log" if rows[k].side_log else ""), ev.summary)
          for k, ev in zip(keys, evs)]))]
     for k, ev in zip(keys, evs):
         steps, per_category = loaders.run_breakdowns(k)
-        rid = rows[k]["run_id"]
+        rid = rows[k].run_id
         sizes = loaders.argument_sizes(k)
         figs += [
             (f"{rid}: what each correction moved", charts.waterfall_chart(steps)),
@@ -30,7 +29,7 @@ def figures() -> list[tuple[str, object]]:
             (f"{rid}: phantom safety by category",
              charts.phantom_by_category(per_category, ev.run.header.taxonomy)),
             (f"{rid}: argument sizes", charts.argument_size_histogram(
-                sizes, ev.run.header.capture_limit_bytes, size_quantiles(sizes))),
+                sizes, ev.run.header.capture_limit_bytes, views.size_quantiles(sizes))),
         ]
     return figs
 
@@ -77,8 +76,8 @@ with c[1]:
     st.download_button("Aggregates (JSON)", exports.aggregates_json(evs, stamp), file_name="litmus-aggregates.json",
                        mime="application/json", key="dl_json")
     for k in keys:
-        st.download_button(f"Labels of {md(rows[k]['run_id'])} (CSV)", ws.export_labels(k, "csv"),
-                           file_name=exports.labels_file_name(rows[k]["run_id"], k), mime="text/csv", key=f"dl_lab_{k}")
+        st.download_button(f"Labels of {md(rows[k].run_id)} (CSV)", loaders.export_labels(k, "csv"),
+                           file_name=exports.labels_file_name(rows[k].run_id, k), mime="text/csv", key=f"dl_lab_{k}")
 with c[2]:
     st.subheader("Charts")
     fmt = st.radio("Format", ["png", "pdf"], horizontal=True, key="img_fmt")

@@ -11,8 +11,7 @@ import streamlit as st
 from pages._shared import loaders, router, state
 from pages._shared.inert import md, reveal_id
 from scoring.errors import LitmusReviewError
-from scoring.files import count_lines
-from scoring.importers import formats
+from scoring.workspace import views
 
 router.require_router()
 st.title("Runs")
@@ -46,9 +45,9 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
         # same clean message as any other unusable input; bounded, regular files only: a FIFO or
         # /dev/zero is refused before it is read.
         if path.suffix == ".jsonl":
-            total = max(1, count_lines(path) - 1)
-        res = loaders.workspace().import_run(path, payloads=payloads, progress=tick, original_name=original_name,
-                                             reclassifier=reclassifier)
+            total = max(1, views.count_lines(path) - 1)
+        res = loaders.import_run(path, payloads=payloads, progress=tick, original_name=original_name,
+                                 reclassifier=reclassifier)
     except OSError as exc:
         bar.empty()
         st.error(f"Could not import {label}: " + md(f"{exc.strerror or exc} ({path})", lines=True))
@@ -60,21 +59,21 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
     bar.progress(1.0, text=f"{label}: aggregating…")
     run = res.run
     # Warm the caches now, so the first look at Safe rates is as fast as every later one.
-    loaders.run_evaluation(run["run_key"])
-    loaders.run_breakdowns(run["run_key"])
-    loaders.argument_sizes(run["run_key"])
+    loaders.run_evaluation(run.run_key)
+    loaders.run_breakdowns(run.run_key)
+    loaders.argument_sizes(run.run_key)
     bar.progress(1.0, text=f"{label}: done")
     if res.already_present:
-        message = ("info", f"{label} was already imported as {run['run_key'][:12]} ({md(run['run_id'])}).")
+        message = ("info", f"{label} was already imported as {run.run_key[:12]} ({md(run.run_id)}).")
     else:
-        message = ("success", f"Imported {md(run['run_id'])}: {run['trajectories']:,} trajectories, "
-                              f"{run['tool_calls']:,} tool calls, format {md(run['format'])} (selected in the sidebar).")
+        message = ("success", f"Imported {md(run.run_id)}: {run.trajectories:,} trajectories, "
+                              f"{run.tool_calls:,} tool calls, format {md(run.format)} (selected in the sidebar).")
     # The sidebar's run picker is already drawn in this run and cannot change now: the router
     # adds the run to the selection before drawing it on the rerun, and this report is shown then.
     st.session_state[state.IMPORT_REPORT] = (message, [
         {"line": r.line, "record": None if r.record_id is None else reveal_id(r.record_id),
          "why": reveal_id(r.message, lines=True)} for r in res.rejected])
-    st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), run["run_key"]]
+    st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), run.run_key]
     st.rerun()
 
 
@@ -133,7 +132,7 @@ with tab_samples:
     for path, side_path in loaders.sample_files():
         if st.button(f"Import {path.name}" + (" with its side log" if side_path else ""), key=f"sample::{path.name}"):
             import_one(path, side_path, path.name)
-st.caption("Formats read: " + ", ".join(formats()))
+st.caption("Formats read: " + ", ".join(views.formats()))
 
 st.subheader("Imported runs")
 rows = loaders.runs()
@@ -142,17 +141,17 @@ if not rows:
 else:
     table, details = [], []
     for r in rows:
-        s = loaders.run_evaluation(r["run_key"]).summary
+        s = loaders.run_evaluation(r.run_key).summary
         table.append({
-            "run": reveal_id(r["run_id"]), "model": reveal_id(r["model"]),
-            "format": f"{r['format']} · {r['evidence_standard']}", "side log": "yes" if r["payloads_path"] else "no",
-            "trajectories": r["trajectories"], "tool calls": r["tool_calls"], "UNSCORED": s.unscored,
-            "Inconclusive": s.inconclusive, "rejected": r["records_seen"] - r["trajectories"],
+            "run": reveal_id(r.run_id), "model": reveal_id(r.model),
+            "format": f"{r.format} · {r.evidence_standard}", "side log": "yes" if r.side_log else "no",
+            "trajectories": r.trajectories, "tool calls": r.tool_calls, "UNSCORED": s.unscored,
+            "Inconclusive": s.inconclusive, "rejected": r.rejected,
         })
-        details.append({"run": reveal_id(r["run_id"]),
+        details.append({"run": reveal_id(r.run_id),
                         # how the harness says the run ended (Inspect: success / cancelled / error), where it says
-                        "run status": reveal_id(r.get("run_status") or "—"), "key": r["run_key"][:12],
-                        "imported": r["imported_at"][:16].replace("T", " "), "source": reveal_id(r["source"] or "")})
+                        "run status": reveal_id(r.run_status or "—"), "key": r.run_key[:12],
+                        "imported": r.imported_at[:16].replace("T", " "), "source": reveal_id(r.source)})
     # Fits 1,280 px beside the sidebar (fourteen columns ran off the right edge); run status,
     # keys, times and sources are in the table below.
     narrow = {c: st.column_config.NumberColumn(c, width=w, format="localized") for c, w in

@@ -6,7 +6,7 @@ import streamlit as st
 
 from pages._shared import charts, exports, loaders, router
 from pages._shared.inert import md, reveal_id
-from scoring.aggregate import size_quantiles
+from scoring.workspace import views
 
 keys, rows = router.page("Safe rates")
 evs = {k: loaders.run_evaluation(k) for k in keys}
@@ -79,7 +79,7 @@ for k, ev in evs.items():
             f"DIFFERS from the lenient rate by {pp(diff)}" if diff is not None else "no lenient rate to compare"
         st.text(f"Harness reported {pct(h.reported_safe_rate)} ({reveal_id(h.reported_safe_rate_source)}): {agree}")
 
-st.plotly_chart(charts.before_after_bars([(rows[k]["run_id"] + (" +side log" if rows[k]["payloads_path"] else ""),
+st.plotly_chart(charts.before_after_bars([(rows[k].run_id + (" +side log" if rows[k].side_log else ""),
                                            ev.summary) for k, ev in evs.items()]),
                 width="stretch", key="chart_before_after")
 
@@ -92,7 +92,7 @@ st.plotly_chart(charts.unscored_by_reason(ev.summary, ev.run.header.evidence_sta
 st.plotly_chart(charts.phantom_by_category(per_category, ev.run.header.taxonomy),
                 width="stretch", key="chart_phantom")
 sizes = loaders.argument_sizes(focus)
-q = size_quantiles(sizes)
+q = views.size_quantiles(sizes)
 st.plotly_chart(charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, q), width="stretch",
                 key="chart_sizes")
 if q:
@@ -106,5 +106,5 @@ if len(keys) >= 2:
     ka = a.selectbox("Model A", keys, index=0, format_func=lambda k: loaders.run_label(rows[k]))
     kb = b.selectbox("Model B", keys, index=1, format_func=lambda k: loaders.run_label(rows[k]))
     diff = loaders.paired(ka, kb)
-    st.plotly_chart(charts.paired_difference_chart(diff, rows[ka]["run_id"], rows[kb]["run_id"]),
+    st.plotly_chart(charts.paired_difference_chart(diff, rows[ka].run_id, rows[kb].run_id),
                     width="stretch", key="chart_paired")

@@ -13,6 +13,7 @@ from pages._shared import charts, loaders, router
 from pages._shared.inert import reveal_id
 from pages._shared.render import render_trajectory
 from scoring.errors import LitmusReviewError
+from scoring.workspace import views
 
 router.require_router()
 st.title("Score tables")
@@ -105,6 +106,4 @@ if tid:
         if traj.id != tid:
             st.error("The source changed since it was scored: its byte range holds another trajectory.")
             st.stop()
-        from scoring.score import assess_calls
-
-        render_trajectory(traj, list(assess_calls(traj, header)), key=f"table-{tid}")
+        render_trajectory(views.replay_of(traj, header, row), key=f"table-{tid}")

@@ -7,7 +7,7 @@ import streamlit as st
 from pages._shared import loaders, router, state
 from pages._shared.inert import reveal_id
 from pages._shared.render import render_trajectory
-from scoring.score import assess_calls
+from scoring.workspace import views
 
 _FROM_TABLE = "_trajectory_from_table"  # the trajectory last opened by picking its row
 keys, rows = router.page("Trajectories")
@@ -22,7 +22,7 @@ status = f[0].multiselect("Status", placeholder="all", key="filter_status", opti
 reason = f[1].multiselect("Reason", placeholder="all", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique()))
 category = f[2].multiselect("Category", placeholder="all", key="filter_category", format_func=reveal_id, options=sorted(c for c in df["intended_category"].dropna().unique()))
 termination = f[3].multiselect("Termination", placeholder="all", key="filter_termination", format_func=reveal_id, options=sorted(df["termination"].unique()))
-tools = sorted({t for ts in df["tools"].dropna().unique() for t in ts.split(",") if t})  # few distinct lists
+tools = views.tool_names(df["tools"].dropna().unique())  # few distinct lists
 tool = f[4].multiselect("Tool", placeholder="all", key="filter_tool", format_func=reveal_id, options=tools)
 model = f[5].multiselect("Model", placeholder="all", key="filter_model", format_func=reveal_id, options=sorted(df["model"].dropna().unique()))
 query = st.text_input(key="filter_search", label="Search arguments, results and outputs (full text)", placeholder="e.g. exfil, /etc/passwd")
@@ -37,7 +37,7 @@ if category:
 if termination:
     view = view[view["termination"].isin(termination)]
 if tool:
-    view = view[view["tools"].fillna("").apply(lambda s: any(t in s.split(",") for t in tool))]
+    view = view[views.has_any_tool(view["tools"], tool)]
 if model:
     view = view[view["model"].isin(model)]
 if query:
@@ -77,9 +77,6 @@ if row is not None:
     st.subheader("Replay")
     reason = row["reason"] if isinstance(row["reason"], str) else ""
     st.code(reveal_id(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else "")), language=None)
-    ws = loaders.workspace()
-    traj = ws.load_trajectory(run_key, tid)
-    header = ws.header(run_key)
-    render_trajectory(traj, list(assess_calls(traj, header)), key=f"traj-{tid}")
+    render_trajectory(loaders.replay(run_key, tid), key=f"traj-{tid}")
 else:
     st.caption("Select a row to replay the trajectory.")

@@ -457,9 +457,12 @@ def summarize_by(
     labels: Mapping[str, ReviewLabel] | None = None,
 ) -> dict[str, Summary]:
     """One Summary per value of ``key`` (e.g. ``by_category`` or ``by_model``), sorted by that
-    value; a trajectory without one is grouped as "(none)". Columns take a ``GroupKey``; score
-    objects take any function of a score too."""
+    value; a trajectory without one is grouped as "(none)". Columns take a ``GroupKey`` (a
+    column to group by); score objects take any function of a score too (TypeError otherwise)."""
     if isinstance(scored, ScoreColumns):
+        if not isinstance(key, GroupKey):
+            raise TypeError(f"ScoreColumns are grouped by a GroupKey (by_category, by_model), not by {key!r}: "
+                            "a function of a score needs the score objects")
         cols, values = scored, getattr(scored, key.column)
     else:
         rows = list(scored)

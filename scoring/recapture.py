@@ -75,12 +75,15 @@ class PayloadJoin:
                 continue
             self._payloads[key] = entry
 
-    def apply(self, traj: Trajectory) -> Trajectory:
-        """The trajectory with every proven payload joined to its call; mismatches reported."""
+    def apply(self, traj: Trajectory, *, keep: bool = False) -> Trajectory:
+        """The trajectory with every proven payload joined to its call; mismatches reported.
+        ``keep``: a replay of a join loaded once for many (nothing is consumed, counted or
+        reported: the import did that)."""
         calls = list(traj.tool_calls)
         changed = False
+        take = self._payloads.get if keep else self._payloads.pop
         for i, call in enumerate(calls):
-            entry = self._payloads.pop((traj.id, call.index), None)
+            entry = take((traj.id, call.index), None)
             if entry is None:
                 continue
             lineno, text, digest, size = entry
@@ -94,10 +97,12 @@ class PayloadJoin:
                     f"payload {size:,} bytes/{digest[:12]}… ≠ call's raw "
                     f"{call.raw_size_bytes:,} bytes/{call.raw_sha256[:12]}…")
             if problems:
+                if keep:
+                    continue
                 self._reject(lineno, f"{ReasonCode.PAYLOAD_MISMATCH.value}: call {call.index}: " + "; ".join(problems), traj.id)
                 continue
             calls[i] = dataclasses.replace(call, raw_text=text, raw_text_source=self.source)
-            self.applied += 1
+            self.applied += not keep
             changed = True
         return dataclasses.replace(traj, tool_calls=tuple(calls)) if changed else traj
 

@@ -293,3 +293,13 @@ def test_a_rate_of_all_one_outcome_reports_wilson_not_a_zero_width_clustered_int
     assert balanced.low == balanced.high
     assert Rate(value=0.5, numerator=100, denominator=200, wilson=wilson(100, 200),
                 clustered=balanced).ci95 == wilson(100, 200)
+
+
+def test_summarize_by_on_columns_takes_a_group_key_and_says_so_otherwise():
+    from scoring.aggregate import ScoreColumns, by_model, summarize_by
+
+    cols = ScoreColumns.build(["a", "b"], ["t", "t"], ["m1", "m2"], [None, None], [None, None], ["safe", "unsafe"],
+                              [True, True])
+    assert set(summarize_by(cols, by_model)) == {"m1", "m2"}
+    with pytest.raises(TypeError, match="GroupKey"):
+        summarize_by(cols, lambda s: s.model)

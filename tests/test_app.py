@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pages._shared import loaders, state
-from scoring.workspace import Workspace, evaluation
+from scoring.workspace import Workspace, evaluation, views
 
 from .conftest import ROOT
 
@@ -124,7 +124,7 @@ def test_report_page_offers_every_export(app):
 def test_a_locked_database_gives_a_clear_error_in_the_review_page(app, tmp_path, monkeypatch):
     import sqlite3
 
-    monkeypatch.setattr(loaders, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(views, "BUSY_TIMEOUT_S", 0.2)
     app.switch_page("pages/review.py").run()
     set_reviewer(app, "alice")
     blocker = sqlite3.connect(str(tmp_path / "app.db"))
@@ -214,11 +214,10 @@ def test_trajectories_full_text_search_narrows_the_table(app):
 
 def test_a_search_reads_the_run_once_however_often_the_page_reruns(app, monkeypatch):
     # a search reads the whole run file; picking a row to replay reruns the page
-    import scoring.workspace
 
     calls = []
-    real = scoring.workspace.search_run
-    monkeypatch.setattr(loaders, "search_run", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    real = views.search
+    monkeypatch.setattr(views, "search", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
     app.switch_page("pages/trajectories.py").run()
     app.text_input(key="filter_search").input("a search no other test makes").run()
     app.run()

@@ -269,7 +269,9 @@ def test_c_a_full_disk_at_the_commit_is_a_clear_error_and_leaves_no_copy(tmp_pat
     ws = Workspace(tmp_path / "w.db")
 
     def full(_conn):
-        raise sqlite3.OperationalError("database or disk is full")
+        exc = sqlite3.OperationalError("database or disk is full")
+        exc.sqlite_errorcode, exc.sqlite_errorname = sqlite3.SQLITE_FULL, "SQLITE_FULL"  # as SQLite raises it
+        raise exc
 
     monkeypatch.setattr(schema, "_commit", full)
     with pytest.raises(DatabaseUnavailableError, match="disk is full"):

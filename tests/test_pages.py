@@ -12,9 +12,9 @@ from streamlit.testing.v1 import AppTest
 from pages._shared import charts, exports, loaders, state
 from pages._shared.inert import md, plot, reveal_id
 from scoring.aggregate import summarize
-from scoring.workspace import Workspace, evaluation
+from scoring.workspace import Workspace, evaluation, views
 
-from .conftest import ROOT
+from .conftest import ROOT, SAMPLES
 from .test_app import plain, set_reviewer
 
 HOSTILE_ID = "run![b](http://203.0.113.77/b.png) :red[SAFE 100%] <a href='http://203.0.113.77/'>x</a>\u202Eevil"
@@ -107,7 +107,7 @@ def test_charts_escape_every_name_the_data_wrote():
 def test_safe_rates_and_report_show_a_hostile_run_inert(hostile_app):
     at, key = hostile_app
     heading = next(h.value for h in at.subheader if "SAFE" in h.value)
-    assert heading == md(heading and loaders.run_label(Workspace(loaders.DB_PATH).run(key)))
+    assert heading == md(heading and loaders.run_label(views.run(loaders.DB_PATH, key)))
     assert ":red[" not in heading and "![" not in heading
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     texts = [spec["layout"]["annotations"][0]["text"], *spec["data"][0]["x"]]
@@ -324,3 +324,61 @@ def test_every_page_has_its_own_address():
 
     assert [url for _, _, url in router.PAGES] == ["runs", "safe_rates", "trajectories", "review", "report",
                                                    "score_tables"]
+
+
+def test_the_replay_shows_what_was_scored_and_why_a_trajectory_is_unsafe(app, tmp_path):
+    # An UNSAFE trajectory: the replay says which classifier decided and its evidence (stored at
+    # import); a call's status is the score's, even where the rules of today would differ.
+    key = app.session_state[state.SELECTED_RUNS][0]
+    df = loaders.trajectory_frame(key)
+    unsafe = df.index[df["status"] == "unsafe"][0]
+    app.switch_page("pages/trajectories.py").run()
+    app.session_state[state.TRAJ_TABLE] = {"selection": {"rows": [int(unsafe)], "columns": [], "cells": []}}
+    app.run()
+    assert not app.exception, app.exception
+    tid = df.loc[unsafe, "trajectory_id"]
+    stored = views.replay(loaders.DB_PATH, key, tid)
+    assert stored.classifier and stored.classifier_evidence
+    decided = [t.value for t in app.text if t.value.startswith("decided by ")]
+    assert decided == [f"decided by {stored.classifier}" + "".join(f"\n  • {e}" for e in stored.classifier_evidence)]
+
+
+def test_a_replay_carries_the_gaps_stored_at_import_not_a_new_assessment(tmp_path):
+    from scoring.errors import ReasonCode
+
+    ws = Workspace(tmp_path / "w.db")
+    key = ws.import_run(SAMPLES / "observed-m1.jsonl").run_key
+    row = ws.trajectory_rows(key, "status = 'safe' and tool_call_count > 0")[0]
+    rep = views.replay(ws.path, key, row["trajectory_id"])
+    assert all(c.complete and c.scored_gaps == () and not c.rules_differ for c in rep.calls)
+    with ws.connect() as db:  # as if a rule had changed since the run was scored
+        gaps = "|".join("over_capture_limit" if i == 0 else "" for i in range(row["tool_call_count"]))
+        db.execute("update trajectories set call_gaps = ? where run_key = ? and trajectory_id = ?",
+                   [gaps, key, row["trajectory_id"]])
+        db.conn.commit()
+    rep = views.replay(ws.path, key, row["trajectory_id"])
+    assert rep.calls[0].scored_gaps == (ReasonCode.OVER_CAPTURE_LIMIT,) and not rep.calls[0].complete
+    assert rep.calls[0].rules_differ and rep.calls[0].gaps == ()  # today's rules find nothing
+
+
+def test_the_review_queue_policy_is_a_pure_function_of_the_table():
+    import pandas as pd
+
+    table = pd.DataFrame.from_records(
+        [("a", "t", "inconclusive", None, "C1", None, "completed", 1, 10, "sh,web", "degenerate", "m"),
+         ("b", "t", "inconclusive", None, "C2", None, "completed", 1, 99, "web", "early_stop", "m"),
+         ("c", "t", "unscored", "redacted", "C1", None, "completed", 1, 5, "sh", None, "m"),
+         ("d", "t", "inconclusive", None, "C1", None, "completed", 1, 50, "", "genuine_decline", "m")],
+        columns=views.SUMMARY_COLUMNS)
+    q = views.review_queue
+    assert q(table, views.QUEUE_MODES[0], mine=set(), disputed=set()) == ["a", "b", "d"]
+    assert q(table, views.QUEUE_MODES[4], mine=set(), disputed=set()) == ["c"]
+    assert q(table, views.QUEUE_MODES[1], mine={"a"}, disputed=set()) == ["b", "d"]
+    assert q(table, views.QUEUE_MODES[2], mine={"a"}, disputed=set()) == ["a"]
+    assert q(table, views.QUEUE_MODES[3], mine=set(), disputed={"d"}) == ["d"]
+    assert q(table, views.QUEUE_MODES[0], mine=set(), disputed=set(), tools=["sh"]) == ["a"]
+    assert q(table, views.QUEUE_MODES[0], mine=set(), disputed=set(), sort="largest call first") == ["b", "d", "a"]
+    assert q(table, views.QUEUE_MODES[0], mine=set(), disputed={"d"},
+             sort="reviewers disagree first") == ["d", "a", "b"]
+    assert views.next_pending(["a", "b", "d"], "a", {"b"}) == "d"
+    assert views.tool_names(table["tools"]) == ["sh", "web"]

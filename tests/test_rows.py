@@ -20,7 +20,7 @@ def test_the_row_codec_matches_the_workspace_table_and_is_the_one_every_writer_u
         stored = [c for c in db["trajectories"].columns_dict if c != "run_key"]
     assert sorted(stored) == sorted(rows.ROW_COLUMNS)
     assert engine.ROW_COLUMNS is rows.ROW_COLUMNS and importing.ROW_COLUMNS is rows.ROW_COLUMNS
-    assert columns._COLUMNS_FROM_ROW == tuple(rows.COL[c] for c in rows.SCORE_FIELDS)
+    assert tuple(rows.COL[c] for c in rows.SCORE_FIELDS) == columns._COLUMNS_FROM_ROW
     assert rows.row(*rows.ROW_COLUMNS) == rows.ROW_COLUMNS  # the signature is the order
 
 
@@ -38,7 +38,8 @@ def test_list_and_gap_encodings_read_back():
             self.gaps = [Gap(g) for g in gaps]
 
     caps = [Cap(), Cap(ReasonCode.OVER_CAPTURE_LIMIT, ReasonCode.SIZE_MISMATCH), Cap()]
-    assert rows.call_gaps(rows.gaps_text(caps), 3) == ((), (ReasonCode.OVER_CAPTURE_LIMIT, ReasonCode.SIZE_MISMATCH), ())
+    cut = (ReasonCode.OVER_CAPTURE_LIMIT, ReasonCode.SIZE_MISMATCH)
+    assert rows.call_gaps(rows.gaps_text(caps), 3) == ((), cut, ())
     assert rows.call_gaps(rows.gaps_text([Cap(), Cap()]), 2) == ((), ())
 
 

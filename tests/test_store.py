@@ -773,3 +773,23 @@ def test_a_workspace_checks_its_schema_once_per_process_and_a_new_file_on_openin
     with Workspace(old / "w.db").connect() as db:  # opened (a new file): migrated without being asked
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         assert "batch_id" in db["label_events"].columns_dict
+
+
+@pytest.mark.parametrize("code, expected", [
+    (sqlite3.SQLITE_FULL, "cannot be written"), (sqlite3.SQLITE_BUSY, "cannot be written"),
+    (10 | (3 << 8), "cannot be written"),  # SQLITE_IOERR_WRITE: an extended code
+    (sqlite3.SQLITE_CORRUPT, "is damaged"), (sqlite3.SQLITE_NOTADB, "is damaged"), (sqlite3.SQLITE_ERROR, None)])
+def test_sqlite_errors_are_told_apart_by_their_result_code_not_their_wording(ws, code, expected):
+    exc = sqlite3.OperationalError("une erreur de disque")  # wording that names nothing (another locale, say)
+    exc.sqlite_errorcode = code
+
+    def fail():
+        with ws.connect():
+            raise exc
+
+    if expected is None:
+        with pytest.raises(sqlite3.OperationalError):
+            fail()
+    else:
+        with pytest.raises(DatabaseUnavailableError, match=expected):
+            fail()

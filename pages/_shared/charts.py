@@ -10,8 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from pages._shared.inert import plot, reveal_id
-from scoring.aggregate import PairedDifference, Rate, Summary, WaterfallStep
 from scoring.model import Category
+from scoring.workspace.views import PairedDifference, Rate, Summary, WaterfallStep
 
 COLORS = {"lenient": "#9e9e9e", "strict": "#1f5fa8", "reviewed": "#2e8b57",
           "payload": "#d9662b", "other": "#6b7b8c", "limit": "#d32f2f", "q": "#9c4dcc"}  # both themes

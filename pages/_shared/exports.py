@@ -16,9 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from pages._shared.inert import plot, reveal_id
-from scoring.report import Evaluation
-from scoring.score import SCORER_VERSION
 from scoring.text import csv_safe, reveal, safe_file_name
+from scoring.workspace.views import SCORER_VERSION, Evaluation
 
 
 @dataclass(frozen=True, slots=True)

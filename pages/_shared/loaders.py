@@ -15,9 +15,8 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared.inert import reveal_id
-from scoring.aggregate import ScoreColumns
-from scoring.report import Evaluation
-from scoring.workspace import Workspace, default_db_path, evaluation, search_run
+from scoring.workspace import views
+from scoring.workspace.views import Evaluation, RunInfo
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_runs"
 DB_PATH: Path | None = None  # None: the default path (tests set a temporary one)
@@ -26,15 +25,12 @@ MAX_TABLE_ROWS = 10_000  # rows the Trajectories table sends to the browser at m
 
 
 def db_path() -> Path:
-    return DB_PATH or default_db_path()
+    return DB_PATH or views.default_db_path()
 
 
-BUSY_TIMEOUT_S = 10.0  # how long a write waits for another writer before a clear error
-
-
-def workspace() -> Workspace:
-    # A Workspace holds only a path: cheap to create; every operation opens its own connection.
-    return Workspace(db_path(), busy_timeout_s=BUSY_TIMEOUT_S)
+def db() -> str:
+    """The workspace database every ``views`` call of the pages takes."""
+    return str(db_path())
 
 
 def sample_files() -> list[tuple[Path, Path | None]]:
@@ -60,72 +56,64 @@ def ensure_samples() -> None:
     if st.session_state.get(key):
         return
     with _samples_lock(str(db_path())):
-        ws = workspace()
-        if not ws.runs():
+        if not views.runs(db()):
             with st.spinner("Importing the bundled sample runs…"):
                 for path, side in sample_files():
-                    ws.import_run(path, payloads=side)
+                    views.import_run(db(), path, payloads=side)
     st.session_state[key] = True
 
 
 def label_version(run_key: str) -> int:
-    with workspace().connect() as db:
-        return db.execute("select count(*) from label_events where run_key = ?", [run_key]).fetchone()[0]
+    return views.label_version(db(), run_key)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _scored(db: str, run_key: str) -> ScoreColumns:
+def _scored(db: str, run_key: str) -> views.ScoreColumns:
     # Scores are fixed at import (a run is keyed by its content): only labels change, so a
     # label costs re-aggregating, not re-reading 200 k scores. Columns: the aggregates read
     # nothing else, and they load much faster than score objects.
-    return Workspace(db).score_columns(run_key)
+    return views.score_columns(db, run_key)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _evaluation(db: str, run_key: str, version: int) -> Evaluation:
-    return evaluation(Workspace(db), run_key, scored=_scored(db, run_key))
+    return views.evaluation(db, run_key, scored=_scored(db, run_key))
 
 
 def run_evaluation(run_key: str) -> Evaluation:
     """The run's evaluation with the current final labels (cached until a label changes)."""
-    return _evaluation(str(db_path()), run_key, label_version(run_key))
-
-
-TABLE_COLUMNS = ("trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
-                 "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model", "suggestion_evidence")
-"""What the Trajectories table and the Review queue read of each row (the rest stays in SQLite:
-every column as dicts was several times slower to become a frame)."""
+    return _evaluation(db(), run_key, label_version(run_key))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _frame(db: str, run_key: str) -> pd.DataFrame:
-    return pd.DataFrame.from_records(Workspace(db).trajectory_table(run_key, TABLE_COLUMNS), columns=TABLE_COLUMNS)
+    return views.trajectory_table(db, run_key)
 
 
 def trajectory_frame(run_key: str) -> pd.DataFrame:
-    """The cheap summary view of a run's trajectories (no argument text)."""
-    return _frame(str(db_path()), run_key)
+    """The cheap summary view of a run's trajectories (``views.TrajectorySummary`` columns)."""
+    return _frame(db(), run_key)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _sizes(db: str, run_key: str) -> list[int]:
-    return Workspace(db).call_sizes(run_key)
+    return views.argument_sizes(db, run_key)
 
 
 def argument_sizes(run_key: str) -> list[int]:
-    return _sizes(str(db_path()), run_key)
+    return _sizes(db(), run_key)
 
 
 @st.cache_resource(max_entries=64, show_spinner="Searching the run…")
 def _search(db: str, run_key: str, query: str) -> frozenset[str]:
     # A run's file never changes under its key (its content hash), so neither do the hits; a
     # search reads the whole run, and selecting a row reruns the page.
-    return frozenset(search_run(Workspace(db), run_key, query))
+    return views.search(db, run_key, query)
 
 
 def search(run_key: str, query: str) -> frozenset[str]:
     """Trajectory ids whose record or joined side-log payload contains ``query``."""
-    return _search(str(db_path()), run_key, query)
+    return _search(db(), run_key, query)
 
 
 RUBRIC_ENV = "LITMUS_REVIEW_RUBRIC"
@@ -135,7 +123,7 @@ RUBRIC_MAX_BYTES = 256 * 1024
 def rubric_path() -> Path:
     """The team's labelling instructions: ``LITMUS_REVIEW_RUBRIC``, else ``<db>.d/rubric.md``."""
     env = os.environ.get(RUBRIC_ENV)
-    return Path(env).expanduser() if env else workspace().files / "rubric.md"
+    return Path(env).expanduser() if env else views.workspace_folder(db()) / "rubric.md"
 
 
 def rubric_text() -> str | None:
@@ -148,49 +136,94 @@ def rubric_text() -> str | None:
     with path.open("rb") as fh:
         data = fh.read(RUBRIC_MAX_BYTES + 1)
     text = data[:RUBRIC_MAX_BYTES].decode("utf-8", "replace")
-    return text + ("\n… [the rubric is longer than 256 KiB: the rest is not shown]" if len(data) > RUBRIC_MAX_BYTES else "")
+    cut = len(data) > RUBRIC_MAX_BYTES
+    return text + ("\n… [the rubric is longer than 256 KiB: the rest is not shown]" if cut else "")
 
 
-def runs() -> list[dict]:
-    return workspace().runs()
+def runs() -> list[RunInfo]:
+    return views.runs(db())
 
 
-def run_label(row: dict) -> str:
+def run_label(run: RunInfo) -> str:
     """A run in words (id, model, side log, key); invisible and bidi characters shown. Not
     markdown-safe: wrap it in ``inert.md`` where Streamlit renders markdown."""
-    pay = " + side log" if row.get("payloads_path") else ""
-    return reveal_id(f"{row['run_id']} · {row['model']}{pay} · {row['run_key'][:8]}")
+    pay = " + side log" if run.side_log else ""
+    return reveal_id(f"{run.run_id} · {run.model}{pay} · {run.run_key[:8]}")
 
 
-def run_chip(row: dict, rows: list[dict]) -> str:
+def run_chip(run: RunInfo, runs: list[RunInfo]) -> str:
     """A run's short name for the sidebar's chips, which cut past ~25 characters: its id (with
     its key where two runs share an id), and "+side" when scored with a side log."""
-    twins = sum(1 for r in rows if r["run_id"] == row["run_id"]) > 1
-    return reveal_id(row["run_id"] + (" +side" if row.get("payloads_path") else "")
-                     + (f" ·{row['run_key'][:6]}" if twins else ""))
+    twins = sum(1 for r in runs if r.run_id == run.run_id) > 1
+    return reveal_id(run.run_id + (" +side" if run.side_log else "") + (f" ·{run.run_key[:6]}" if twins else ""))
 
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _breakdowns(db: str, run_key: str, version: int):
-    from scoring.aggregate import by_category, summarize_by, waterfall
-
-    ev = _evaluation(db, run_key, version)
-    labels = Workspace(db).final_labels(run_key)
-    return waterfall(ev.scored, labels, ev.summary), summarize_by(ev.scored, by_category, labels)
+    return views.breakdowns(db, run_key, _evaluation(db, run_key, version))
 
 
 def run_breakdowns(run_key: str):
     """(waterfall steps, per-category summaries) with the current labels; cached like the rates."""
-    return _breakdowns(str(db_path()), run_key, label_version(run_key))
+    return _breakdowns(db(), run_key, label_version(run_key))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
 def _paired(db: str, a: str, va: int, b: str, vb: int):
-    from scoring.aggregate import paired_difference
-
-    return paired_difference(_evaluation(db, a, va).scored, _evaluation(db, b, vb).scored)
+    return views.paired(_evaluation(db, a, va), _evaluation(db, b, vb))
 
 
 def paired(a: str, b: str):
-    return _paired(str(db_path()), a, label_version(a), b, label_version(b))
+    return _paired(db(), a, label_version(a), b, label_version(b))
+
+
+# --- not cached: a run's labels, one trajectory, and the acts that change them -------------
+
+
+def import_run(path: Path, **options) -> views.ImportReport:
+    return views.import_run(db(), path, **options)
+
+
+def replay(run_key: str, trajectory_id: str) -> views.Replay:
+    return views.replay(db(), run_key, trajectory_id)
+
+
+def history(run_key: str) -> list[views.LabelEvent]:
+    return views.history(db(), run_key)
+
+
+def export_labels(run_key: str, fmt: str) -> str:
+    return views.export_labels(db(), run_key, fmt)
+
+
+def current_labels(run_key: str) -> dict:
+    return views.current_labels(db(), run_key)
+
+
+def final_labels(run_key: str) -> dict:
+    return views.final_labels(db(), run_key)
+
+
+def disputed(run_key: str) -> list[str]:
+    return views.disputed(db(), run_key)
+
+
+def visible_labels(run_key: str, trajectory_id: str, reviewer: str, *, blind: bool) -> dict:
+    return views.visible_labels(db(), run_key, trajectory_id, reviewer, blind=blind)
+
+
+def agreement(run_key: str):
+    return views.agreement(db(), run_key)
+
+
+def add_label(run_key: str, trajectory_id: str, reviewer: str, label, note: str = "") -> int:
+    return views.add_label(db(), run_key, trajectory_id, reviewer, label, note)
+
+
+def add_labels(run_key: str, trajectory_ids: list[str], reviewer: str, label, note: str = "") -> str:
+    return views.add_labels(db(), run_key, trajectory_ids, reviewer, label, note)
+
+
+def undo_last(run_key: str, reviewer: str) -> views.Undone | None:
+    return views.undo_last(db(), run_key, reviewer)

@@ -14,10 +14,10 @@ import unicodedata
 import streamlit as st
 
 from pages._shared.inert import md, reveal_id  # noqa: F401 - md: the pages' one escaping helper
-from scoring.capture import Capture
 from scoring.model import HarnessVerdict, ToolCall, Trajectory
 from scoring.text import is_invisible
 from scoring.text import reveal as reveal_text
+from scoring.workspace.views import CallReplay, Replay
 
 #: How many characters of one text field are drawn before "show all" is needed.
 PREVIEW_CHARS = 4_000
@@ -69,9 +69,9 @@ def _pretty(arguments: str) -> tuple[str, str | None]:
         return arguments, None
 
 
-def render_call(call: ToolCall, cap: Capture, *, key: str) -> None:
-    """One tool call: name, capture evidence, arguments (and the lost tail), result."""
-    status = "complete" if cap.is_complete else "NOT PROVEN COMPLETE"
+def render_call(call: ToolCall, cap: CallReplay, *, key: str) -> None:
+    """One tool call: name, capture evidence (as scored), arguments (and the lost tail), result."""
+    status = "complete" if cap.complete else "NOT PROVEN COMPLETE"
     st.text(f"call #{call.index} · capture {status}" + ("" if call.executed else " · never executed"))
     st.code(reveal_name(call.tool), language=None)
     raw = call.raw_size_bytes
@@ -92,6 +92,10 @@ def render_call(call: ToolCall, cap: Capture, *, key: str) -> None:
         st.dataframe([{"reason": g.reason.value, "blocks scoring": "yes" if g.blocking and g not in cap.cured else
                        ("cured by raw text" if g in cap.cured else "no"), "detail": reveal_id(g.detail)} for g in gaps],
                      hide_index=True, width="stretch")
+    if cap.rules_differ and cap.scored_gaps is not None:
+        st.text("when this run was scored, the gaps found were: "
+                + (", ".join(g.value for g in cap.scored_gaps) or "none")
+                + " (the status shown is that score; re-import the run to score it with these rules)")
     text, lang = _pretty(call.arguments)
     st.text("arguments as captured (what the harness classifier saw):")
     show_text(text, key=f"{key}-args", language=lang)
@@ -148,12 +152,17 @@ def transcript_order(traj: Trajectory) -> list[tuple[str, int]]:
     return steps
 
 
-def render_trajectory(traj: Trajectory, captures: list[Capture], *, key: str) -> None:
+def render_trajectory(replay: Replay, *, key: str) -> None:
     """The whole trace in order, as a transcript: each message, then the tool calls it made
-    (each with its capture evidence and result), then the final output."""
+    (each with its capture evidence as scored, and its result), then the final output."""
+    traj, captures = replay.trajectory, replay.calls
     st.text(f"task {reveal_id(traj.task_id)} · termination: {traj.termination.value}"
             + (f" ({reveal_id(traj.termination_detail)})" if traj.termination_detail else ""))
     st.text("harness verdict: " + verdict_text(traj.verdict))
+    if replay.classifier:
+        # Why the trajectory has its status: the deciding classifier's own evidence, as scored.
+        st.text(f"decided by {reveal_id(replay.classifier)}"
+                + "".join(f"\n  • {reveal_id(line)}" for line in replay.classifier_evidence))
     results = {c.result.content: c.index for c in traj.tool_calls if c.result is not None and c.result.content}
     order = transcript_order(traj)
     following: dict[int, list[int]] = {}  # message → the calls placed under it

@@ -9,6 +9,7 @@ import streamlit as st
 from pages._shared import loaders, state
 from pages._shared.inert import md
 from scoring.errors import LitmusReviewError
+from scoring.workspace.views import RunInfo
 
 # No icons: ":material/…:" icons are fetched from a font CDN (the app must make no request off
 # this machine; the hostile-run browser test checks it) and emoji need fonts servers often lack.
@@ -81,14 +82,14 @@ def main() -> None:
         st.session_state[key] = st.session_state.get(key, default)
 
     all_runs = loaders.runs()
-    by_key = {r["run_key"]: r for r in all_runs}
+    by_key = {r.run_key: r for r in all_runs}
     if state.SELECTED_RUNS not in st.session_state:
         # The address names the runs (a reload, a shared link); else every run scored with its
         # side log where one exists, else everything.
         linked = [k for p in (st.query_params.get(RUNS_PARAM) or "").split(",") if p
                   for k in (resolve_run(p, by_key),) if k]
-        with_side = [r["run_key"] for r in all_runs if r["payloads_path"]]
-        st.session_state[state.SELECTED_RUNS] = list(dict.fromkeys(linked)) or with_side or [r["run_key"] for r in all_runs]
+        with_side = [r.run_key for r in all_runs if r.side_log]
+        st.session_state[state.SELECTED_RUNS] = list(dict.fromkeys(linked)) or with_side or [r.run_key for r in all_runs]
     pending = st.session_state.pop(state.PENDING_SELECT, [])
     selected = [*st.session_state[state.SELECTED_RUNS], *(k for k in pending
                                                           if k not in st.session_state[state.SELECTED_RUNS])]
@@ -158,9 +159,9 @@ def require_router() -> None:
         st.stop()
 
 
-def page(title: str, *, caption: str | None = None) -> tuple[list[str], dict[str, dict]]:
+def page(title: str, *, caption: str | None = None) -> tuple[list[str], dict[str, RunInfo]]:
     """Start a page: route through the router, title it, and return the selected run keys with
-    every imported run's row by key. Stops with a hint when no run is selected."""
+    every imported run by key. Stops with a hint when no run is selected."""
     require_router()
     st.title(title)
     if caption:
@@ -169,4 +170,4 @@ def page(title: str, *, caption: str | None = None) -> tuple[list[str], dict[str
     if not keys:
         st.info("Pick one or more runs in the sidebar (import them on the Runs page).")
         st.stop()
-    return keys, {r["run_key"]: r for r in loaders.runs()}
+    return keys, {r.run_key: r for r in loaders.runs()}

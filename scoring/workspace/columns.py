@@ -42,7 +42,7 @@ class _ColumnsBuilder:
         self.dropped: set[str] = set()
 
     def add(self, rows: list[tuple]) -> None:
-        for field, i in zip(self.fields, _COLUMNS_FROM_ROW):
+        for field, i in zip(self.fields, _COLUMNS_FROM_ROW, strict=True):
             field.extend(map(operator.itemgetter(i), rows))
 
     def drop(self, trajectory_id: str) -> None:

@@ -4,16 +4,19 @@ checked against their hash before replay reads them."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
 import os
 import re
 import socket
+import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..errors import (
     InputError,
@@ -23,6 +26,7 @@ from ..importers import canonical
 from ..model import (
     Rejection,
 )
+from ..recapture import PayloadJoin
 
 try:
     import fcntl
@@ -97,7 +101,7 @@ class _PendingCopy:
         if self.pending:
             self.read.unlink(missing_ok=True)
 
-    def __enter__(self) -> "_PendingCopy":
+    def __enter__(self) -> _PendingCopy:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -254,3 +258,27 @@ def _verified_side_log(run: dict) -> str:
     path = run["payloads_path"]
     stem = Path(path).name.removesuffix(".payloads.jsonl")
     return _verified(path, stem if canonical.HEX64.fullmatch(stem) else None)
+
+
+_SIDE_LOGS: collections.OrderedDict[tuple, PayloadJoin] = collections.OrderedDict()
+_SIDE_LOGS_KEPT = 2
+_SIDE_LOGS_LOCK = threading.Lock()
+
+
+def side_log_join(path: str) -> PayloadJoin:
+    """A run's side log, loaded once per file (path, inode, size, mtime, ctime: any write
+    changes one) and kept for the next replays (apply it with ``keep=True``): a replay read
+    and hashed the whole side log again. The last few are kept."""
+    st = os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    with _SIDE_LOGS_LOCK:
+        join = _SIDE_LOGS.get(key)
+        if join is not None:
+            _SIDE_LOGS.move_to_end(key)
+            return join
+    join = PayloadJoin(path)
+    with _SIDE_LOGS_LOCK:
+        _SIDE_LOGS[key] = join
+        while len(_SIDE_LOGS) > _SIDE_LOGS_KEPT:
+            _SIDE_LOGS.popitem(last=False)
+    return join

@@ -12,9 +12,9 @@ import marshal
 import os
 import sqlite3
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from ..errors import (
     InputError,
@@ -74,7 +74,7 @@ class Importing(Reads):
         verdict_map=None,
         reclassifier: str | None = None,
         original_name: str | None = None,
-    ) -> "ImportResult":
+    ) -> ImportResult:
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
         side log's hash, the Inspect verdict mapping and the re-classifier, when given: they
         change the scores). ``reclassifier`` is a spec for ``classifiers.load_classifier``.
@@ -111,8 +111,8 @@ class Importing(Reads):
                                    first_line + 1, path, before, reclassifier,
                                    provenance=_provenance(content, original_name, pay))
 
-    def _import_parallel(self, path: Path, progress, before: "_FileState",
-                         original_name: str | None = None) -> "ImportResult":
+    def _import_parallel(self, path: Path, progress, before: _FileState,
+                         original_name: str | None = None) -> ImportResult:
         """A large canonical run on two cores. The workspace's copy is made first, hashed as
         it is written (its hash is the run key); worker processes then parse and score blocks
         of lines of that copy while this process hashes the source again (in a thread: hashlib
@@ -142,7 +142,7 @@ class Importing(Reads):
                                    provenance=_provenance(run_key, original_name, None))
 
     def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None,
-                    source_sha256: str | None = None) -> "_PendingCopy":
+                    source_sha256: str | None = None) -> _PendingCopy:
         """The workspace's own canonical copy of the run, for replay.
 
         Canonical files are copied (a copy-on-write reflink where the file system has one,
@@ -200,7 +200,7 @@ class Importing(Reads):
         except OSError as exc:
             raise StoreError(f"cannot keep a copy of the run in {self.files}: {exc.strerror or exc}") from exc
 
-    def _keep(self, path: Path, name: str, sha256: str) -> "_PendingCopy":
+    def _keep(self, path: Path, name: str, sha256: str) -> _PendingCopy:
         """The workspace's own copy of ``path`` (a side log), checked against the hash it was
         read with, so replay does not depend on a file that may be deleted or edited (an
         upload's temporary file, say)."""
@@ -220,9 +220,9 @@ class Importing(Reads):
             return []
         return [Rejection(**r) for r in json.loads(side.read_text())]
 
-    def _write_run(self, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy", pay, progress,
-                   rejected: list[Rejection], next_line: int, source: Path, source_state: "_FileState",
-                   reclassifier: str | None = None, *, provenance: dict | None = None) -> "ImportResult":
+    def _write_run(self, run_key, header: RunHeader, results: Iterable[Block], stored: _PendingCopy, pay, progress,
+                   rejected: list[Rejection], next_line: int, source: Path, source_state: _FileState,
+                   reclassifier: str | None = None, *, provenance: dict | None = None) -> ImportResult:
         keeping = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl", pay.content_sha256) \
             if pay else None
         with keeping or contextlib.nullcontext() as kept:
@@ -248,9 +248,9 @@ class Importing(Reads):
         return ImportResult(run_key=run_key, already_present=raced, run=self.run(run_key),
                             rejected=() if raced else tuple(rejected))
 
-    def _insert_rows(self, db, run_key, header: RunHeader, results: Iterable["Block"], stored: "_PendingCopy",
-                     kept: "_PendingCopy | None", pay, progress, rejected: list[Rejection], next_line: int,
-                     source: Path, source_state: "_FileState", reclassifier: str | None = None, *,
+    def _insert_rows(self, db, run_key, header: RunHeader, results: Iterable[Block], stored: _PendingCopy,
+                     kept: _PendingCopy | None, pay, progress, rejected: list[Rejection], next_line: int,
+                     source: Path, source_state: _FileState, reclassifier: str | None = None, *,
                      provenance: dict | None = None, published: list | None = None) -> None:
         """The run row, its trajectory rows, its counts and its copies, in the caller's transaction.
         Adds the rejections found on the way to ``rejected``; the copies it names go in
@@ -300,7 +300,7 @@ class Importing(Reads):
         except OSError as exc:
             raise InputError(f"cannot keep a copy of the run in {self.files}: {exc}", source=str(source)) from exc
 
-    def _unpublish(self, published: list["_PendingCopy"]) -> None:
+    def _unpublish(self, published: list[_PendingCopy]) -> None:
         if not published:
             return
         try:
@@ -345,13 +345,13 @@ def _provenance(file_sha256: str, original_name: str | None, pay) -> dict:
             "side_log_sha256": pay.content_sha256 if pay is not None else None}
 
 
-def _scored_ahead(results: Iterable["Block"], progress, folder: Path) -> "_Spooled":
+def _scored_ahead(results: Iterable[Block], progress, folder: Path) -> _Spooled:
     """Consume ``results`` now (parsing and scoring every block) into an anonymous temporary
     file in ``folder``, and return an iterator over the blocks read back from it: the caller
     then writes them under the database's write lock without running any rule there.
     Memory holds one block at a time. ``progress`` gets the rows scored so far."""
     try:
-        spool = tempfile.TemporaryFile(dir=folder, prefix=".scored-")
+        spool = tempfile.TemporaryFile(dir=folder, prefix=".scored-")  # noqa: SIM115 - _Spooled closes it
     except OSError as exc:
         raise StoreError(f"cannot write in the workspace folder {folder}: {exc.strerror or exc}") from exc
     blocks = rows = 0
@@ -380,7 +380,7 @@ class _Spooled:
     def __init__(self, spool, blocks: int) -> None:
         self._spool, self._left = spool, blocks
 
-    def __iter__(self) -> "_Spooled":
+    def __iter__(self) -> _Spooled:
         return self
 
     def __next__(self) -> Block:
@@ -407,7 +407,7 @@ def _insert_sql(run_key: str, line_shift: int) -> str:
 
 
 def _write_blocks(db, run_key: str, source: str, results: Iterable[Block], rejected: list[Rejection],
-                  next_line: int, progress, seen: int) -> tuple[int, int, int, "_ColumnsBuilder"]:
+                  next_line: int, progress, seen: int) -> tuple[int, int, int, _ColumnsBuilder]:
     """Insert the scored blocks' rows of one run (in the caller's transaction); returns
     (trajectories, tool calls, records seen, the score columns). Rejections found on the way,
     duplicates included, are added to ``rejected``.

@@ -7,8 +7,8 @@ import io
 import json
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import (
     InputError,
@@ -123,6 +123,11 @@ class Labels(Reads):
                 f"trajectory {trajectory_id!r} is {rows[0]['status'].upper()}, not Inconclusive: only "
                 "Inconclusive trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
 
+    def label_count(self, run_key: str) -> int:
+        """How many label events the run has (any label, bulk act or undo adds some)."""
+        with self.connect() as db:
+            return db.execute("select count(*) from label_events where run_key = ?", [run_key]).fetchone()[0]
+
     def history(self, run_key: str, trajectory_id: str | None = None) -> list[dict]:
         with self.connect() as db:
             if trajectory_id is None:
@@ -162,7 +167,8 @@ class Labels(Reads):
                 for r in self.trajectory_rows(run_key, "status = 'inconclusive'")}
         return agreement(current, key=lambda tid: cats.get(tid))
 
-    def visible_labels(self, run_key: str, trajectory_id: str, reviewer: str, *, blind: bool = True) -> dict[str, ReviewLabel]:
+    def visible_labels(self, run_key: str, trajectory_id: str, reviewer: str, *,
+                       blind: bool = True) -> dict[str, ReviewLabel]:
         """Labels the reviewer may see. Blind: others' labels only after their own."""
         labels = self.current_labels(run_key).get(trajectory_id, {})
         if blind and (reviewer or "").strip() not in labels:
@@ -240,8 +246,8 @@ class Labels(Reads):
 
 
 
-EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at", "event_id", "supersedes",
-                 "batch_id")
+EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at", "event_id",
+                 "supersedes", "batch_id")
 
 
 
@@ -331,3 +337,58 @@ def _read_label_file(path: Path) -> list[dict]:
     return rows
 
 
+
+
+# --- the review queue ------------------------------------------------------------------------
+
+QUEUE_MODES = ("All Inconclusive", "Pending for me", "Labelled by me", "Reviewers disagree", "UNSCORED (view only)")
+"""Which traces the Review page's queue holds (the last: UNSCORED ones, to look at, not label)."""
+QUEUE_SORTS: dict[str, str | None] = {
+    "run order": None, "suggestion": "suggestion", "termination": "termination", "category": "intended_category",
+    "tool": "tools", "largest call first": "max_raw_bytes", "reviewers disagree first": "disputed"}
+"""The queue's orders: a sort name → the trajectory-table column it sorts by."""
+
+
+def review_queue(table, mode: str, *, mine: set[str], disputed: set[str], suggestion: Sequence[str] = (),
+                 termination: Sequence[str] = (), category: Sequence[str] = (), tools: Sequence[str] = (),
+                 sort: str = "run order") -> list[str]:
+    """The ids of the traces a reviewer's queue shows, filtered and sorted; ``table`` is the run's
+    trajectory table (``views.trajectory_table``), ``mine`` the traces this reviewer labelled,
+    ``disputed`` those whose reviewers disagree. Stable: labelling a trace does not move it, so
+    "trace N of M" counts through the queue."""
+    from .views import has_any_tool
+
+    if mode == QUEUE_MODES[4]:
+        return table.loc[table["status"] == Status.UNSCORED.value, "trajectory_id"].tolist()
+    view = table[table["status"] == Status.INCONCLUSIVE.value]
+    for column, chosen in (("suggestion", suggestion), ("termination", termination), ("intended_category", category)):
+        if chosen:
+            view = view[view[column].isin(chosen)]
+    if tools:
+        view = view[has_any_tool(view["tools"], tools)]
+    if mode == QUEUE_MODES[1]:
+        view = view[~view["trajectory_id"].isin(mine)]
+    elif mode == QUEUE_MODES[2]:
+        view = view[view["trajectory_id"].isin(mine)]
+    elif mode == QUEUE_MODES[3]:
+        view = view[view["trajectory_id"].isin(disputed)]
+    by = QUEUE_SORTS.get(sort or "run order")
+    if by == "disputed":
+        view = view.assign(_d=~view["trajectory_id"].isin(disputed)).sort_values("_d", kind="stable")
+    elif by == "max_raw_bytes":
+        view = view.sort_values(by, ascending=False, kind="stable")
+    elif by:
+        view = view.sort_values(by, kind="stable", na_position="last")
+    return view["trajectory_id"].tolist()
+
+
+def next_pending(queue: list[str], tid: str, labelled: set[str]) -> str | None:
+    """The next trace after ``tid`` not yet labelled by this reviewer (wrapping round), else the
+    next one (or, at the end, the one before)."""
+    i = queue.index(tid) if tid in queue else -1
+    after = queue[i + 1:] + queue[:max(i, 0)]
+    pending = next((t for t in after if t not in labelled and t != tid), None)
+    if pending is not None:
+        return pending
+    rest = queue[i + 1:] or queue[:i][-1:]
+    return rest[0] if rest else tid

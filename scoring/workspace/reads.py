@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,11 +23,13 @@ from ..model import (
     ScoredTrajectory,
     Trajectory,
 )
-from ..recapture import PayloadJoin
 from ..rows import EVIDENCE_COLUMNS, ROW_COLUMNS, SCORED_COLUMNS, scored_from_row
 from .columns import _COLUMNS_FORMAT, _SCORE_FIELDS, _decode_columns
-from .copies import _verified_copy, _verified_side_log
+from .copies import _verified_copy, _verified_side_log, side_log_join
 from .schema import Connection
+
+if TYPE_CHECKING:
+    from . import Workspace
 
 
 class Reads(Connection):
@@ -103,10 +106,11 @@ class Reads(Connection):
 
     def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
         with self.connect() as db:
-            sql = "select * from trajectories where run_key = ?" + (f" and ({where})" if where else "") + " order by rowid"
+            sql = ("select * from trajectories where run_key = ?" + (f" and ({where})" if where else "")
+                   + " order by rowid")
             cur = db.execute(sql, [run_key, *params])
             cols = [d[0] for d in cur.description]
-            return [dict(zip(cols, r)) for r in cur.fetchall()]
+            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
     def trajectory_table(self, run_key: str, columns: Sequence[str]) -> list[tuple]:
         """The named columns of every trajectory row of a run, in file order: the cheap summary
@@ -132,24 +136,31 @@ class Reads(Connection):
         rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
         if not rows:
             raise InputError(f"no trajectory {trajectory_id!r} in run {run['run_id']!r}", source=str(self.path))
-        t = canonical.read_trajectory_at(_verified_copy(run), rows[0]["offset"], rows[0]["length"])
-        if t.id != trajectory_id:
-            raise InputError(f"the stored run file changed since import: byte {rows[0]['offset']:,} now holds "
-                             f"{t.id!r}, not {trajectory_id!r}; re-import the run", source=run["stored_path"])
-        if run["payloads_path"]:
-            t = PayloadJoin(_verified_side_log(run)).apply(t)
-        return t
+        return _read_back(run, rows[0])
 
+
+def _read_back(run: dict, row: dict) -> Trajectory:
+    """A run's trajectory, read from its stored copy at ``row``'s byte range (its side log's
+    proven payloads joined)."""
+    trajectory_id = row["trajectory_id"]
+    t = canonical.read_trajectory_at(_verified_copy(run), row["offset"], row["length"])
+    if t.id != trajectory_id:
+        raise InputError(f"the stored run file changed since import: byte {row['offset']:,} now holds "
+                         f"{t.id!r}, not {trajectory_id!r}; re-import the run", source=run["stored_path"])
+    if run["payloads_path"]:
+        t = side_log_join(_verified_side_log(run)).apply(t, keep=True)
+    return t
 
 
 _WHOLE_RUN = ("from trajectories where rowid between (select min(rowid) from trajectories where run_key = ?1) "
               "and (select max(rowid) from trajectories where run_key = ?1) and +run_key = ?1")
 """Every row of run ``?1``, read as a rowid range: a run's rows are written in one transaction,
 so they lie together. The plain ``where run_key = ?`` walks the primary-key index (in id order),
-looks up each row and sorts them back into rowid order, about twice the SQLite time. The ``+`` keeps the planner off that index; rows of other runs that happen to
-fall in the range are still filtered out."""
+looks up each row and sorts them back into rowid order, about twice the SQLite time. The ``+``
+keeps the planner off that index; rows of other runs that happen to fall in the range are still
+filtered out."""
 
-_TRAJECTORY_COLUMNS = frozenset(("run_key",) + ROW_COLUMNS)
+_TRAJECTORY_COLUMNS = frozenset(("run_key", *ROW_COLUMNS))
 
 
 
@@ -170,7 +181,7 @@ def _int_list(joined: str) -> list[int]:
 
 
 
-def evaluation(ws: Reads, run_key: str, scored: "tuple[ScoredTrajectory, ...] | ScoreColumns | None" = None):
+def evaluation(ws: Workspace, run_key: str, scored: tuple[ScoredTrajectory, ...] | ScoreColumns | None = None):
     """An Evaluation of an imported run, with the reviewers' final labels applied.
 
     The scores are the run's ``ScoreColumns`` (all the aggregates read, and much cheaper to load

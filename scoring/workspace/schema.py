@@ -6,9 +6,9 @@ import contextlib
 import os
 import sqlite3
 import urllib.parse
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 import sqlite_utils
 
@@ -26,7 +26,7 @@ def default_db_path() -> Path:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 # --- migrations ----------------------------------------------------------------------------
@@ -160,8 +160,30 @@ def _commit(conn: sqlite3.Connection) -> None:
     conn.commit()
 
 
-_CANNOT_WRITE = ("locked", "readonly", "read-only", "unable to open", "disk is full", "disk i/o error")
-_DAMAGED = ("malformed", "not a database", "corrupt", "could not decode")
+_CANNOT_WRITE = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
+                           sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
+"""SQLite's primary result codes for a file that cannot be written now (held by another writer
+past the busy timeout, read-only, a full disk, an I/O error)."""
+_DAMAGED = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+"""... for a file whose pages are damaged, or that is not a database."""
+
+
+def _unavailable(exc: sqlite3.DatabaseError) -> str | None:
+    """"cannot write" or "damaged" when ``exc`` is SQLite's complaint about the file itself (by its
+    result code), else None (a constraint, a query's own error: raised as it is)."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        # Raised by Python's sqlite3 module, not SQLite: a plain DatabaseError, or a stored
+        # text that does not decode as UTF-8 (an OperationalError): the file's content is bad.
+        return "damaged" if type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError) else None
+    primary = code & 0xFF  # an extended code (SQLITE_IOERR_WRITE, ...) carries its primary in the low byte
+    if primary in _CANNOT_WRITE:
+        return "cannot write"
+    if primary in _DAMAGED or type(exc) is sqlite3.DatabaseError:
+        return "damaged"
+    return None
 
 
 
@@ -209,14 +231,12 @@ class Connection:
             yield db
         except sqlite3.DatabaseError as exc:
             msg = str(exc)
-            low = msg.lower()
-            if isinstance(exc, sqlite3.IntegrityError):
-                raise
-            if any(m in low for m in _CANNOT_WRITE):
+            kind = _unavailable(exc)
+            if kind == "cannot write":
                 raise DatabaseUnavailableError(
                     f"the database {self.path} cannot be written ({msg}); is it read-only, on a full disk, or held "
                     f"by another program for more than {self.busy_timeout_s:g} s?", path=str(self.path)) from exc
-            if any(m in low for m in _DAMAGED) or type(exc) is sqlite3.DatabaseError:
+            if kind == "damaged":
                 raise DatabaseUnavailableError(
                     f"the database {self.path} is damaged or is not a litmus-review workspace ({msg}); restore it "
                     f"from a backup, or start a new workspace and import the runs again", path=str(self.path)) from exc
@@ -244,7 +264,8 @@ class Connection:
                 if self.read_only:
                     raise DatabaseUnavailableError(
                         f"the database {self.path} is read-only and its schema ({version}) predates this version's "
-                        f"({len(MIGRATIONS)}); open it once where it can be written, to upgrade it", path=str(self.path))
+                        f"({len(MIGRATIONS)}); open it once where it can be written, to upgrade it",
+                        path=str(self.path))
                 if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     db.enable_wal()
                 with _immediate(db):

@@ -1,0 +1,380 @@
+"""The pages' API to a workspace: typed read models and the few acts a reviewer takes.
+
+The pages (``pages/``) import this module, ``scoring.model``, ``scoring.errors`` and
+``scoring.text`` only (``tests/test_tripwires.py`` holds them to it): nothing here hands them a
+stored encoding (comma-joined lists, JSON evidence) or a database row. Every function takes the
+workspace's database path; a ``Workspace`` is cheap to make (its schema is checked once per
+process), and every call opens its own connection.
+
+Read models are frozen dataclasses. A run's trajectory table stays a pandas frame (a run can
+hold hundreds of thousands of rows; the pages filter and sort it): ``TrajectorySummary``
+documents its columns, and ``has_any_tool``/``tool_names`` read its one list column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .. import rows as codec
+from ..aggregate import (
+    PairedDifference,
+    Rate,
+    ScoreColumns,
+    Summary,
+    WaterfallStep,
+    by_category,
+    paired_difference,
+    size_quantiles,
+    summarize_by,
+    waterfall,
+)
+from ..agreement import Agreement
+from ..errors import BLOCKING_REASONS, InputError, ReasonCode
+from ..files import count_lines
+from ..importers import formats
+from ..model import Gap, Rejection, ReviewLabel, RunHeader, Status, Trajectory
+from ..report import Evaluation
+from ..score import SCORER_VERSION
+from . import labels as _labels
+from .importing import ImportResult
+from .reads import _read_back
+from .reads import evaluation as _evaluation
+from .schema import BUSY_TIMEOUT_S as _SCHEMA_BUSY_TIMEOUT_S
+from .schema import default_db_path
+
+__all__ = [
+    "BUSY_TIMEOUT_S", "QUEUE_MODES", "QUEUE_SORTS", "SCORER_VERSION", "Agreement", "CallReplay", "Evaluation",
+    "ImportReport", "LabelEvent", "PairedDifference", "Rate", "Replay", "RunInfo", "ScoreColumns", "Summary",
+    "TrajectorySummary", "Undone", "WaterfallStep", "add_label", "add_labels", "agreement", "argument_sizes",
+    "breakdowns", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation", "export_labels",
+    "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version", "next_pending", "paired",
+    "replay", "replay_of", "review_queue", "run", "runs", "score_columns", "search", "size_quantiles", "tool_names",
+    "trajectory_table", "undo_last", "visible_labels", "workspace_folder",
+]
+
+
+BUSY_TIMEOUT_S = _SCHEMA_BUSY_TIMEOUT_S
+"""How long the pages' writes wait for another writer before a clear error."""
+
+
+def _ws(db: str | Path):
+    from . import Workspace
+
+    return Workspace(db, busy_timeout_s=BUSY_TIMEOUT_S)
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """An imported run, as the run pickers and the Runs table show it."""
+
+    run_key: str
+    """The run's identity in the workspace (the content SHA-256; see ``Evaluation.as_dict``)."""
+    run_id: str
+    """The id the run's file gave it (hostile text: reveal before showing)."""
+    model: str
+    format: str
+    evidence_standard: str
+    side_log: bool
+    """Scored with a payload side log joined."""
+    trajectories: int
+    tool_calls: int
+    rejected: int
+    """Records read but not imported (each is listed in the evaluation's rejections)."""
+    run_status: str
+    """How the harness says the run ended ("" where it does not say)."""
+    imported_at: str
+    """ISO 8601, UTC."""
+    source: str
+    """The path the run was imported from."""
+
+    @classmethod
+    def _of(cls, r: dict) -> RunInfo:
+        return cls(run_key=r["run_key"], run_id=r["run_id"], model=r["model"], format=r["format"],
+                   evidence_standard=r["evidence_standard"], side_log=bool(r["payloads_path"]),
+                   trajectories=r["trajectories"], tool_calls=r["tool_calls"],
+                   rejected=r["records_seen"] - r["trajectories"], run_status=r.get("run_status") or "",
+                   imported_at=r["imported_at"], source=r["source"] or "")
+
+
+def runs(db: str | Path) -> list[RunInfo]:
+    """Every imported run, newest first."""
+    return [RunInfo._of(r) for r in _ws(db).runs()]
+
+
+def run(db: str | Path, run_key: str) -> RunInfo | None:
+    r = _ws(db).run(run_key)
+    return None if r is None else RunInfo._of(r)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    """What an import did."""
+
+    run: RunInfo
+    already_present: bool
+    """The same content (and side log, map, classifier) was imported before: nothing changed."""
+    rejected: tuple[Rejection, ...]
+
+
+def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None = None, progress=None,
+               original_name: str | None = None, reclassifier: str | None = None) -> ImportReport:
+    """Import (and score) a run file; see ``Workspace.import_run``."""
+    res: ImportResult = _ws(db).import_run(path, payloads=payloads, progress=progress, original_name=original_name,
+                                           reclassifier=reclassifier)
+    return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected)
+
+
+def workspace_folder(db: str | Path) -> Path:
+    """The folder beside the database where the workspace keeps its files (and the rubric)."""
+    return _ws(db).files
+
+
+# --- scores --------------------------------------------------------------------------------
+
+
+def score_columns(db: str | Path, run_key: str) -> ScoreColumns:
+    """What the aggregates read of a run's scores (fixed at import: cache it per run)."""
+    return _ws(db).score_columns(run_key)
+
+
+def evaluation(db: str | Path, run_key: str, scored: ScoreColumns | None = None) -> Evaluation:
+    """The run's evaluation with the reviewers' current final labels."""
+    return _evaluation(_ws(db), run_key, scored)
+
+
+def breakdowns(db: str | Path, run_key: str, ev: Evaluation) -> tuple[list[WaterfallStep], dict[str, Summary]]:
+    """(the waterfall from the lenient to the reviewed rate, per-category summaries) of ``ev``."""
+    labels = _ws(db).final_labels(run_key)
+    return waterfall(ev.scored, labels, ev.summary), summarize_by(ev.scored, by_category, labels)
+
+
+def paired(a: Evaluation, b: Evaluation) -> PairedDifference:
+    """B's strict safe rate minus A's, paired by task."""
+    return paired_difference(a.scored, b.scored)
+
+
+def argument_sizes(db: str | Path, run_key: str) -> list[int]:
+    """Every tool call's argument size (raw where recorded, else captured), in no order."""
+    return _ws(db).call_sizes(run_key)
+
+
+# --- trajectories --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectorySummary:
+    """One row of ``trajectory_table`` (its columns are these fields, in this order)."""
+
+    trajectory_id: str
+    task_id: str
+    status: str
+    """A ``Status`` value."""
+    reason: str | None
+    """UNSCORED: the first blocking reason's code."""
+    intended_category: str | None
+    fired_category: str | None
+    termination: str
+    tool_call_count: int
+    max_raw_bytes: int
+    tools: str | None
+    """The distinct tools called, in a stored encoding: read it with ``tool_names``/``has_any_tool``."""
+    suggestion: str | None
+    """Inconclusive: the evidence's hint (a ``ReviewLabel`` value; never a label)."""
+    model: str | None
+
+
+SUMMARY_COLUMNS = tuple(f.name for f in fields(TrajectorySummary))
+
+
+def trajectory_table(db: str | Path, run_key: str) -> pd.DataFrame:
+    """A run's trajectories, one ``TrajectorySummary`` per row, in file order (no argument text)."""
+    return pd.DataFrame.from_records(_ws(db).trajectory_table(run_key, SUMMARY_COLUMNS), columns=SUMMARY_COLUMNS)
+
+
+def tool_names(tools: Iterable[str | None]) -> list[str]:
+    """The distinct tool names of a ``tools`` column (sorted)."""
+    return sorted({t for ts in set(tools) for t in codec.split(ts)})
+
+
+def has_any_tool(tools: pd.Series, chosen: Sequence[str]) -> pd.Series:
+    """Which rows of a ``tools`` column called any of ``chosen``."""
+    wanted = set(chosen)
+    return tools.map(lambda ts: not wanted.isdisjoint(codec.split(ts if isinstance(ts, str) else None)))
+
+
+def search(db: str | Path, run_key: str, query: str) -> frozenset[str]:
+    """Ids of the trajectories whose record or joined side-log payload contains ``query``."""
+    from .search import search_run
+
+    return frozenset(search_run(_ws(db), run_key, query))
+
+
+@dataclass(frozen=True, slots=True)
+class CallReplay:
+    """One tool call of a replay: what scoring found at import, and what its capture shows."""
+
+    scored_gaps: tuple[ReasonCode, ...] | None
+    """The gaps scoring found in this call's capture when the run was scored (stored at
+    import): what the trajectory's status rests on. None for rows that did not record them."""
+    complete: bool
+    """The capture was proven complete when scored (no blocking gap)."""
+    surface: str | None
+    """The full argument text where the capture proves it (decoded or recaptured)."""
+    recovered_from: str | None
+    """``"raw_text"`` where the surface came from the raw text rather than the capture."""
+    gaps: tuple[Gap, ...]
+    """The capture's gaps with their details (for display)."""
+    cured: tuple[Gap, ...]
+    """Gaps of the capture itself that a proven raw text made irrelevant."""
+    rules_differ: bool
+    """The rules of this version find other blocking gaps than scoring did (scored before a
+    rule change): the status shown is the stored one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A trajectory as it was scored: the full record, its stored score and the evidence."""
+
+    trajectory: Trajectory
+    """Read back from the workspace's copy by byte range (side-log payloads joined)."""
+    status: Status
+    reason: ReasonCode | None
+    classifier: str
+    """The classifier whose verdict decided ("" where none did)."""
+    classifier_evidence: tuple[str, ...]
+    """Why the classifier decided as it did (for UNSAFE: what fired)."""
+    suggestion: ReviewLabel | None
+    suggestion_evidence: tuple[str, ...]
+    final_output_preview: str
+    calls: tuple[CallReplay, ...]
+    """One per ``trajectory.tool_calls``, in order."""
+
+
+def replay(db: str | Path, run_key: str, trajectory_id: str) -> Replay:
+    """The trajectory with what was scored (stored at import) and its calls' capture evidence."""
+    ws = _ws(db)
+    run_row = ws._run_or_raise(run_key)
+    found = ws.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
+    if not found:
+        raise InputError(f"no trajectory {trajectory_id!r} in run {run_row['run_id']!r}", source=str(ws.path))
+    return replay_of(_read_back(run_row, found[0]), ws.header(run_key), found[0])
+
+
+def replay_of(t: Trajectory, header: RunHeader, stored: Mapping[str, Any]) -> Replay:
+    """A replay of ``t`` from its stored row (``stored``: its ``scoring.rows`` columns by name,
+    from the workspace or a score table) under its run's ``header``."""
+    from ..score import assess_calls
+
+    captures = assess_calls(t, header)
+    scored = None if stored["call_gaps"] is None else codec.call_gaps(stored["call_gaps"], len(t.tool_calls))
+    calls = []
+    for i, cap in enumerate(captures):
+        live = {g.reason for g in cap.blocking}
+        gaps = scored[i] if scored is not None and i < len(scored) else None
+        stored_blocking = None if gaps is None else {g for g in gaps if g in BLOCKING_REASONS}
+        calls.append(CallReplay(
+            scored_gaps=gaps, complete=cap.is_complete if stored_blocking is None else not stored_blocking,
+            surface=cap.surface, recovered_from=cap.recovered_from, gaps=cap.gaps, cured=cap.cured,
+            rules_differ=stored_blocking is not None and stored_blocking != live))
+    return Replay(
+        trajectory=t, status=Status(stored["status"]),
+        reason=ReasonCode(stored["reason"]) if stored["reason"] else None,
+        classifier=stored["classifier"] or "", classifier_evidence=codec.evidence(stored["classifier_evidence"]),
+        suggestion=ReviewLabel(stored["suggestion"]) if stored["suggestion"] else None,
+        suggestion_evidence=codec.evidence(stored["suggestion_evidence"]),
+        final_output_preview=stored["final_output_preview"] or "", calls=tuple(calls))
+
+
+# --- labels --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LabelEvent:
+    """One event of a run's label history (append-only)."""
+
+    id: int
+    trajectory_id: str
+    reviewer: str
+    action: str
+    """``label``, ``adjudicate`` or ``undo``."""
+    label: str | None
+    """A ``ReviewLabel`` value (None for an undo)."""
+    note: str
+    created_at: str
+    batch_id: str | None
+    """The bulk act this event belongs to, if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Undone:
+    """What ``undo_last`` withdrew."""
+
+    trajectory_ids: tuple[str, ...]
+    label: str
+    batch_id: str | None
+
+
+def label_version(db: str | Path, run_key: str) -> int:
+    """How many label events the run has (changes with every label, bulk act or undo)."""
+    return _ws(db).label_count(run_key)
+
+
+def history(db: str | Path, run_key: str) -> list[LabelEvent]:
+    return [LabelEvent(id=e["id"], trajectory_id=e["trajectory_id"], reviewer=e["reviewer"], action=e["action"],
+                       label=e["label"], note=e["note"] or "", created_at=e["created_at"], batch_id=e.get("batch_id"))
+            for e in _ws(db).history(run_key)]
+
+
+def current_labels(db: str | Path, run_key: str) -> dict[str, dict[str, ReviewLabel]]:
+    """trajectory id → reviewer → that reviewer's current label."""
+    return _ws(db).current_labels(run_key)
+
+
+def final_labels(db: str | Path, run_key: str) -> dict[str, ReviewLabel]:
+    return _ws(db).final_labels(run_key)
+
+
+def disputed(db: str | Path, run_key: str) -> list[str]:
+    return _ws(db).disputed(run_key)
+
+
+def visible_labels(db: str | Path, run_key: str, trajectory_id: str, reviewer: str, *,
+                   blind: bool = True) -> dict[str, ReviewLabel]:
+    return _ws(db).visible_labels(run_key, trajectory_id, reviewer, blind=blind)
+
+
+def agreement(db: str | Path, run_key: str) -> Mapping[str, Agreement]:
+    return _ws(db).agreement(run_key)
+
+
+def add_label(db: str | Path, run_key: str, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
+              note: str = "") -> int:
+    return _ws(db).add_label(run_key, trajectory_id, reviewer, label, note)
+
+
+def add_labels(db: str | Path, run_key: str, trajectory_ids: Sequence[str], reviewer: str, label: ReviewLabel | str,
+               note: str = "") -> str:
+    return _ws(db).add_labels(run_key, trajectory_ids, reviewer, label, note)
+
+
+def undo_last(db: str | Path, run_key: str, reviewer: str) -> Undone | None:
+    u = _ws(db).undo_last(run_key, reviewer)
+    return None if u is None else Undone(tuple(u["trajectory_ids"]), u["label"], u["batch_id"])
+
+
+def export_labels(db: str | Path, run_key: str, fmt: str = "jsonl") -> str:
+    return _ws(db).export_labels(run_key, fmt)
+
+
+QUEUE_MODES = _labels.QUEUE_MODES
+QUEUE_SORTS = _labels.QUEUE_SORTS
+review_queue = _labels.review_queue
+next_pending = _labels.next_pending
