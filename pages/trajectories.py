@@ -52,8 +52,9 @@ st.caption(f"{matching:,} of {len(df):,} trajectories"
 columns = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
            "tool_call_count", "max_raw_bytes", "tools", "suggestion", "model"]
 shown = view[columns].reset_index(drop=True)
-# Ids, names and categories as the run wrote them, invisible and bidi characters shown.
-for col in ("trajectory_id", "task_id", "intended_category", "fired_category", "tools", "model"):
+shown["final output"] = loaders.output_previews(run_key, shown["trajectory_id"].tolist())
+# Ids, names, categories and text as the run wrote them, invisible and bidi characters shown.
+for col in ("trajectory_id", "task_id", "intended_category", "fired_category", "tools", "model", "final output"):
     shown[col] = shown[col].map(lambda v: v if v is None or v != v else reveal_id(v))
 event = st.dataframe(shown, hide_index=True, width="stretch",
                      height=380 if len(view) > 10 else "auto",  # no blank rows under a short result

@@ -382,3 +382,17 @@ def test_the_review_queue_policy_is_a_pure_function_of_the_table():
              sort="reviewers disagree first") == ["d", "a", "b"]
     assert views.next_pending(["a", "b", "d"], "a", {"b"}) == "d"
     assert views.tool_names(table["tools"]) == ["sh", "web"]
+
+
+def test_the_trajectories_table_shows_the_stored_start_of_each_final_output(app):
+    key = app.session_state[state.SELECTED_RUNS][0]
+    app.switch_page("pages/trajectories.py").run()
+    assert not app.exception, app.exception
+    table = app.dataframe[0].value
+    ids = table["trajectory_id"].tolist()[:5]
+    with Workspace(loaders.DB_PATH).connect() as db:
+        stored = dict(db.execute("select trajectory_id, final_output_preview from trajectories where run_key = ?",
+                                 [key]).fetchall())
+    assert [table.loc[table["trajectory_id"] == t, "final output"].iloc[0] for t in ids] == \
+        [reveal_id(stored[t]) for t in ids]
+    assert any(stored[t] for t in ids)

@@ -100,6 +100,16 @@ def _sizes(db: str, run_key: str) -> list[int]:
     return views.argument_sizes(db, run_key)
 
 
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _previews(db: str, run_key: str, ids: tuple[str, ...]) -> list[str]:
+    return views.output_previews(db, run_key, ids)
+
+
+def output_previews(run_key: str, trajectory_ids: list[str]) -> list[str]:
+    """The start of each shown trajectory's final output (a run's rows never change)."""
+    return _previews(db(), run_key, tuple(trajectory_ids))
+
+
 def argument_sizes(run_key: str) -> list[int]:
     return _sizes(db(), run_key)
 

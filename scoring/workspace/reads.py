@@ -122,6 +122,18 @@ class Reads(Connection):
         with self.connect() as db:
             return db.execute(f"select {', '.join(columns)} {_WHOLE_RUN} order by rowid", [run_key]).fetchall()
 
+    def output_previews(self, run_key: str, trajectory_ids: Sequence[str]) -> dict[str, str]:
+        """The stored start of each named trajectory's final output (by primary key: the cost
+        is the ids asked for, not the run's size)."""
+        out: dict[str, str] = {}
+        with self.connect() as db:
+            for start in range(0, len(trajectory_ids), _IDS_PER_QUERY):
+                part = list(trajectory_ids[start:start + _IDS_PER_QUERY])
+                marks = ", ".join("?" * len(part))
+                out.update(db.execute(f"select trajectory_id, final_output_preview from trajectories where run_key = ? "
+                                      f"and trajectory_id in ({marks})", [run_key, *part]).fetchall())
+        return out
+
     def call_sizes(self, run_key: str) -> list[int]:
         """Every tool call's raw argument size (captured size where no raw size was recorded),
         in no particular order."""
@@ -151,6 +163,9 @@ def _read_back(run: dict, row: dict) -> Trajectory:
         t = side_log_join(_verified_side_log(run)).apply(t, keep=True)
     return t
 
+
+_IDS_PER_QUERY = 10_000
+"""Well under SQLite's limit on bound parameters (32,766)."""
 
 _WHOLE_RUN = ("from trajectories where rowid between (select min(rowid) from trajectories where run_key = ?1) "
               "and (select max(rowid) from trajectories where run_key = ?1) and +run_key = ?1")

@@ -52,9 +52,9 @@ __all__ = [
     "ImportReport", "LabelEvent", "PairedDifference", "Rate", "Replay", "RunInfo", "ScoreColumns", "Summary",
     "TrajectorySummary", "Undone", "WaterfallStep", "add_label", "add_labels", "agreement", "argument_sizes",
     "breakdowns", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation", "export_labels",
-    "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version", "next_pending", "paired",
-    "replay", "replay_of", "review_queue", "run", "runs", "score_columns", "search", "size_quantiles", "tool_names",
-    "trajectory_table", "undo_last", "visible_labels", "workspace_folder",
+    "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version", "next_pending",
+    "output_previews", "paired", "replay", "replay_of", "review_queue", "run", "runs", "score_columns", "search",
+    "size_quantiles", "tool_names", "trajectory_table", "undo_last", "visible_labels", "workspace_folder",
 ]
 
 
@@ -197,6 +197,13 @@ SUMMARY_COLUMNS = tuple(f.name for f in fields(TrajectorySummary))
 def trajectory_table(db: str | Path, run_key: str) -> pd.DataFrame:
     """A run's trajectories, one ``TrajectorySummary`` per row, in file order (no argument text)."""
     return pd.DataFrame.from_records(_ws(db).trajectory_table(run_key, SUMMARY_COLUMNS), columns=SUMMARY_COLUMNS)
+
+
+def output_previews(db: str | Path, run_key: str, trajectory_ids: Sequence[str]) -> list[str]:
+    """The first characters of each trajectory's final output (``rows.PREVIEW_CHARS``), in the
+    order of ``trajectory_ids``: for the rows a table shows."""
+    found = _ws(db).output_previews(run_key, trajectory_ids)
+    return [found.get(tid) or "" for tid in trajectory_ids]
 
 
 def tool_names(tools: Iterable[str | None]) -> list[str]:
