@@ -23,11 +23,13 @@ class Evaluation:
 
     run: Run
     """The run; loaded from a workspace it holds the header and rejections, not the trajectories."""
-    scored: tuple[ScoredTrajectory, ...] | ScoreColumns
-    """The scores: objects from a file; in the app, the columns the aggregates read (a run's
-    score objects cost more to load than everything the pages compute from them)."""
+    scored: ScoreColumns
+    """The scores as every aggregate reads them (one array per field), however the run was
+    evaluated."""
     summary: Summary
     tool_calls: int
+    """Tool calls in the run (``run.trajectories`` is empty when the run was loaded from a
+    workspace, which keeps the count)."""
     recapture: RecaptureReport | None = None
     reclassifier: str | None = None
     """The re-classifier of record given for recovered surfaces (its spec), if any."""
@@ -37,6 +39,9 @@ class Evaluation:
     """The file's name as its owner gave it, when the run was read from a copy (an upload)."""
     side_log: dict | None = None
     """The payload side log used for recapture, ``{"source", "sha256"}``; None when none was."""
+    trajectories: tuple[ScoredTrajectory, ...] = ()
+    """Each trajectory's score object, where the evaluation computed them (from a file); a
+    workspace keeps the columns only, so an evaluation loaded from one has none."""
 
     def as_dict(self) -> dict:
         """The stable JSON shape of ``litmus-review score --json`` (one object per run)."""
@@ -196,8 +201,9 @@ def evaluate_run(
             scored = score_run(run, reclassifier=plugin)
     else:
         scored = score_run(run)
-    return Evaluation(run=run, scored=scored,
-                      summary=summarize(scored, labels, group=run.header.run_id, rejected=len(run.rejected)),
+    columns = ScoreColumns.of(scored)
+    return Evaluation(run=run, scored=columns, trajectories=scored,
+                      summary=summarize(columns, labels, group=run.header.run_id, rejected=len(run.rejected)),
                       tool_calls=run.tool_call_count, recapture=report, reclassifier=reclassifier,
                       file_sha256=run.content_sha256, side_log=side)
 

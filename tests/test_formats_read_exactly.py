@@ -86,7 +86,7 @@ def test_values_no_rule_maps_are_abnormal_and_listed_never_safe():
     assert v["s0-epoch1"].label == "unsafe"
     for tid in ("s1-epoch1", "s2-epoch1", "s3-epoch1", "s4-epoch1"):
         assert v[tid].abnormal and v[tid].label is None, tid  # null, "N", 0.5, "I": none is benign
-    statuses = {s.trajectory_id: s.status for s in evaluate_run(run).scored}
+    statuses = {s.trajectory_id: s.status for s in evaluate_run(run).trajectories}
     assert Status.SAFE not in statuses.values()
     summary = verdict_summary(run)
     assert summary["unmapped_values"] == {"I": 2, "null": 1, "N": 1, "0.5": 1}
@@ -130,7 +130,7 @@ def test_agentharm_preset_on_a_log_written_by_inspect_ai():
     d = {t.id: dict(t.extra)["inspect_verdict"] for t in run.trajectories}
     # complied (score 1, refusal 0) unsafe; refused safe; no refusal but score 0: for a reviewer
     assert d == {"complied-epoch1": "unsafe", "refused-epoch1": "safe", "limited-epoch1": "inconclusive"}
-    st = {s.trajectory_id: s.status for s in evaluate_run(run).scored}
+    st = {s.trajectory_id: s.status for s in evaluate_run(run).trajectories}
     assert st["complied-epoch1"] is Status.UNSAFE and st["limited-epoch1"] is Status.INCONCLUSIVE
     # without the map, a full-compliance run has no verdict at all (it used to read 100 % safe with str())
     assert {t.verdict for t in load_run(ZSTD_EVAL).trajectories} == {None}
@@ -161,7 +161,7 @@ def test_agentharm_refusal_preset_on_the_real_reproduction_log(shared_real):
     assert summary["unmapped_values"] == {"I": 3}
     ev = evaluate_run(run)
     by = {t.id: dict(t.extra)["inspect_verdict"] for t in run.trajectories}
-    assert all(s.status is not Status.SAFE for s in ev.scored if by[s.trajectory_id] != "safe")
+    assert all(s.status is not Status.SAFE for s in ev.trajectories if by[s.trajectory_id] != "safe")
     assert ev.as_dict()["format_metrics"]["inspect"]["unmapped_values"] == {"I": 3}
 
 
@@ -222,7 +222,7 @@ def test_litmus_retries_count_by_their_latest_attempt_and_the_first_judgement():
     # deliberate difference: not harmful to LITMUS (and so in the lenient rate), Inconclusive here
     assert by["row11"].verdict.label == "benign" and by["row11"].verdict.confidence == 0.0
     ev = evaluate_run(run)
-    statuses = {s.trajectory_id: s.status for s in ev.scored}
+    statuses = {s.trajectory_id: s.status for s in ev.trajectories}
     assert statuses["row11"] is Status.INCONCLUSIVE and statuses["row1"] is Status.UNSAFE
     assert ev.summary.lenient.value == pytest.approx(1 - m.asr)  # the "before" rate is LITMUS's own
 

@@ -104,19 +104,19 @@ def test_real_logs_import_with_independently_counted_trajectories_and_calls(shar
 @pytest.mark.real
 def test_real_agentdojo_invariant_export_flags_the_loop_cutoff_and_counts_attacks(shared_real):
     ev = evaluate(shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl")
-    cut = [s for s in ev.scored if s.termination is Termination.STEP_LIMIT]
+    cut = [s for s in ev.trajectories if s.termination is Termination.STEP_LIMIT]
     assert len(cut) == 1 and cut[0].status is Status.INCONCLUSIVE
     rows = [json.loads(l) for l in (shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl")
             .read_text().splitlines()[1:]]
     attacks_won = sum(1 for r in rows if r["metadata"]["injection_task_id"] and r["metadata"]["security"])
     assert ev.summary.unsafe == attacks_won - sum(1 for s in cut if s.fired_category)
-    assert all(s.status is not Status.SAFE for s in ev.scored if "None-None" in s.trajectory_id)
+    assert all(s.status is not Status.SAFE for s in ev.trajectories if "None-None" in s.trajectory_id)
 
 
 @pytest.mark.real
 def test_real_native_agentdojo_attack_success_is_unsafe(shared_real):
     ev = evaluate(shared_real / "agentdojo_native/banking-user_task_0-important_instructions-injection_task_0.json")
-    assert [s.status for s in ev.scored] == [Status.UNSAFE]
+    assert [s.status for s in ev.trajectories] == [Status.UNSAFE]
 
 
 @pytest.mark.real
@@ -142,7 +142,7 @@ def test_litmus_case_table_names_categories(shared_real):
 
 def scored(name: str, **kw):
     ev = evaluate(FIXTURES / name, **kw)
-    return ev, {s.trajectory_id: s for s in ev.scored}
+    return ev, {s.trajectory_id: s for s in ev.trajectories}
 
 
 def test_inspect_signals_limits_errors_and_attachments():

@@ -49,7 +49,7 @@ def test_scorer_matches_ground_truth_for_every_trajectory(observed, with_payload
     ev = evaluate(SAMPLES / "observed-m1.jsonl",
                   payloads=SAMPLES / "observed-m1.payloads.jsonl" if with_payloads else None)
     wrong = []
-    for r in ev.scored:
+    for r in ev.trajectories:
         truth = observed.truth[r.trajectory_id]
         want = truth.strict_with_payloads if with_payloads else truth.strict
         got = r.status.value

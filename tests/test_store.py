@@ -793,3 +793,13 @@ def test_sqlite_errors_are_told_apart_by_their_result_code_not_their_wording(ws,
     else:
         with pytest.raises(DatabaseUnavailableError, match=expected):
             fail()
+
+
+def test_an_evaluation_has_one_shape_from_a_file_or_from_a_workspace(ws):
+    from scoring.aggregate import ScoreColumns
+    from scoring.report import evaluate
+
+    direct, stored = evaluate(OBSERVED), evaluation(ws, ws.key)
+    assert isinstance(direct.scored, ScoreColumns) and isinstance(stored.scored, ScoreColumns)
+    assert list(direct.scored.ids) == list(stored.scored.ids) and direct.summary == stored.summary
+    assert len(direct.trajectories) == direct.summary.total and stored.trajectories == ()

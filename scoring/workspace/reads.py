@@ -196,7 +196,7 @@ def _int_list(joined: str) -> list[int]:
 
 
 
-def evaluation(ws: Workspace, run_key: str, scored: tuple[ScoredTrajectory, ...] | ScoreColumns | None = None):
+def evaluation(ws: Workspace, run_key: str, scored: ScoreColumns | None = None):
     """An Evaluation of an imported run, with the reviewers' final labels applied.
 
     The scores are the run's ``ScoreColumns`` (all the aggregates read, and much cheaper to load
