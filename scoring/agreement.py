@@ -59,7 +59,7 @@ def agreement(
     current: Mapping[str, Mapping[str, ReviewLabel]],
     *,
     group: str = "all",
-    key: Callable[[str], str] | None = None,
+    key: Callable[[str], str | None] | None = None,
 ) -> dict[str, Agreement]:
     """Agreement overall (``group``) and, with ``key`` (trajectory id → group), per group."""
     groups: dict[str, dict[str, Mapping[str, ReviewLabel]]] = {group: dict(current)}

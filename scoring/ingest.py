@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Generator, Iterable, Iterator
 
 import msgspec
 
@@ -332,7 +332,7 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[st
     )
 
 
-def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Iterator[Block]:
+def _pool_map(fn, work: Iterable[tuple], workers: int, window: int = 4) -> Generator[Block, None, None]:
     """``fn(*item)`` for each item in worker processes, in order, at most ``window`` in flight
     (memory stays bounded by a few blocks, not the file)."""
     ctx = multiprocessing.get_context("spawn")  # never fork a threaded (Streamlit) process

@@ -31,7 +31,7 @@ from ..recapture import PayloadJoin
 try:
     import fcntl
 except ImportError:  # not on Windows: no reflinks there, a copy is made
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -125,7 +125,7 @@ def sweep_abandoned_copies(folder: Path) -> list[Path]:
     ``finally`` ran) and return them. Only this host's, and only where the process that named
     the copy no longer exists; a copy of a live process (an import in another thread, or
     another server) is left alone. Age is no test: a hard link has its source's mtime."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = os.listdir(folder)
     except FileNotFoundError:

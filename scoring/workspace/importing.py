@@ -245,7 +245,7 @@ class Importing(Reads):
                 # removed unless a committed run uses them, so no orphan copy is left.
                 self._unpublish(published)
                 raise
-        return ImportResult(run_key=run_key, already_present=raced, run=self.run(run_key),
+        return ImportResult(run_key=run_key, already_present=raced, run=self._run_or_raise(run_key),
                             rejected=() if raced else tuple(rejected))
 
     def _insert_rows(self, db, run_key, header: RunHeader, results: Iterable[Block], stored: _PendingCopy,
@@ -258,7 +258,7 @@ class Importing(Reads):
         seen = len(rejected)
         # The run row goes first (the foreign keys point at it); its counts are filled in
         # at the end of the same transaction, so nobody sees a half-imported run.
-        db["runs"].insert({
+        db.table("runs").insert({
             "run_key": run_key, "run_id": header.run_id, "model": header.model, "format": header.format,
             "source": header.source, "stored_path": str(stored.final), "stored_sha256": stored.sha256,
             "payloads_path": str(kept.final) if kept else None,
@@ -283,7 +283,7 @@ class Importing(Reads):
         recap = pay.report(header.run_id) if pay is not None else None
         db.conn.execute("INSERT INTO run_columns (run_key, format, data) VALUES (?, ?, ?)",
                         [run_key, _COLUMNS_FORMAT, columns.encode()])
-        db["runs"].update(run_key, {
+        db.table("runs").update(run_key, {
             "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
             "rejected_json": json.dumps([_rej(r) for r in rejected]),
             "recapture_json": json.dumps({"applied": recap.applied,
@@ -486,7 +486,7 @@ def rescore_run(db, run: dict) -> bool:
                                                        first_line + 1, None, len(rejected))
     db.conn.execute("INSERT INTO run_columns (run_key, format, data) VALUES (?, ?, ?)",
                     [run_key, _COLUMNS_FORMAT, columns.encode()])
-    db["runs"].update(run_key, {
+    db.table("runs").update(run_key, {
         "trajectories": n_traj, "tool_calls": n_calls, "records_seen": seen,
         "rejected_json": json.dumps([_rej(r) for r in rejected]),
         "recapture_json": json.dumps({"applied": recap.applied, "rejected": [_rej(r) for r in recap.rejected]})

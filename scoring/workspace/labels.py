@@ -36,11 +36,11 @@ class Labels(Reads):
         self._check_labellable(run_key, trajectory_id)
         with self.connect() as db, _immediate(db):
             prev = _current_event(db, run_key, trajectory_id, reviewer)
-            return db["label_events"].insert({
+            return _event_id(db.table("label_events").insert({
                 "run_key": run_key, "trajectory_id": trajectory_id, "reviewer": reviewer,
                 "action": "adjudicate" if adjudicate else "label", "label": label.value, "note": note,
                 "created_at": _now(), "supersedes": prev["id"] if prev else None,
-            }).last_pk
+            }).last_pk)
 
     def add_labels(self, run_key: str, trajectory_ids: Sequence[str], reviewer: str, label: ReviewLabel | str,
                    note: str = "") -> str:
@@ -65,7 +65,7 @@ class Labels(Reads):
         now = _now()
         with self.connect() as db, _immediate(db):
             current = _current_events(db, run_key, reviewer)
-            db["label_events"].insert_all(({
+            db.table("label_events").insert_all(({
                 "run_key": run_key, "trajectory_id": tid, "reviewer": reviewer, "action": "label",
                 "label": label.value, "note": note, "created_at": now,
                 "supersedes": current[tid]["id"] if tid in current else None, "batch_id": batch,
@@ -86,7 +86,7 @@ class Labels(Reads):
             batch = last.get("batch_id")
             undone = [e for e in live if batch and e.get("batch_id") == batch] if batch else [last]
             now = _now()
-            db["label_events"].insert_all(({
+            db.table("label_events").insert_all(({
                 "run_key": run_key, "trajectory_id": e["trajectory_id"], "reviewer": reviewer, "action": "undo",
                 "label": None, "note": "", "created_at": now, "supersedes": e["id"], "batch_id": batch,
             } for e in sorted(undone, key=lambda e: e["id"])), batch_size=500)
@@ -100,7 +100,7 @@ class Labels(Reads):
             prev = _current_event(db, run_key, trajectory_id, reviewer)
             if prev is None:
                 return None
-            return db["label_events"].insert({
+            return db.table("label_events").insert({
                 "run_key": run_key, "trajectory_id": trajectory_id, "reviewer": reviewer, "action": "undo",
                 "label": None, "note": "", "created_at": _now(), "supersedes": prev["id"],
             }).last_pk
@@ -109,7 +109,7 @@ class Labels(Reads):
         """The trajectory of the reviewer's most recent live label in the run (what Undo undoes)."""
         reviewer = _reviewer(reviewer)
         with self.connect() as db:
-            events = list(db["label_events"].rows_where("run_key = ? and reviewer = ?", [run_key, reviewer],
+            events = list(db.table("label_events").rows_where("run_key = ? and reviewer = ?", [run_key, reviewer],
                                                         order_by="id"))
         live = [e for evs in _live_by_reviewer(events).values() for e in evs if e["action"] != "undo"]
         return max(live, key=lambda e: e["id"])["trajectory_id"] if live else None
@@ -131,8 +131,8 @@ class Labels(Reads):
     def history(self, run_key: str, trajectory_id: str | None = None) -> list[dict]:
         with self.connect() as db:
             if trajectory_id is None:
-                return list(db["label_events"].rows_where("run_key = ?", [run_key], order_by="id"))
-            return list(db["label_events"].rows_where("run_key = ? and trajectory_id = ?",
+                return list(db.table("label_events").rows_where("run_key = ?", [run_key], order_by="id"))
+            return list(db.table("label_events").rows_where("run_key = ? and trajectory_id = ?",
                                                       [run_key, trajectory_id], order_by="id"))
 
     def current_labels(self, run_key: str) -> dict[str, dict[str, ReviewLabel]]:
@@ -231,13 +231,13 @@ class Labels(Reads):
                 if r["action"] != "undo":
                     ReviewLabel(r["label"])
                 sup = r.get("supersedes")
-                new_id = db["label_events"].insert({
+                new_id = _event_id(db.table("label_events").insert({
                     "run_key": found, "trajectory_id": r["trajectory_id"], "reviewer": _reviewer(r["reviewer"]),
                     "action": r["action"], "label": r["label"] or None, "note": r.get("note", ""),
                     "created_at": r["created_at"],
                     "supersedes": id_map.get(int(sup), int(sup)) if sup not in (None, "") else None,
                     "batch_id": r.get("batch_id") or None,
-                }).last_pk
+                }).last_pk)
                 if r.get("event_id") not in (None, ""):
                     id_map[int(r["event_id"])] = new_id
                 added += 1
@@ -252,6 +252,12 @@ EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "not
 
 
 
+def _event_id(pk: object) -> int:
+    """The id SQLite gave an inserted label event (its integer primary key)."""
+    assert isinstance(pk, int), pk
+    return pk
+
+
 def _reviewer(name: str) -> str:
     name = (name or "").strip()
     if not name:
@@ -262,7 +268,7 @@ def _reviewer(name: str) -> str:
 
 
 def _current_event(db, run_key: str, trajectory_id: str, reviewer: str) -> dict | None:
-    events = list(db["label_events"].rows_where("run_key = ? and trajectory_id = ? and reviewer = ?",
+    events = list(db.table("label_events").rows_where("run_key = ? and trajectory_id = ? and reviewer = ?",
                                                 [run_key, trajectory_id, reviewer], order_by="id"))
     live = _live_events(events)
     return live[-1] if live else None
@@ -270,7 +276,8 @@ def _current_event(db, run_key: str, trajectory_id: str, reviewer: str) -> dict 
 
 def _current_events(db, run_key: str, reviewer: str) -> dict[str, dict]:
     """trajectory id → the reviewer's latest live event on it, for one run."""
-    events = list(db["label_events"].rows_where("run_key = ? and reviewer = ?", [run_key, reviewer], order_by="id"))
+    events = list(db.table("label_events").rows_where("run_key = ? and reviewer = ?", [run_key, reviewer],
+                                                     order_by="id"))
     return {tid: live[-1] for (tid, _r), live in _live_by_reviewer(events).items() if live}
 
 

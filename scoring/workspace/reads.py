@@ -36,18 +36,18 @@ class Reads(Connection):
     def runs(self) -> list[dict]:
         """Every imported run's row, newest first."""
         with self.connect() as db:
-            return list(db["runs"].rows_where(order_by="imported_at desc"))
+            return list(db.table("runs").rows_where(order_by="imported_at desc"))
 
     def run(self, run_key: str) -> dict | None:
         with self.connect() as db:
-            rows = list(db["runs"].rows_where("run_key = ?", [run_key]))
+            rows = list(db.table("runs").rows_where("run_key = ?", [run_key]))
         return rows[0] if rows else None
 
     def find_run(self, ref: str) -> dict:
         """A run by key, key prefix (≥ 8 hex) or run id; InputError when none or ambiguous."""
         with self.connect() as db:
-            rows = list(db["runs"].rows_where("run_key = ? or run_id = ? or (length(?) >= 8 and run_key like ? || '%')",
-                                              [ref, ref, ref, ref]))
+            rows = list(db.table("runs").rows_where(
+                "run_key = ? or run_id = ? or (length(?) >= 8 and run_key like ? || '%')", [ref, ref, ref, ref]))
         if len(rows) != 1:
             what = "no imported run" if not rows else f"{len(rows)} imported runs"
             raise InputError(f"{what} matches {ref!r}", source=str(self.path))

@@ -33,13 +33,13 @@ def _now() -> str:
 
 
 def _m1(db: sqlite_utils.Database) -> None:
-    db["runs"].create({
+    db.table("runs").create({
         "run_key": str, "run_id": str, "model": str, "format": str, "source": str, "stored_path": str,
         "payloads_path": str, "harness_name": str, "harness_version": str, "capture_limit_bytes": int,
         "evidence_standard": str, "taxonomy_json": str, "imported_at": str, "trajectories": int,
         "tool_calls": int, "records_seen": int, "rejected_json": str, "recapture_json": str,
     }, pk="run_key")
-    db["trajectories"].create({
+    db.table("trajectories").create({
         "run_key": str, "trajectory_id": str, "task_id": str, "model": str, "intended_category": str,
         "fired_category": str, "status": str, "reason": str, "reasons": str, "lenient_safe": int,
         "termination": str, "tool_call_count": int, "max_raw_bytes": int, "tools": str,
@@ -47,17 +47,17 @@ def _m1(db: sqlite_utils.Database) -> None:
         "incomplete_call": int, "recaptured_calls": str, "evidence_standard": str,
         "final_output_preview": str, "line": int, "offset": int, "length": int,
     }, pk=("run_key", "trajectory_id"), foreign_keys=[("run_key", "runs", "run_key")])
-    db["calls"].create({
+    db.table("calls").create({
         "run_key": str, "trajectory_id": str, "call_index": int, "tool": str, "captured_bytes": int,
         "raw_size_bytes": int, "gaps": str,
     }, pk=("run_key", "trajectory_id", "call_index"))
-    db["label_events"].create({
+    db.table("label_events").create({
         "id": int, "run_key": str, "trajectory_id": str, "reviewer": str, "action": str, "label": str,
         "note": str, "created_at": str, "supersedes": int,
     }, pk="id")
-    db["trajectories"].create_index(["run_key", "status"])
-    db["calls"].create_index(["run_key"])
-    db["label_events"].create_index(["run_key", "trajectory_id"])
+    db.table("trajectories").create_index(["run_key", "status"])
+    db.table("calls").create_index(["run_key"])
+    db.table("label_events").create_index(["run_key", "trajectory_id"])
 
 
 def _m2(db: sqlite_utils.Database) -> None:
@@ -66,7 +66,7 @@ def _m2(db: sqlite_utils.Database) -> None:
     # columns of the trajectory row.
     db.execute("ALTER TABLE trajectories ADD COLUMN call_sizes TEXT")
     db.execute("ALTER TABLE trajectories ADD COLUMN call_gaps TEXT")
-    db["calls"].drop()
+    db.table("calls").drop()
 
 
 def _m3(db: sqlite_utils.Database) -> None:
@@ -80,7 +80,7 @@ def _m4(db: sqlite_utils.Database) -> None:
     # back into Python was most of a run's first render.
     # (Schema 4 also wrote the copies of runs imported before it; schema 5 rescores every run and
     # writes them again, so that backfill is no longer done here.)
-    db["run_columns"].create({"run_key": str, "format": int, "data": bytes}, pk="run_key",
+    db.table("run_columns").create({"run_key": str, "format": int, "data": bytes}, pk="run_key",
                              foreign_keys=[("run_key", "runs", "run_key")])
 
 
@@ -97,7 +97,7 @@ def _m5(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE runs SET scorer_version = '1.0'")
     from .importing import rescore_run  # importing needs this module first
 
-    for run in list(db["runs"].rows):
+    for run in list(db.table("runs").rows):
         rescore_run(db, run)
 
 
@@ -105,7 +105,7 @@ def _m6(db: sqlite_utils.Database) -> None:
     # Provenance and the harness's run status: the input file's own SHA-256 (the run key is not
     # it when a side log or a verdict map took part), an upload's original name (its source is
     # a deleted temporary path), the side log as given, and how the harness says the run ended.
-    have = set(db["runs"].columns_dict)
+    have = set(db.table("runs").columns_dict)
     for column in ("file_sha256", "original_name", "side_log_source", "side_log_sha256", "run_status",
                    "run_status_detail"):
         if column not in have:  # a database set back to an older version keeps its columns
@@ -117,14 +117,14 @@ def _m7(db: sqlite_utils.Database) -> None:
     # source's), checked before replay reads it (schema 7). Older runs have none: a canonical copy is
     # checked against its name (the content hash it was stored under), a converted one,
     # written by the workspace and never linked to a user's file, is not checked.
-    if "stored_sha256" not in db["runs"].columns_dict:
+    if "stored_sha256" not in db.table("runs").columns_dict:
         db.execute("ALTER TABLE runs ADD COLUMN stored_sha256 TEXT")
 
 
 def _m8(db: sqlite_utils.Database) -> None:
     # A bulk act (one reviewer labelling a filtered set at once) records one event per trace, as
     # before, each carrying the act's id: the history shows the act, and Undo withdraws it whole.
-    if "batch_id" not in db["label_events"].columns_dict:  # a database set back keeps its columns
+    if "batch_id" not in db.table("label_events").columns_dict:  # a database set back keeps its columns
         db.execute("ALTER TABLE label_events ADD COLUMN batch_id TEXT")
 
 
