@@ -803,3 +803,19 @@ def test_an_evaluation_has_one_shape_from_a_file_or_from_a_workspace(ws):
     assert isinstance(direct.scored, ScoreColumns) and isinstance(stored.scored, ScoreColumns)
     assert list(direct.scored.ids) == list(stored.scored.ids) and direct.summary == stored.summary
     assert len(direct.trajectories) == direct.summary.total and stored.trajectories == ()
+
+
+def test_a_replay_reads_the_side_log_once_not_on_every_replay(tmp_path, monkeypatch):
+    from scoring.workspace import copies, views
+
+    ws = Workspace(tmp_path / "w.db")
+    key = ws.import_run(OBSERVED, payloads=PAYLOADS).run_key
+    joined = [r["trajectory_id"] for r in ws.trajectory_rows(key, "recaptured_calls != ''")][:2]
+    loads = []
+    real = copies.PayloadJoin
+    monkeypatch.setattr(copies, "PayloadJoin", lambda *a, **k: loads.append(a) or real(*a, **k))
+    monkeypatch.setattr(copies, "_SIDE_LOGS", type(copies._SIDE_LOGS)())
+    replays = [views.replay(ws.path, key, tid) for tid in joined * 2]
+    assert len(loads) == 1
+    assert all(any(call.raw_text for call in rep.trajectory.tool_calls) for rep in replays)
+    assert replays[0].trajectory == replays[2].trajectory  # a kept join is not consumed by a replay

@@ -1,7 +1,8 @@
 """The pages' API to a workspace: typed read models and the few acts a reviewer takes.
 
 The pages (``pages/``) import this module, ``scoring.model``, ``scoring.errors`` and
-``scoring.text`` only (``tests/test_tripwires.py`` holds them to it): nothing here hands them a
+``scoring.text`` only (``tests/test_layers.py`` holds them to it; the Score tables page also
+reads the Dask engine's Parquet tables through ``scoring.engine``): nothing here hands them a
 stored encoding (comma-joined lists, JSON evidence) or a database row. Every function takes the
 workspace's database path; a ``Workspace`` is cheap to make (its schema is checked once per
 process), and every call opens its own connection.
@@ -48,13 +49,14 @@ from .schema import BUSY_TIMEOUT_S as _SCHEMA_BUSY_TIMEOUT_S
 from .schema import default_db_path
 
 __all__ = [
-    "BUSY_TIMEOUT_S", "QUEUE_MODES", "QUEUE_SORTS", "SCORER_VERSION", "Agreement", "CallReplay", "Evaluation",
-    "ImportReport", "LabelEvent", "PairedDifference", "Rate", "Replay", "RunInfo", "ScoreColumns", "Summary",
-    "TrajectorySummary", "Undone", "WaterfallStep", "add_label", "add_labels", "agreement", "argument_sizes",
-    "breakdowns", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation", "export_labels",
-    "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version", "next_pending",
-    "output_previews", "paired", "replay", "replay_of", "review_queue", "run", "runs", "score_columns", "search",
-    "size_quantiles", "tool_names", "trajectory_table", "undo_last", "visible_labels", "workspace_folder",
+    "BUSY_TIMEOUT_S", "QUEUE_MODES", "QUEUE_SORTS", "SCORER_VERSION", "SUMMARY_COLUMNS", "Agreement", "CallReplay",
+    "Evaluation", "ImportReport", "LabelEvent", "PairedDifference", "Rate", "Replay", "RunInfo", "ScoreColumns",
+    "Summary", "TrajectorySummary", "Undone", "WaterfallStep", "add_label", "add_labels", "agreement",
+    "argument_sizes", "breakdowns", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation",
+    "export_labels", "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version",
+    "next_pending", "output_previews", "paired", "replay", "replay_of", "review_queue", "run", "runs",
+    "score_columns", "search", "size_quantiles", "tool_names", "trajectory_table", "undo_last", "visible_labels",
+    "workspace_folder",
 ]
 
 
