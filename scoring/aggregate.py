@@ -198,7 +198,7 @@ def _objects(values: Iterable) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class ScoreColumns:
     """What the aggregates read of a run's scores, one array per field: the cheap view of a
-    run. The store keeps a copy beside each run's rows (several times cheaper to read than the
+    run. The workspace keeps a copy beside each run's rows (several times cheaper to read than the
     score objects); every aggregate turns score objects into it first, so there is one way to
     aggregate."""
 

@@ -1,6 +1,6 @@
 """Parsing and scoring blocks of a canonical run into trajectory rows, in worker processes.
 
-Kept apart from ``store`` so a spawned worker imports only what it needs (``sqlite_utils``
+Kept apart from ``workspace`` so a spawned worker imports only what it needs (``sqlite_utils``
 pulls in pandas, a slow import for every worker start).
 """
 
