@@ -1,4 +1,7 @@
-"""The lean import path gives exactly the rows of the typed path, record by record."""
+"""The lean import path gives exactly the rows of the typed path, record by record.
+
+Both paths are driven through ``ingest.score_bytes`` (``lean=False`` scores every record the
+typed way); the rules they share are tested on their own in test_strict_rules.py."""
 
 from __future__ import annotations
 
@@ -9,27 +12,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoring import capture, ingest
+from scoring import ingest
+from scoring.score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier
+from scoring.strict_rules import certainly_json, json_error
 
 from .conftest import SAMPLES
 
 
-def rows_both_ways(path, tmp_lines=None):
+def rows_both_ways(path, tmp_lines=None, harness=None):
     data = path.read_bytes() if tmp_lines is None else tmp_lines
     header_line, rest = data.split(b"\n", 1)
     offset = len(header_line) + 1
-    lean = ingest._score_block(header_line, str(path), offset, 2, rest, lean=True)
-    typed = ingest._score_block(header_line, str(path), offset, 2, rest, lean=False)
+    lean = ingest.score_bytes(header_line, str(path), offset, rest, harness=harness, lean=True)
+    typed = ingest.score_bytes(header_line, str(path), offset, rest, harness=harness, lean=False)
     return lean, typed
 
 
-def lean_share(path) -> float:
+def lean_share(path, min_benign_confidence=MIN_BENIGN_CONFIDENCE) -> float:
+    # How much of a run the lean path takes is a speed property, not a rule: it is measured
+    # on the private per-record function.
     data = path.read_bytes()
     header_line, rest = data.split(b"\n", 1)
     header, _, _ = ingest._scorers(header_line, str(path))
     known = {c.id for c in header.taxonomy}
     lines = [ln for ln in rest.split(b"\n") if ln.strip()]
-    hits = sum(ingest._lean_row(ln, header, known, set(), 0, 0) is not None for ln in lines)
+    hits = sum(ingest._lean_row(ln, header, known, set(), 0, 0, min_benign_confidence) is not None for ln in lines)
     return hits / len(lines)
 
 
@@ -124,7 +131,7 @@ def _first_lean_record() -> dict:
     known = {c.id for c in header.taxonomy}
     for line in SAMPLE_LINES[1:]:
         if line.strip() and json.loads(line).get("tool_calls") \
-                and ingest._lean_row(line, header, known, set(), 0, 0) is not None:
+                and ingest._lean_row(line, header, known, set(), 0, 0, MIN_BENIGN_CONFIDENCE) is not None:
             return json.loads(line)
     raise AssertionError("no sample record takes the lean path")
 
@@ -169,17 +176,28 @@ def near_json(draw) -> str:
 @settings(max_examples=3000, deadline=None)
 @given(near_json())
 def test_json_syntax_check_is_never_laxer_than_the_typed_path(text):
-    # The lean path checks arguments with a non-building JSON syntax check; whatever it passes
-    # the typed path's parse check (orjson, then the standard library) must pass too, or a record
+    # The fast paths check arguments with a non-building JSON syntax check; whatever it passes
+    # the full rules' parse check (orjson, then the standard library) must pass too, or a record
     # the typed path holds UNSCORED (unparseable arguments) would be scored.
-    try:
-        ingest._JSON_SYNTAX.decode(text.encode("utf-8", "surrogatepass"))
-    except ingest._SYNTAX_MISS:
-        return
-    assert capture._parse_gap(text, "json") is None
+    if certainly_json(text.encode("utf-8", "surrogatepass")):
+        assert json_error(text) is None
 
 
 def test_json_syntax_check_refuses_what_json_refuses():
     for text in ['{"a":1,}', '{"a":1}x', '[' * 1010 + ']' * 1010, '{"a":NaN}', "", "1 2", '{"a":"\x01"}']:
-        with pytest.raises(ingest._SYNTAX_MISS):
-            ingest._JSON_SYNTAX.decode(text.encode())
+        assert not certainly_json(text.encode())
+
+
+@pytest.mark.parametrize("threshold", [0.95, 0.0, 1.0])
+def test_the_lean_path_takes_the_verdict_classifiers_threshold(threshold):
+    # A benign verdict below the classifier's threshold abstains; the lean path must ask the
+    # classifier's threshold, not a copy of the default. The sample's benign verdicts sit at
+    # 0.85-0.99, so 0.95 moves some of them to Inconclusive, and both paths must agree.
+    path = SAMPLES / "observed-m1.jsonl"
+    harness = HarnessVerdictClassifier(min_benign_confidence=threshold)
+    lean, typed = rows_both_ways(path, harness=harness)
+    assert lean.rows == typed.rows and lean.rejected == typed.rejected
+    default, _ = rows_both_ways(path)
+    status = ingest.ROW_COLUMNS.index("status")
+    moved = sum(a[status] != b[status] for a, b in zip(lean.rows, default.rows, strict=True))
+    assert (moved > 0) == (threshold > MIN_BENIGN_CONFIDENCE)
