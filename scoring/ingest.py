@@ -175,7 +175,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
         begin, start = start, end + 1
         here, lineno = offset + begin, line + lines
         lines += 1
-        raw = view[begin:stop]
+        raw: bytes | memoryview = view[begin:stop]
         if data[begin] != 123 and not bytes(raw).strip():  # 123: "{", the usual first byte
             continue
         seen += 1
