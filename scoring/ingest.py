@@ -61,6 +61,8 @@ class Block:
     seen: int
     lines: int = 0
     """How many lines the block spans (the writer numbers the next block's lines from it)."""
+    lean: int = 0
+    """How many records the lean path scored (the rest took the typed path): a speed figure."""
 
 
 def _read_header_line(fh, source: str) -> tuple[bytes, int, int]:
@@ -162,7 +164,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
     if reclassifier is not None:
         reclassifier.known = frozenset(known)
     seen_ids: set[str] = set()
-    rows, rejected, seen = [], [], 0
+    rows, rejected, seen, n_lean = [], [], 0, 0
     lean = lean and pay is None
     # Lines are walked as memoryview slices (msgspec decodes them in place): splitting a 16 MB
     # block into bytes objects copied it once more for nothing.
@@ -183,6 +185,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
             row = _lean_row(raw, header, known, seen_ids, lineno, here, min_benign_confidence)
             if row is not None:
                 rows.append(row)
+                n_lean += 1
                 continue
         raw = bytes(raw)
         obj = decode_json_line(raw)
@@ -208,7 +211,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
         rec = canonical.Located(lineno, here, len(raw), t, None)
         rows.append(_trajectory_row(t, score_trajectory(t, header, rules, harness, captures, reclassifier), rec,
                                     captures))
-    return Block(rows, rejected, seen, lines)
+    return Block(rows, rejected, seen, lines, n_lean)
 
 
 _LEAN_DECODER = msgspec.json.Decoder(canonical.CommonRecord)

@@ -28,16 +28,9 @@ def rows_both_ways(path, tmp_lines=None, harness=None):
     return lean, typed
 
 
-def lean_share(path, min_benign_confidence=MIN_BENIGN_CONFIDENCE) -> float:
-    # How much of a run the lean path takes is a speed property, not a rule: it is measured
-    # on the private per-record function.
-    data = path.read_bytes()
-    header_line, rest = data.split(b"\n", 1)
-    header, _, _ = ingest._scorers(header_line, str(path))
-    known = {c.id for c in header.taxonomy}
-    lines = [ln for ln in rest.split(b"\n") if ln.strip()]
-    hits = sum(ingest._lean_row(ln, header, known, set(), 0, 0, min_benign_confidence) is not None for ln in lines)
-    return hits / len(lines)
+def lean_share(path) -> float:
+    lean, _typed = rows_both_ways(path)
+    return lean.lean / lean.seen
 
 
 @pytest.mark.parametrize("name", ["observed-m1.jsonl", "compare-m2.jsonl"])
@@ -127,11 +120,9 @@ def test_lean_and_typed_paths_agree_on_mutated_records(picks):
 
 
 def _first_lean_record() -> dict:
-    header, _, _ = ingest._scorers(HEADER, "sample")
-    known = {c.id for c in header.taxonomy}
     for line in SAMPLE_LINES[1:]:
         if line.strip() and json.loads(line).get("tool_calls") \
-                and ingest._lean_row(line, header, known, set(), 0, 0, MIN_BENIGN_CONFIDENCE) is not None:
+                and ingest.score_bytes(HEADER, "sample", 0, line).lean == 1:
             return json.loads(line)
     raise AssertionError("no sample record takes the lean path")
 
@@ -197,6 +188,7 @@ def test_the_lean_path_takes_the_verdict_classifiers_threshold(threshold):
     harness = HarnessVerdictClassifier(min_benign_confidence=threshold)
     lean, typed = rows_both_ways(path, harness=harness)
     assert lean.rows == typed.rows and lean.rejected == typed.rejected
+    assert lean.lean > 0 and typed.lean == 0
     default, _ = rows_both_ways(path)
     status = ingest.ROW_COLUMNS.index("status")
     moved = sum(a[status] != b[status] for a, b in zip(lean.rows, default.rows, strict=True))
