@@ -51,7 +51,7 @@ NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-"""A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
+"""A SHA-256 in hex (the check of ``raw_sha256``; the workspace checks stored file names with it)."""
 CLASSIFIERS_OF_RECORD = ("harness_verdict", "taxonomy_rules")
 """What ``classifier_of_record`` in a header may say produced the harness's verdicts."""
 MAX_STORED_INT = 2**63 - 1
