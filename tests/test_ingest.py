@@ -193,3 +193,51 @@ def test_the_lean_path_takes_the_verdict_classifiers_threshold(threshold):
     status = ingest.ROW_COLUMNS.index("status")
     moved = sum(a[status] != b[status] for a, b in zip(lean.rows, default.rows, strict=True))
     assert (moved > 0) == (threshold > MIN_BENIGN_CONFIDENCE)
+
+
+GEN_HEADER = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "r", "model": "m",
+              "taxonomy": [{"id": "C01", "name": "exfiltration", "rules": ["exfil\\.example"]}]}
+GEN_ARGUMENTS = ('{"a": 1}', '{"u": "exfil.example"}', "{", "[1e999]", '{"k": "' + "x" * 40 + '"}')
+THRESHOLDS = (0.7, 0.9, 0.5, 1.0, 0.0, 0.3)
+
+
+@st.composite
+def generated_records(draw, threshold: float) -> dict:
+    """A record near the common shape, every value the lean path decides on drawn at its edges:
+    the confidence either side of the threshold, sizes and digests right or wrong, arguments
+    that do or do not parse. The first choice of each is the common shape (Hypothesis draws
+    and shrinks towards it), so the lean path takes a good share."""
+    calls = []
+    for _ in range(draw(st.integers(0, 3))):
+        text = draw(st.sampled_from(GEN_ARGUMENTS))
+        raw = text.encode()
+        call = {"tool": draw(st.sampled_from(["a", "b"])), "arguments": text,
+                "raw_size_bytes": len(raw) + draw(st.sampled_from([0, 1])),
+                "raw_sha256": draw(st.sampled_from([str.lower, str.upper, lambda d: "0" * 64]))(
+                    hashlib.sha256(raw).hexdigest())}
+        if draw(st.booleans()):
+            call["result"] = {"content": "ok"}
+        calls.append(call)
+    confidence = draw(st.sampled_from([max(threshold - 0.05, 0.0), threshold, None, 0.45, 0.5, 1.0]))
+    verdict = {"label": draw(st.sampled_from(["benign", "C01", "C99"])), "confidence": confidence,
+               "abnormal": draw(st.booleans())}
+    return {"record": "trajectory", "id": draw(st.sampled_from(["t1", "t2", "t3"])), "task_id": "task",
+            "termination": {"reason": draw(st.sampled_from(["completed", "step_limit"]))},
+            "verdict": verdict, "tool_calls": calls}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(THRESHOLDS).flatmap(lambda t: st.tuples(
+           st.just(t), st.lists(generated_records(t), min_size=1, max_size=3, unique_by=lambda r: r["id"]))),
+       st.none() | st.sampled_from([8, 10, 11, 12, 46, 49, 50, 51, 64]))
+def test_lean_and_typed_paths_agree_on_generated_records(case, limit):
+    # The threshold and the capture limit are drawn too: the lean path must take both from
+    # its caller (the verdict classifier, the header), as the typed path does.
+    threshold, records = case
+    header = json.dumps({**GEN_HEADER, "capture_limit_bytes": limit}).encode()
+    data = b"\n".join(json.dumps(r).encode() for r in records) + b"\n"
+    harness = HarnessVerdictClassifier(min_benign_confidence=threshold)
+    lean = ingest.score_bytes(header, "gen", 0, data, harness=harness, lean=True)
+    typed = ingest.score_bytes(header, "gen", 0, data, harness=harness, lean=False)
+    assert lean.rows == typed.rows
+    assert [(r.line, r.message) for r in lean.rejected] == [(r.line, r.message) for r in typed.rejected]
