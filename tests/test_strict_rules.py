@@ -4,6 +4,7 @@ same answers through public entry points."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import string
@@ -91,9 +92,8 @@ def test_plain_calls_proven_checks_every_call():
 
 @given(st.sampled_from([None, BENIGN, "C01"]), st.none() | st.floats(0, 1), st.booleans(), st.floats(0, 1))
 def test_the_verdict_classifier_abstains_exactly_where_the_rule_says(label, confidence, abnormal, threshold):
-    t = traj(proven({"cmd": "ls"}))
-    t = t.__class__(**{**{f: getattr(t, f) for f in t.__dataclass_fields__},
-                       "verdict": HarnessVerdict(label=label, confidence=confidence, abnormal=abnormal)})
+    t = dataclasses.replace(traj(proven({"cmd": "ls"})),
+                            verdict=HarnessVerdict(label=label, confidence=confidence, abnormal=abnormal))
     got = HarnessVerdictClassifier(min_benign_confidence=threshold).classify(t, [])
     why = None if label is None else verdict_abstention(label, confidence, abnormal, "", threshold)
     if label is None:
