@@ -279,8 +279,6 @@ def marker_gaps(text: str) -> list[Gap]:
     return out
 
 
-
-
 def _at_limit_gap(what: str, size: int | None, limit: int | None) -> Gap:
     # Called where near_capture_limit(size, limit) holds, so neither is None.
     return Gap(reason=ReasonCode.AT_CAPTURE_LIMIT,

@@ -271,8 +271,7 @@ def strict_classification(
     if rules_of_record and rule is not None:
         return Status.SAFE, Classification(
             BENIGN, None, RULES_OF_RECORD,
-            (*rule.evidence, "the header declares these rules as the harness's classifier; they read the full "
-                             "surface"))
+            (*rule.evidence, "the header declares these rules as the harness's classifier; they read the full surface"))
     if recheck is not None:  # the re-classifier read it and abstained
         return Status.INCONCLUSIVE, recheck
     call = next(c for c, s in zip(trajectory.tool_calls, surfaces, strict=True) if c.arguments != s)
@@ -403,6 +402,7 @@ def score_run(
 
 
 __all__ = [
+    "MIN_BENIGN_CONFIDENCE",
     "RULES_OF_RECORD",
     "SCORER_VERSION",
     "Classification",
