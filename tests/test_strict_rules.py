@@ -4,6 +4,7 @@ same answers through public entry points."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -245,3 +246,19 @@ def test_the_fast_call_parser_takes_the_common_call_shape():
                                     "messages": [{"role": "assistant"}], "tool_calls": [call]})
     assert t.tool_calls[0] == ToolCall(index=0, tool="t", arguments="{}", raw_size_bytes=2, raw_sha256="a" * 64,
                                        result=t.tool_calls[0].result, message_index=0)
+
+
+def test_the_strict_constants_are_defined_in_one_module():
+    # A second assignment is a second copy of a rule: import the one in strict_rules instead.
+    names = {"AT_LIMIT_SLACK_BYTES", "MIN_BENIGN_CONFIDENCE"}
+    homes = []
+    for path in sorted((ROOT / "scoring").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            else:
+                continue
+            homes += [(t.id, path.name) for t in targets if isinstance(t, ast.Name) and t.id in names]
+    assert sorted(homes) == [("AT_LIMIT_SLACK_BYTES", "strict_rules.py"), ("MIN_BENIGN_CONFIDENCE", "strict_rules.py")]
