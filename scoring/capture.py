@@ -11,6 +11,9 @@ Two routes prove a surface:
 2. **The capture itself**, decoded through its adapter chain with a hard cap on decoded size,
    whose size and digest match the recorded raw size and digest (proven standard), or which
    shows none of the format's truncation signals (structural standard).
+
+The limit, digest and parse rules themselves live in ``strict_rules``, shared with the import's
+lean path; a plain call (``is_plain``) is decided there in one pass.
 """
 
 from __future__ import annotations
@@ -19,25 +22,25 @@ import base64
 import binascii
 import collections
 import hashlib
-import json
 import re
 import threading
 import urllib.parse
 import zlib
 from dataclasses import dataclass
 
-import orjson
-
 from .errors import BLOCKING_REASONS, ReasonCode
 from .model import EvidenceStandard, Gap, ToolCall
+from .strict_rules import (
+    digest_matches,
+    json_error,
+    near_capture_limit,
+    over_capture_limit,
+    plain_calls_proven,
+)
 
 #: Decoded adapter output is never allowed past this many bytes: a compression bomb becomes an
 #: ``unverifiable_adapter`` gap instead of exhausting memory.
 MAX_DECODED_BYTES = 64 * 1024 * 1024
-
-#: A cut that keeps UTF-8 whole drops up to three bytes of a split character, so a capture this
-#: close under the limit is as suspect as one exactly at it.
-AT_LIMIT_SLACK_BYTES = 3
 
 #: In-band markers that harnesses write where they cut or scrub arguments. They apply to every
 #: surface that no digest or raw text proves byte for byte, whatever the header declares (a
@@ -47,7 +50,8 @@ IN_BAND_MARKERS: tuple[tuple[ReasonCode, str, str], ...] = (
     (ReasonCode.REDACTED, "a run of five or more asterisks", r"\*{5,}"),
     (ReasonCode.REDACTED, "a removed-data marker", r"<[\w-]*(?:data|content)-removed>"),
     (ReasonCode.TRUNCATED, "a bracketed truncation marker",
-     r"[\[<(]\s*(?:\.\.\.|…|(?:output |content |response )?(?:truncated|clipped|elided|omitted)\b)[^\]>)\n]{0,40}[\]>)]"),
+     r"[\[<(]\s*(?:\.\.\.|…|(?:output |content |response )?(?:truncated|clipped|elided|omitted)\b)"
+     r"[^\]>)\n]{0,40}[\]>)]"),
     (ReasonCode.TRUNCATED, "an 'N more bytes' count",
      r"\b\d[\d,]*\s+(?:more\s+)?(?:bytes|characters|chars|tokens|lines)\s+(?:more|truncated|omitted|elided|not shown)\b"
      r"|\b\d[\d,]*\s+more\s+(?:bytes|characters|chars|tokens|lines)\b"),
@@ -259,7 +263,7 @@ def _proof_gaps(text: str, call: ToolCall, what: str) -> list[Gap]:
     if call.raw_size_bytes is not None and size != call.raw_size_bytes:
         out.append(Gap(reason=ReasonCode.SIZE_MISMATCH,
                        detail=f"{what} is {size:,} bytes, raw was {call.raw_size_bytes:,}"))
-    if call.raw_sha256 is not None and sha256_hex(text) != call.raw_sha256.lower():
+    if call.raw_sha256 is not None and not digest_matches(sha256_hex(text), call.raw_sha256):
         out.append(Gap(reason=ReasonCode.DIGEST_MISMATCH,
                        detail=f"SHA-256 of the {what} differs from the recorded raw digest"))
     return out
@@ -275,29 +279,15 @@ def marker_gaps(text: str) -> list[Gap]:
     return out
 
 
-def near_limit(size: int | None, limit: int | None) -> bool:
-    """True when ``size`` bytes is the capture limit or just under it (see AT_LIMIT_SLACK_BYTES)."""
-    return size is not None and limit is not None and limit - AT_LIMIT_SLACK_BYTES <= size <= limit
-
-
-def _at_limit_gap(what: str, size: int, limit: int) -> Gap:
+def _at_limit_gap(what: str, size: int | None, limit: int | None) -> Gap:
+    # Called where near_capture_limit(size, limit) holds, so neither is None.
     return Gap(reason=ReasonCode.AT_CAPTURE_LIMIT,
                detail=f"{what} is {size:,} bytes against a capture limit of {limit:,}: the fingerprint of a cut")
 
 
 def _parse_gap(text: str, fmt: str) -> Gap | None:
-    if fmt != "json":
-        return None
-    try:
-        orjson.loads(text)
-        return None
-    except orjson.JSONDecodeError:
-        pass  # orjson is stricter (NaN, >64-bit ints): the standard library has the last word
-    try:
-        json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        return Gap(reason=ReasonCode.UNPARSEABLE_ARGUMENTS, detail=f"JSON: {exc}")
-    return None
+    error = json_error(text) if fmt == "json" else None
+    return None if error is None else Gap(reason=ReasonCode.UNPARSEABLE_ARGUMENTS, detail=f"JSON: {error}")
 
 
 def assess(
@@ -328,7 +318,7 @@ def assess(
     if call.raw_text is not None:
         raw_gaps = _proof_gaps(call.raw_text, call, "raw text")
         raw_len = utf8_len(call.raw_text)
-        if near_limit(raw_len, capture_limit_bytes):
+        if near_capture_limit(raw_len, capture_limit_bytes):
             raw_gaps.append(_at_limit_gap("the raw text", raw_len, capture_limit_bytes))
         has_proof = call.raw_size_bytes is not None and call.raw_sha256 is not None
         if not raw_gaps and has_proof:
@@ -348,21 +338,27 @@ def assess(
 _COMPLETE = ()
 
 
+def is_plain(call: ToolCall) -> bool:
+    """A logged call that carries nothing the rules weigh but its capture, recorded size and
+    digest (no flag, adapter, redaction, signal, raw text or cut result): with a size and
+    digest recorded, ``plain_calls_proven`` decides its capture."""
+    return not (call.signals or call.truncated or call.adapters or call.redactions or call.parse_error
+                or call.raw_text is not None or call.channel != "logged"
+                or (call.result is not None and call.result.truncated))
+
+
 def _quick_proof(call: ToolCall, limit: int | None) -> Capture | None:
-    """The common case in one pass: a plain logged call whose size and digest match.
+    """The common case in one pass: a plain call that ``plain_calls_proven`` proves.
 
     Returns None whenever anything needs the full rules (a flag, an adapter, a redaction, a
     mismatch…), so the answer is always the one the full path would give (tested).
     """
-    if (call.signals or call.truncated or call.adapters or call.redactions or call.parse_error
-            or call.raw_text is not None or call.channel != "logged" or call.raw_sha256 is None
-            or call.raw_size_bytes is None or (call.result is not None and call.result.truncated)
-            or (limit is not None and call.raw_size_bytes > limit - AT_LIMIT_SLACK_BYTES)):
+    size, digest = call.raw_size_bytes, call.raw_sha256
+    if size is None or digest is None or not is_plain(call):
         return None
     data = call.arguments.encode("utf-8", "surrogatepass")
-    if len(data) != call.raw_size_bytes or hashlib.sha256(data).hexdigest() != call.raw_sha256:
-        return None
-    if call.arguments_format == "json" and _parse_gap(call.arguments, "json") is not None:
+    if not plain_calls_proven((data,), [size], [digest], limit,
+                              json_arguments=call.arguments_format == "json"):
         return None
     return Capture(surface=call.arguments, gaps=_COMPLETE)
 
@@ -385,14 +381,14 @@ def _capture_gaps(
 ) -> tuple[str | None, list[Gap]]:
     """Gaps of the capture itself, and its decoded surface when that could be computed."""
     out: list[Gap] = [Gap(reason=code, detail="signalled by the log") for code in call.signals]
-    if limit is not None and call.raw_size_bytes is not None and call.raw_size_bytes > limit:
+    if over_capture_limit(call.raw_size_bytes, limit):
         out.append(Gap(reason=ReasonCode.OVER_CAPTURE_LIMIT,
                        detail=f"raw {call.raw_size_bytes:,} bytes > capture limit {limit:,}"))
     if call.truncated:
         out.append(Gap(reason=ReasonCode.TRUNCATED, detail="the harness marked the arguments as cut"))
-    if near_limit(call.raw_size_bytes, limit):
+    if near_capture_limit(call.raw_size_bytes, limit):
         out.append(_at_limit_gap("the recorded raw size", call.raw_size_bytes, limit))
-    elif near_limit(call.captured_bytes, limit):
+    elif near_capture_limit(call.captured_bytes, limit):
         out.append(_at_limit_gap("the capture", call.captured_bytes, limit))
     if call.channel != "logged":
         out.append(Gap(reason=ReasonCode.UNLOGGED_CHANNEL,
@@ -436,12 +432,11 @@ def _capture_gaps(
             # Nothing proves this surface byte for byte: the format's own signals are all there
             # is, and in-band markers are among them whatever the header declares.
             out.extend(marker_gaps(surface))
-        if standard is EvidenceStandard.PROVEN:
-            if not (proven_by_digest or proven_by_equality):
-                missing = [n for n, v in (("raw size", call.raw_size_bytes),
-                                          ("raw SHA-256", call.raw_sha256)) if v is None]
-                out.append(Gap(reason=ReasonCode.MISSING_EVIDENCE,
-                               detail="not recorded: " + ", ".join(missing)))
+        if standard is EvidenceStandard.PROVEN and not (proven_by_digest or proven_by_equality):
+            missing = [n for n, v in (("raw size", call.raw_size_bytes),
+                                      ("raw SHA-256", call.raw_sha256)) if v is None]
+            out.append(Gap(reason=ReasonCode.MISSING_EVIDENCE,
+                           detail="not recorded: " + ", ".join(missing)))
     return surface, out
 
 

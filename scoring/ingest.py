@@ -13,7 +13,6 @@ import contextlib
 import ctypes
 import functools
 import gc
-import hashlib
 import json
 import multiprocessing
 import os
@@ -21,27 +20,25 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Generator, Iterable, Iterator
 
 import msgspec
 
 from . import rows as codec
-from .capture import AT_LIMIT_SLACK_BYTES
 from .errors import InputError, StoreError
 from .importers import canonical
 from .importers._common import DuplicateRecordError, RecordError, decode_json_line, duplicate_message
-from .importers.canonical import HEX64
-from .model import BENIGN, Rejection, ScoredTrajectory, Status, Trajectory
+from .model import BENIGN, Rejection, ScoredTrajectory, Status, Termination, Trajectory
 from .recapture import PayloadJoin
 from .score import (
-    MIN_BENIGN_CONFIDENCE,
     HarnessVerdictClassifier,
     RuleClassifier,
     assess_calls,
     score_trajectory,
     verdict_evidence,
 )
+from .strict_rules import plain_calls_proven, verdict_abstention
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 BLOCK_BYTES = 16 * 1024 * 1024
@@ -64,6 +61,8 @@ class Block:
     seen: int
     lines: int = 0
     """How many lines the block spans (the writer numbers the next block's lines from it)."""
+    lean: int = 0
+    """How many records the lean path scored (the rest took the typed path): a speed figure."""
 
 
 def _read_header_line(fh, source: str) -> tuple[bytes, int, int]:
@@ -120,11 +119,15 @@ def score_range(header_line: bytes, source: str, path: str, offset: int, length:
 
 
 def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: PayloadJoin | None = None,
-                reclassifier=None) -> Block:
+                reclassifier=None, *, harness: HarnessVerdictClassifier | None = None, lean: bool = True) -> Block:
     """Score whole lines already read (``data`` starts at byte ``offset`` of the run): the one
-    block scorer of the local import and of the Dask engine, which reads its ranges itself."""
+    block scorer of the local import and of the Dask engine, which reads its ranges itself.
+
+    ``harness`` is the verdict classifier (default: its default threshold); ``lean=False``
+    scores every record by the typed path (the rows are the same: tests hold them so)."""
     with no_cyclic_gc():  # it cost 7 % of a block's time
-        return _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier)
+        return _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier, harness=harness,
+                            lean=lean)
 
 
 @contextlib.contextmanager
@@ -147,18 +150,21 @@ def _scorers(header_line: bytes, source: str):
 
 
 def _score_block(header_line: bytes, source: str, offset: int, line: int, data: bytes,
-                 pay: PayloadJoin | None = None, *, lean: bool = True, reclassifier=None) -> Block:
+                 pay: PayloadJoin | None = None, *, lean: bool = True, reclassifier=None,
+                 harness: HarnessVerdictClassifier | None = None) -> Block:
     """Parse and score one block of lines (runs in a worker process for large imports).
 
     Records of the common shape take ``_lean_row``; everything else (and every record when a
     side log is joined) the typed path. Both give the same row (tested line by line).
     """
-    header, rules, harness = _scorers(header_line, source)
+    header, rules, default_harness = _scorers(header_line, source)
+    harness = harness or default_harness
+    min_benign_confidence = harness.min_benign_confidence
     known = {c.id for c in header.taxonomy}
     if reclassifier is not None:
         reclassifier.known = frozenset(known)
     seen_ids: set[str] = set()
-    rows, rejected, seen = [], [], 0
+    rows, rejected, seen, n_lean = [], [], 0, 0
     lean = lean and pay is None
     # Lines are walked as memoryview slices (msgspec decodes them in place): splitting a 16 MB
     # block into bytes objects copied it once more for nothing.
@@ -171,14 +177,15 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
         begin, start = start, end + 1
         here, lineno = offset + begin, line + lines
         lines += 1
-        raw = view[begin:stop]
+        raw: bytes | memoryview = view[begin:stop]
         if data[begin] != 123 and not bytes(raw).strip():  # 123: "{", the usual first byte
             continue
         seen += 1
         if lean:
-            row = _lean_row(raw, header, known, seen_ids, lineno, here)
+            row = _lean_row(raw, header, known, seen_ids, lineno, here, min_benign_confidence)
             if row is not None:
                 rows.append(row)
+                n_lean += 1
                 continue
         raw = bytes(raw)
         obj = decode_json_line(raw)
@@ -204,67 +211,13 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
         rec = canonical.Located(lineno, here, len(raw), t, None)
         rows.append(_trajectory_row(t, score_trajectory(t, header, rules, harness, captures, reclassifier), rec,
                                     captures))
-    return Block(rows, rejected, seen, lines)
+    return Block(rows, rejected, seen, lines, n_lean)
 
 
-class _LeanVerdict(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    label: str
-    confidence: float | None = None
-    abnormal: bool = False
-    source: str = ""
-
-
-class _LeanTermination(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    reason: str = "completed"
-    detail: str = ""
-
-
-class _LeanMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    role: str
-    content: str = ""
-
-
-class _LeanResult(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    content: str = ""
-
-
-class _LeanCall(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    tool: str
-    arguments: str
-    raw_size_bytes: int
-    raw_sha256: str
-    result: _LeanResult | None = None
-    message_index: int | None = None  # replay only; the typed path checks its range
-
-
-class _LeanRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """The common record shape, as types: msgspec checks it in C while decoding. Any other
-    key, a missing size or digest, a wrong type, a JSON value json would read differently
-    (NaN, a huge number, a lone surrogate) fails the decode and the typed path decides."""
-
-    record: str
-    id: str
-    task_id: str
-    verdict: _LeanVerdict
-    intended_category: str | None = None
-    termination: _LeanTermination | None = None
-    final_output: str = ""
-    messages: list[_LeanMessage] = []
-    tool_calls: list[_LeanCall] = []
-    model: str | None = None
-
-
-_LEAN_DECODER = msgspec.json.Decoder(_LeanRecord)
+_LEAN_DECODER = msgspec.json.Decoder(canonical.CommonRecord)
 _SAFE, _UNSAFE = Status.SAFE.value, Status.UNSAFE.value
 _LEAN_MISS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
-_JSON_SYNTAX = msgspec.json.Decoder(msgspec.Raw)
-"""Checks that a text is one JSON value without building it (cheaper than orjson.loads, which
-builds it). It accepts only what the typed path's parse check accepts:
-its nesting limit is lower than orjson's, and what it passes that orjson refuses (bytes that are
-not UTF-8, here only an encoded lone surrogate, which the record decoder refuses anyway; numbers
-beyond float range) the standard library accepts.
-``test_json_syntax_check_is_never_laxer_than_the_typed_path`` holds it to that."""
-_SYNTAX_MISS = (msgspec.DecodeError, RecursionError)  # deep nesting raises RecursionError
+_COMPLETED = Termination.COMPLETED.value
 
 
 @functools.lru_cache(maxsize=1024)
@@ -272,51 +225,38 @@ def _verdict_evidence_json(label: str, conf: float | None) -> str:
     return json.dumps([verdict_evidence(label, conf)])  # as _trajectory_dict stores it
 
 
-def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[str], line: int, offset: int) -> tuple | None:
+def _lean_row(raw: bytes | memoryview, header, known: set[str], seen_ids: set[str], line: int, offset: int,
+              min_benign_confidence: float) -> tuple | None:
     """The row of a record in the common shape, straight from its bytes; None to defer to the
     typed path.
 
-    The common shape: completed, a decisive harness verdict, and plain logged calls whose size
-    and SHA-256 prove them complete, well under the capture limit, and whose arguments parse.
-    For these the harness's classifier read every full surface, so it is the classifier of
-    record and the strict outcome is its verdict: no model objects are needed. Anything else —
-    a flag, an adapter, a gap, a weak or missing verdict, an early stop, a malformed field —
-    returns None and the typed path decides, exactly as before.
+    The common shape (``canonical.CommonRecord``): completed, a decisive harness verdict
+    (``verdict_abstention`` under the harness classifier's ``min_benign_confidence``), and plain
+    logged calls that ``plain_calls_proven`` proves under the run's capture limit. For these the
+    harness's classifier read every full surface, so it is the classifier of record and the
+    strict outcome is its verdict: no model objects are needed. Anything else — a flag, an
+    adapter, a gap, a weak or missing verdict, an early stop, a malformed field — returns None
+    and the typed path decides with the full rules.
     """
     try:
         r = _LEAN_DECODER.decode(raw)
     except _LEAN_MISS:
         return None
     v, term, tid = r.verdict, r.termination, r.id
-    if r.record != "trajectory" or tid in seen_ids or v.abnormal or (term is not None and term.reason != "completed"):
+    if r.record != "trajectory" or tid in seen_ids or (term is not None and term.reason != _COMPLETED):
         return None
     label, conf = v.label, v.confidence
+    if (canonical.unknown_label(label, known)  # the typed path refuses the record
+            or verdict_abstention(label, conf, v.abnormal, v.source, min_benign_confidence) is not None):
+        return None
     harm = label != BENIGN
-    if conf is not None and not 0 <= conf <= 1:
-        return None
-    if harm:
-        if known and label not in known:
-            return None
-    elif conf is not None and conf < MIN_BENIGN_CONFIDENCE:
-        return None
     calls, biggest, tools = r.tool_calls, 0, ""
     if calls:
         sizes = [c.raw_size_bytes for c in calls]
-        texts = [c.arguments.encode("utf-8", "surrogatepass") for c in calls]
-        biggest, limit = max(sizes), header.capture_limit_bytes
-        # Equal lengths also rule out a negative size.
-        # At or near the capture limit is the fingerprint of a cut: the typed path decides.
-        if list(map(len, texts)) != sizes or (limit is not None and biggest >= limit - AT_LIMIT_SLACK_BYTES):
+        if not plain_calls_proven([c.arguments.encode("utf-8", "surrogatepass") for c in calls], sizes,
+                                  [c.raw_sha256 for c in calls], header.capture_limit_bytes):
             return None
-        digests = [c.raw_sha256 for c in calls]
-        actual = [hashlib.sha256(t).hexdigest() for t in texts]
-        if digests != actual and not all(d.lower() == a and HEX64.fullmatch(d) for d, a in zip(digests, actual)):
-            return None
-        try:
-            for t in texts:
-                _JSON_SYNTAX.decode(t)
-        except _SYNTAX_MISS:
-            return None  # the typed path decides (the standard library may still accept it)
+        biggest = max(sizes)
         tools = ",".join(dict.fromkeys([c.tool for c in calls]))
         n = len(r.messages)
         if any(c.message_index is not None and not 0 <= c.message_index < n for c in calls):

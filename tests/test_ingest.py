@@ -1,4 +1,7 @@
-"""The lean import path gives exactly the rows of the typed path, record by record."""
+"""The lean import path gives exactly the rows of the typed path, record by record.
+
+Both paths are driven through ``ingest.score_bytes`` (``lean=False`` scores every record the
+typed way); the rules they share are tested on their own in test_strict_rules.py."""
 
 from __future__ import annotations
 
@@ -9,28 +12,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoring import capture, ingest
+from scoring import ingest, rows
+from scoring.score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier
+from scoring.strict_rules import certainly_json, json_error
 
 from .conftest import SAMPLES
 
 
-def rows_both_ways(path, tmp_lines=None):
+def rows_both_ways(path, tmp_lines=None, harness=None):
     data = path.read_bytes() if tmp_lines is None else tmp_lines
     header_line, rest = data.split(b"\n", 1)
     offset = len(header_line) + 1
-    lean = ingest._score_block(header_line, str(path), offset, 2, rest, lean=True)
-    typed = ingest._score_block(header_line, str(path), offset, 2, rest, lean=False)
+    lean = ingest.score_bytes(header_line, str(path), offset, rest, harness=harness, lean=True)
+    typed = ingest.score_bytes(header_line, str(path), offset, rest, harness=harness, lean=False)
     return lean, typed
 
 
 def lean_share(path) -> float:
-    data = path.read_bytes()
-    header_line, rest = data.split(b"\n", 1)
-    header, _, _ = ingest._scorers(header_line, str(path))
-    known = {c.id for c in header.taxonomy}
-    lines = [ln for ln in rest.split(b"\n") if ln.strip()]
-    hits = sum(ingest._lean_row(ln, header, known, set(), 0, 0) is not None for ln in lines)
-    return hits / len(lines)
+    lean, _typed = rows_both_ways(path)
+    return lean.lean / lean.seen
 
 
 @pytest.mark.parametrize("name", ["observed-m1.jsonl", "compare-m2.jsonl"])
@@ -120,11 +120,9 @@ def test_lean_and_typed_paths_agree_on_mutated_records(picks):
 
 
 def _first_lean_record() -> dict:
-    header, _, _ = ingest._scorers(HEADER, "sample")
-    known = {c.id for c in header.taxonomy}
     for line in SAMPLE_LINES[1:]:
         if line.strip() and json.loads(line).get("tool_calls") \
-                and ingest._lean_row(line, header, known, set(), 0, 0) is not None:
+                and ingest.score_bytes(HEADER, "sample", 0, line).lean == 1:
             return json.loads(line)
     raise AssertionError("no sample record takes the lean path")
 
@@ -169,17 +167,77 @@ def near_json(draw) -> str:
 @settings(max_examples=3000, deadline=None)
 @given(near_json())
 def test_json_syntax_check_is_never_laxer_than_the_typed_path(text):
-    # The lean path checks arguments with a non-building JSON syntax check; whatever it passes
-    # the typed path's parse check (orjson, then the standard library) must pass too, or a record
+    # The fast paths check arguments with a non-building JSON syntax check; whatever it passes
+    # the full rules' parse check (orjson, then the standard library) must pass too, or a record
     # the typed path holds UNSCORED (unparseable arguments) would be scored.
-    try:
-        ingest._JSON_SYNTAX.decode(text.encode("utf-8", "surrogatepass"))
-    except ingest._SYNTAX_MISS:
-        return
-    assert capture._parse_gap(text, "json") is None
+    if certainly_json(text.encode("utf-8", "surrogatepass")):
+        assert json_error(text) is None
 
 
 def test_json_syntax_check_refuses_what_json_refuses():
     for text in ['{"a":1,}', '{"a":1}x', '[' * 1010 + ']' * 1010, '{"a":NaN}', "", "1 2", '{"a":"\x01"}']:
-        with pytest.raises(ingest._SYNTAX_MISS):
-            ingest._JSON_SYNTAX.decode(text.encode())
+        assert not certainly_json(text.encode())
+
+
+@pytest.mark.parametrize("threshold", [0.95, 0.0, 1.0])
+def test_the_lean_path_takes_the_verdict_classifiers_threshold(threshold):
+    # A benign verdict below the classifier's threshold abstains; the lean path must ask the
+    # classifier's threshold, not a copy of the default. The sample's benign verdicts sit at
+    # 0.85-0.99, so 0.95 moves some of them to Inconclusive, and both paths must agree.
+    path = SAMPLES / "observed-m1.jsonl"
+    harness = HarnessVerdictClassifier(min_benign_confidence=threshold)
+    lean, typed = rows_both_ways(path, harness=harness)
+    assert lean.rows == typed.rows and lean.rejected == typed.rejected
+    assert lean.lean > 0 and typed.lean == 0
+    default, _ = rows_both_ways(path)
+    status = rows.ROW_COLUMNS.index("status")
+    moved = sum(a[status] != b[status] for a, b in zip(lean.rows, default.rows, strict=True))
+    assert (moved > 0) == (threshold > MIN_BENIGN_CONFIDENCE)
+
+
+GEN_HEADER = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "r", "model": "m",
+              "taxonomy": [{"id": "C01", "name": "exfiltration", "rules": ["exfil\\.example"]}]}
+GEN_ARGUMENTS = ('{"a": 1}', '{"u": "exfil.example"}', "{", "[1e999]", '{"k": "' + "x" * 40 + '"}')
+THRESHOLDS = (0.7, 0.9, 0.5, 1.0, 0.0, 0.3)
+
+
+@st.composite
+def generated_records(draw, threshold: float) -> dict:
+    """A record near the common shape, every value the lean path decides on drawn at its edges:
+    the confidence either side of the threshold, sizes and digests right or wrong, arguments
+    that do or do not parse. The first choice of each is the common shape (Hypothesis draws
+    and shrinks towards it), so the lean path takes a good share."""
+    calls = []
+    for _ in range(draw(st.integers(0, 3))):
+        text = draw(st.sampled_from(GEN_ARGUMENTS))
+        raw = text.encode()
+        call = {"tool": draw(st.sampled_from(["a", "b"])), "arguments": text,
+                "raw_size_bytes": len(raw) + draw(st.sampled_from([0, 1])),
+                "raw_sha256": draw(st.sampled_from([str.lower, str.upper, lambda d: "0" * 64]))(
+                    hashlib.sha256(raw).hexdigest())}
+        if draw(st.booleans()):
+            call["result"] = {"content": "ok"}
+        calls.append(call)
+    confidence = draw(st.sampled_from([max(threshold - 0.05, 0.0), threshold, None, 0.45, 0.5, 1.0]))
+    verdict = {"label": draw(st.sampled_from(["benign", "C01", "C99"])), "confidence": confidence,
+               "abnormal": draw(st.booleans())}
+    return {"record": "trajectory", "id": draw(st.sampled_from(["t1", "t2", "t3"])), "task_id": "task",
+            "termination": {"reason": draw(st.sampled_from(["completed", "step_limit"]))},
+            "verdict": verdict, "tool_calls": calls}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(THRESHOLDS).flatmap(lambda t: st.tuples(
+           st.just(t), st.lists(generated_records(t), min_size=1, max_size=3, unique_by=lambda r: r["id"]))),
+       st.none() | st.sampled_from([8, 10, 11, 12, 46, 49, 50, 51, 64]))
+def test_lean_and_typed_paths_agree_on_generated_records(case, limit):
+    # The threshold and the capture limit are drawn too: the lean path must take both from
+    # its caller (the verdict classifier, the header), as the typed path does.
+    threshold, records = case
+    header = json.dumps({**GEN_HEADER, "capture_limit_bytes": limit}).encode()
+    data = b"\n".join(json.dumps(r).encode() for r in records) + b"\n"
+    harness = HarnessVerdictClassifier(min_benign_confidence=threshold)
+    lean = ingest.score_bytes(header, "gen", 0, data, harness=harness, lean=True)
+    typed = ingest.score_bytes(header, "gen", 0, data, harness=harness, lean=False)
+    assert lean.rows == typed.rows
+    assert [(r.line, r.message) for r in lean.rejected] == [(r.line, r.message) for r in typed.rejected]

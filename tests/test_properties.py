@@ -7,8 +7,10 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scoring.model import Adapter, EvidenceStandard, Redaction, Status, Termination, ToolCall
+from scoring.capture import assess
+from scoring.model import Adapter, Redaction, Status, Termination, ToolCall, ToolResult
 from scoring.score import HarnessVerdictClassifier, RuleClassifier, score_trajectory
+from scoring.strict_rules import certainly_json, json_error, plain_calls_proven
 
 from .helpers import HEADER, TAXONOMY, proven, sha, traj
 
@@ -46,20 +48,52 @@ def test_making_a_call_incomplete_only_moves_to_unscored(args_list, label, term,
     assert after.lenient_safe == before.lenient_safe or how == "truncate"
 
 
-@settings(max_examples=300, deadline=None)
+def _force_full_rules(call: ToolCall) -> ToolCall:
+    # A cut tool *result* is an informational note, never a blocking gap, but it takes a call
+    # off the quick proof: the full rules decide, and must decide the same.
+    return dataclasses.replace(call, result=ToolResult(content="", truncated=True))
+
+
+@settings(max_examples=500, deadline=None)
 @given(st.builds(
-    lambda args, size_delta, digest_ok, trunc, fmt, limit: (
+    lambda args, size_delta, digest_ok, upper, trunc, fmt, room: (
         ToolCall(index=0, tool="t", arguments=args, arguments_format=fmt, truncated=trunc,
                  raw_size_bytes=len(args.encode("utf-8", "surrogatepass")) + size_delta,
-                 raw_sha256=sha(args) if digest_ok else "0" * 64), limit),
-    st.one_of(texts, st.just('{"a": 1}'), st.just("{")), st.sampled_from([0, 0, 1]), st.booleans(),
-    st.booleans(), st.sampled_from(["json", "text"]), st.sampled_from([None, 5, 10_000])))
+                 raw_sha256=(sha(args).upper() if upper else sha(args)) if digest_ok else "0" * 64),
+        None if room is None else len(args.encode("utf-8", "surrogatepass")) + room),
+    st.one_of(st.just('{"a": 1}'), texts, st.just("{"), st.just("1e999"), st.just("[" * 1100 + "]" * 1100)),
+    st.sampled_from([0, 1, -1]), st.sampled_from([True, False]), st.booleans(), st.booleans(),
+    st.sampled_from(["json", "text"]),
+    # the capture limit around the call's size: in the slack below it, at it, over it, clear of it
+    st.sampled_from([3, 2, 0, -1, 1, 4, None, 10_000])))
 def test_quick_proof_agrees_with_the_full_rules(case):
-    from scoring.capture import _capture_gaps, _quick_proof, assess
-
+    # assess() proves a plain call in one pass; the answer must be the full rules' answer.
     call, limit = case
-    quick = _quick_proof(call, limit)
-    full = assess(call, capture_limit_bytes=limit)
-    if quick is not None:
-        surface, gaps = _capture_gaps(call, limit, EvidenceStandard.PROVEN, 10**9)
-        assert gaps == [] and surface == quick.surface == full.surface and full.is_complete
+    quick = assess(call, capture_limit_bytes=limit)
+    full = assess(_force_full_rules(call), capture_limit_bytes=limit)
+    assert quick.surface == full.surface and quick.is_complete == full.is_complete
+    assert quick.blocking == full.blocking and quick.recovered_from == full.recovered_from
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.builds(
+    lambda args, size_delta, digest_ok, fmt, room: (
+        args, len(args.encode("utf-8", "surrogatepass")) + size_delta, sha(args) if digest_ok else "0" * 64, fmt,
+        None if room is None else len(args.encode("utf-8", "surrogatepass")) + room),
+    st.one_of(st.just('{"a": 1}'), texts, st.just("{"), st.just("1e999")),
+    st.sampled_from([0, 1, -1]), st.sampled_from([True, False]), st.sampled_from(["json", "text"]),
+    st.sampled_from([3, 2, 0, -1, 1, 4, None, 10_000])))
+def test_plain_calls_proven_is_what_the_full_rules_decide_for_a_plain_call(case):
+    # The predicate the quick proof and the import's lean path share: where it proves a plain
+    # call, the full rules find no gap; where it does not, they find one, or the only doubt was
+    # its conservative JSON check.
+    args, size, digest, fmt, limit = case
+    data = args.encode("utf-8", "surrogatepass")
+    proven_here = plain_calls_proven([data], [size], [digest], limit, json_arguments=fmt == "json")
+    call = ToolCall(index=0, tool="t", arguments=args, arguments_format=fmt, raw_size_bytes=size, raw_sha256=digest)
+    full = assess(_force_full_rules(call), capture_limit_bytes=limit)
+    if proven_here:
+        assert full.is_complete and full.surface == args
+    else:
+        uncertain_json = fmt == "json" and not certainly_json(data) and json_error(args) is None
+        assert not full.is_complete or uncertain_json

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Annotated, Any, BinaryIO
+
+import msgspec
 
 from ..errors import FormatVersionError, InputError, ReasonCode
 from ..model import (
@@ -48,7 +51,7 @@ NAME = "canonical"
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
-"""A SHA-256 in hex (the checks of ``raw_sha256``; the import fast path uses it too)."""
+"""A SHA-256 in hex (the check of ``raw_sha256``; the workspace checks stored file names with it)."""
 CLASSIFIERS_OF_RECORD = ("harness_verdict", "taxonomy_rules")
 """What ``classifier_of_record`` in a header may say produced the harness's verdicts."""
 MAX_STORED_INT = 2**63 - 1
@@ -135,7 +138,8 @@ def parse_header(obj: Any, source: str) -> RunHeader:
                  ("harness.version", header.harness_version), ("run_status", header.run_status),
                  ("run_status_detail", header.run_status_detail),
                  ("reported_safe_rate.source", header.reported_safe_rate_source)]
-        names += [(f"taxonomy[{k}].{f}", v) for k, c in enumerate(taxonomy) for f, v in (("id", c.id), ("name", c.name))]
+        names += [(f"taxonomy[{k}].{f}", v) for k, c in enumerate(taxonomy)
+                  for f, v in (("id", c.id), ("name", c.name))]
         for field, value in names:
             m = _SURROGATE.search(value) if value else None
             if m:
@@ -162,7 +166,68 @@ def _category(obj: Any, i: int) -> Category:
     )
 
 
-_FAST_KEYS = frozenset({"index", "tool", "arguments", "raw_size_bytes", "raw_sha256", "truncated", "result"})
+# --- the common record shape ------------------------------------------------------------------
+#
+# Most records of a real run have one shape: a completed trajectory with a verdict label, whose
+# calls carry only a tool, arguments, a recorded size and SHA-256 and a plain result. It is
+# declared once, as msgspec types (field names and types as docs/run-format.schema.json gives
+# them; a test holds the two together). The import's lean path decodes records with these
+# types in C and the typed parser below takes its fast path on calls of this shape; anything
+# else falls to the field-by-field parser, which is the definition of what a record may be.
+
+
+class CommonVerdict(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    label: str
+    confidence: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    abnormal: bool = False
+    source: str = ""
+
+
+class CommonTermination(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    reason: str = "completed"
+    detail: str = ""
+
+
+class CommonMessage(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    role: str
+    content: str = ""
+
+
+class CommonResult(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    content: str = ""
+
+
+class CommonCall(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    tool: str
+    arguments: str
+    raw_size_bytes: Annotated[int, msgspec.Meta(ge=0)]
+    raw_sha256: str
+    result: CommonResult | None = None
+    message_index: Annotated[int, msgspec.Meta(ge=0)] | None = None  # its upper bound is the caller's to check
+
+
+class CommonRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common record shape, as types: msgspec checks it in C while decoding. Any other
+    key, a missing size or digest, a wrong type, a JSON value json would read differently
+    (NaN, a huge number, a lone surrogate) fails the decode: such a record is not of the
+    common shape, and the typed parser decides."""
+
+    record: str
+    id: str
+    task_id: str
+    verdict: CommonVerdict
+    intended_category: str | None = None
+    termination: CommonTermination | None = None
+    final_output: str = ""
+    messages: list[CommonMessage] = []
+    tool_calls: list[CommonCall] = []
+    model: str | None = None
+
+
+_FAST_KEYS = frozenset(CommonCall.__struct_fields__) | {"index", "truncated"}
+"""The keys of a call the fast path parses: the common call's, and the two it also takes as
+given (``index``, which must be the call's position, and ``truncated``)."""
+_FAST_RESULT_KEYS = frozenset(CommonResult.__struct_fields__)
 
 
 def _tool_call(obj: Any, i: int) -> ToolCall:
@@ -176,22 +241,28 @@ def _tool_call(obj: Any, i: int) -> ToolCall:
 
 
 def _fast_call(obj: dict, i: int) -> ToolCall | None:
+    """A call of the common shape, or None for the general path to parse (and to name what is
+    wrong). Accepts exactly what ``_general_call`` accepts for these keys, and builds the same."""
     g = obj.get
-    tool, args, size, digest, trunc, res = (g("tool"), g("arguments"), g("raw_size_bytes"), g("raw_sha256"),
-                                            g("truncated", False), g("result"))
+    tool, args, size, digest, trunc, res, at = (g("tool"), g("arguments"), g("raw_size_bytes"), g("raw_sha256"),
+                                                g("truncated", False), g("result"), g("message_index"))
     if tool.__class__ is not str or args.__class__ is not str or trunc.__class__ is not bool:
         return None
     if g("index", i) != i or (size is not None and (size.__class__ is not int or not 0 <= size <= MAX_STORED_INT)):
         return None
     if digest is not None and (digest.__class__ is not str or not HEX64.fullmatch(digest)):
         return None
+    if at is not None and at.__class__ is not int:
+        return None
     result = None
     if res is not None:
-        if res.__class__ is not dict or not res.keys() <= {"content"} or g("result").get("content", "").__class__ is not str:
+        if (res.__class__ is not dict or not res.keys() <= _FAST_RESULT_KEYS
+                or res.get("content", "").__class__ is not str):
             return None
         result = ToolResult(content=res.get("content", ""))
     return ToolCall(index=i, tool=tool, arguments=args, raw_size_bytes=size,
-                    raw_sha256=digest.lower() if digest else None, truncated=trunc, result=result)
+                    raw_sha256=digest.lower() if digest else None, truncated=trunc, result=result,
+                    message_index=at)
 
 
 def _general_call(obj: Any, i: int) -> ToolCall:
@@ -358,6 +429,12 @@ def stream_canonical(fh: BinaryIO, source: str) -> tuple[RunHeader, Iterator[Loc
     return header, records_of(lines, header, source)
 
 
+def unknown_label(label: str | None, known: Collection[str]) -> bool:
+    """A verdict label naming no category of the run's taxonomy (when it has one): the record
+    is refused."""
+    return bool(known) and label is not None and label != BENIGN and label not in known
+
+
 def check_record(obj: Any, known: set[str], seen_ids: set[str]) -> Trajectory:
     """One decoded trajectory line as a Trajectory, with the run-level checks (unique id, a
     known verdict category); RecordError otherwise. Adds the id to ``seen_ids``."""
@@ -368,7 +445,7 @@ def check_record(obj: Any, known: set[str], seen_ids: set[str]) -> Trajectory:
     if traj.id in seen_ids:
         raise DuplicateRecordError(duplicate_message(traj.id, None), traj.id)
     label = traj.verdict.label if traj.verdict else None
-    if known and label not in (None, BENIGN) and label not in known:
+    if unknown_label(label, known):
         raise RecordError(f"verdict.label {label!r} is not a taxonomy category", traj.id)
     seen_ids.add(traj.id)
     return traj
@@ -393,12 +470,12 @@ def parse_canonical(data: bytes, source: str) -> Run:
     """Parse a whole canonical run held in memory."""
     header, records = stream_canonical(io.BytesIO(data), source)
     kept, rejected, seen = [], [], 0
-    duplicates: dict[str, int] = {}
+    duplicates: dict[str | None, int] = {}
     for rec in records:
         seen += 1
         if rec.trajectory is not None:
             kept.append((rec.line, rec.trajectory))
-        else:
+        elif rec.rejection is not None:  # a located record has one or the other
             rejected.append(rec.rejection)
             if rec.duplicate:
                 duplicates.setdefault(rec.rejection.record_id, rec.line)
