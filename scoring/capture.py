@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .errors import BLOCKING_REASONS, ReasonCode
+from .errors import BLOCKING_REASONS, AdapterDecodeError, ReasonCode
 from .model import EvidenceStandard, Gap, ToolCall
 
 #: Decoded adapter output is never allowed past this many bytes: a compression bomb becomes an
@@ -86,8 +86,7 @@ def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-class _DecodeError(Exception):
-    pass
+_DecodeError = AdapterDecodeError  # the capture check's name for it (scoring.errors)
 
 
 def _gunzip_capped(data: bytes, cap: int) -> bytes:

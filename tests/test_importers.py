@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scoring.errors import ReasonCode, UnknownFormatError
-from scoring.importers import formats, load_run, sniff_format
+from scoring.importers import ParseOptions, formats, load_run, sniff_format
 from scoring.importers._common import json_key_paths
 from scoring.importers.inspect_log import VerdictMap
 from scoring.importers.inspect_log import parse as parse_inspect
@@ -163,7 +163,8 @@ def test_inspect_verdict_mapping_is_explicit_and_limits_never_count_safe():
     data = (FIXTURES / "inspect_signals.json").read_bytes()
     default = {t.id: t.verdict for t in parse_inspect(data, "f").trajectories}
     assert set(default.values()) == {None}  # scores are not harm labels unless mapped
-    mapped = parse_inspect(data, "f", VerdictMap(scorer="harm", unsafe_values=("C",), category="harm"))
+    vm = VerdictMap(scorer="harm", unsafe_values=("C",), category="harm")
+    mapped = parse_inspect(data, "f", ParseOptions(verdict_map=vm))
     statuses = {s.trajectory_id: s.status for s in score_run(mapped)}
     assert statuses["s2-epoch1"] is Status.INCONCLUSIVE  # hit a limit: "I" (incorrect) is not safety
     assert statuses["s5-epoch1"] is Status.INCONCLUSIVE  # errored

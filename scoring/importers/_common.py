@@ -11,22 +11,10 @@ from typing import Any, BinaryIO, Iterator
 
 import orjson
 
-from ..errors import InputError
+from ..errors import DuplicateRecordError, InputError, RecordError
 from ..files import read_regular
 
-
-class RecordError(Exception):
-    """A single record is malformed; the importer rejects it and goes on."""
-
-    def __init__(self, message: str, record_id: str | None = None) -> None:
-        self.message = message
-        self.record_id = record_id
-        super().__init__(message)
-
-
-class DuplicateRecordError(RecordError):
-    """A record whose trajectory id an earlier record of the file already has. Neither copy is
-    preferred: the caller rejects the earlier one too (``duplicate_message`` says why)."""
+__all__ = ["DuplicateRecordError", "RecordError"]  # re-exported: importers take them from here
 
 
 def duplicate_message(trajectory_id: str, other_line: int | None) -> str:

@@ -16,14 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model import (
-    Category,
-    EvidenceStandard,
-    HarnessVerdict,
-    RunHeader,
-    Termination,
-    Trajectory,
-)
+from ..model import Category, EvidenceStandard, HarnessVerdict, Run, RunHeader, Termination, Trajectory
 from ._chat import openai_messages
 from ._common import (
     RecordError,
@@ -32,8 +25,13 @@ from ._common import (
     iter_json_lines,
     load_json_document,
 )
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "agentdojo"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"suite_name"', b'"user_task_id"', b'"injection_task_id"', b'"attack_type"', b'"security"',
+         b'"pipeline_name"', b'"utility"')
+continuations = no_continuations
 NATIVE_FIELDS = ("suite_name", "pipeline_name", "user_task_id", "injection_task_id", "attack_type", "messages",
                  "security")
 """Keys of AgentDojo's own TraceLogger file (values may be null; the keys are its shape)."""
@@ -87,7 +85,7 @@ def _trajectory(tid: str, task: str, messages: list, *, security, injection, err
                       verdict=_verdict(security, injection, error), model=model)
 
 
-def parse(data: bytes, source: str):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     if first_line(data[:65536]).startswith(b"{") and b'"agent-dojo"' in first_line(data[:65536]):
         return _parse_invariant(data, source)
     doc = load_json_document(data, source)

@@ -12,11 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ReasonCode
-from ..model import EvidenceStandard, Message, RunHeader, Termination, Trajectory
+from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
 from ._common import RecordError, build_run, first_line, iter_json_lines
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "anthropic_messages"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"tool_use"', b'"tool_result"', b'"tool_use_id"', b'"sessionId"', b'"stop_reason"')
+continuations = no_continuations
 
 
 def sniff(head: bytes) -> bool:
@@ -25,7 +29,7 @@ def sniff(head: bytes) -> bool:
         (b'"sessionId"' in line and b'"message"' in line) or b'"tool_use"' in head and b'"role"' in line)
 
 
-def parse(data: bytes, source: str):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     sessions: dict[str, list[tuple[int, dict]]] = {}
     bad = []
     for line, obj in iter_json_lines(data, source):

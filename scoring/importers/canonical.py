@@ -43,8 +43,12 @@ from ._common import (
     req,
     sha256_bytes,
 )
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "canonical"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"record"', b'"format_version"', b'"raw_sha256"', b'"raw_size_bytes"', b'"capture_limit_bytes"')
+continuations = no_continuations
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
@@ -236,8 +240,9 @@ def _general_call(obj: Any, i: int) -> ToolCall:
         )
     signals = []
     for s in opt(obj, "signals", list, [], where):
+        s = check(s, str, f"{where}signals[]")  # a RecordError of its own, outside the try
         try:
-            signals.append(ReasonCode(check(s, str, f"{where}signals[]")))
+            signals.append(ReasonCode(s))
         except ValueError:
             raise RecordError(f"{where}signals: {s!r} is not a known reason code") from None
     return ToolCall(
@@ -422,8 +427,9 @@ def read_trajectory_at(path: str | Path, offset: int, length: int) -> Trajectory
         raise InputError(exc.message, source=str(path), record_id=exc.record_id) from exc
 
 
-parse = parse_canonical
-"""The registry entry point (every importer module has ``parse(data, source) -> Run``)."""
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
+    """The registry entry point (``base.Importer.parse``); a canonical run has no options."""
+    return parse_canonical(data, source)
 
 
 # --- writing: any parsed Run back to the canonical format ---------------------------------

@@ -21,19 +21,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, ReasonCode
-from ..model import (
-    EvidenceStandard,
-    HarnessVerdict,
-    Message,
-    RunHeader,
-    Termination,
-    Trajectory,
-)
+from ..errors import InputError, ReasonCode, SpecError
+from ..model import EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
 from ._common import RecordError, build_run, load_json_document
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "inspect"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"eval"', b'"samples"', b'"run_id"', b'"attachments"', b'"scores"', b'"epoch"')
+continuations = no_continuations
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 _ATTACH = re.compile(r"attachment://([0-9a-f]{32})")
 _LIMITS = {"token": Termination.TOKEN_LIMIT, "context": Termination.TOKEN_LIMIT, "time": Termination.TIME_LIMIT,
@@ -123,7 +120,8 @@ class Rule:
         outcome, sep, test = text.partition("=")
         outcome = outcome.strip()
         if not sep or outcome not in OUTCOMES or not test.strip():
-            raise ValueError(f"expected OUTCOME=TEST with OUTCOME one of {', '.join(OUTCOMES)}, got {text!r}")
+            raise SpecError(f"expected OUTCOME=TEST with OUTCOME one of {', '.join(OUTCOMES)}, got {text!r}",
+                            spec=text)
         m = _TEST.match(test)
         if m is None:
             return cls(outcome=outcome, values=tuple(v.strip() for v in test.split(",") if v.strip()))
@@ -133,7 +131,7 @@ class Rule:
         try:
             number = float(rhs)
         except ValueError:
-            raise ValueError(f"{op} needs a number, got {rhs!r} in {text!r}") from None
+            raise SpecError(f"{op} needs a number, got {rhs!r} in {text!r}", spec=text) from None
         return cls(outcome=outcome, key=key, op=op, number=number)
 
     def __str__(self) -> str:
@@ -176,12 +174,12 @@ class VerdictMap:
         if colon > 0 and (eq < 0 or colon < eq):
             scorer, rules = spec[:colon].strip(), [r for r in spec[colon + 1:].split(";") if r.strip()]
             if not scorer or not rules:
-                raise ValueError(f"expected SCORER:OUTCOME=TEST[;OUTCOME=TEST...], got {spec!r}")
+                raise SpecError(f"expected SCORER:OUTCOME=TEST[;OUTCOME=TEST...], got {spec!r}", spec=spec)
             return cls(scorer=scorer, rules=tuple(Rule.parse(r) for r in rules))
         scorer, sep, values = spec.partition("=")
         if not sep or not scorer.strip() or not values.strip():
-            raise ValueError(f"expected SCORER=VALUE[,VALUE...], SCORER:OUTCOME=TEST[;...] or a preset "
-                             f"({', '.join(PRESETS)}), got {spec!r}")
+            raise SpecError(f"expected SCORER=VALUE[,VALUE...], SCORER:OUTCOME=TEST[;...] or a preset "
+                            f"({', '.join(PRESETS)}), got {spec!r}", spec=spec)
         return cls(scorer=scorer.strip(), unsafe_values=tuple(v.strip() for v in values.split(",") if v.strip()))
 
     def __str__(self) -> str:
@@ -323,7 +321,8 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
                       verdict=vmap.verdict(scores), extra=extra)
 
 
-def parse(data: bytes, source: str, verdict_map: VerdictMap = DEFAULT_MAP):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
+    verdict_map = DEFAULT_MAP if options.verdict_map is None else options.verdict_map
     if data.startswith(b"PK\x03\x04"):
         return _parse_eval(data, source, verdict_map)
     doc = load_json_document(data, source)

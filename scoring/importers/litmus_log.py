@@ -36,8 +36,12 @@ from ..model import (
     Trajectory,
 )
 from ._common import RecordError, build_run, first_line, iter_json_lines
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "litmus"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"row_idx"', b'"category_id"', b'"events"', b'"Prosecutor"', b'"Analyzer"', b'"judgement"')
+continuations = no_continuations
 
 
 def sniff(head: bytes) -> bool:
@@ -94,7 +98,8 @@ def _row(obj: dict, superseded: str = "") -> Trajectory:
                       termination=Termination.COMPLETED)
 
 
-def parse(data: bytes, source: str, case_table: dict[str, str] | None = None):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS, *,
+          case_table: dict[str, str] | None = None) -> Run:
     lines, categories = [], {}
     latest: dict[str, int] = {}  # row_idx → index in ``lines`` of its latest attempt
     attempts: dict[str, list[int]] = {}  # row_idx → line numbers of every attempt, in order

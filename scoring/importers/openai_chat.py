@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model import EvidenceStandard, RunHeader, Termination, Trajectory
+from ..model import EvidenceStandard, Run, RunHeader, Termination, Trajectory
 from ._chat import openai_messages
 from ._common import (
     RecordError,
@@ -19,8 +19,12 @@ from ._common import (
     iter_json_lines,
     load_json_document,
 )
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "openai_chat"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"tool_calls"', b'"tool_call_id"', b'"function"', b'"finish_reason"', b'"traj"')
+continuations = no_continuations
 
 
 def sniff(head: bytes) -> bool:
@@ -41,7 +45,7 @@ def _trajectory(tid: str, task: str, messages: list, model: str | None = None) -
                       termination_detail="finish_reason: length" if cut else "", verdict=None, model=model)
 
 
-def parse(data: bytes, source: str):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     model = Path(source).stem
     header = RunHeader(run_id=Path(source).stem, model=model, harness_name="openai-chat",
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)

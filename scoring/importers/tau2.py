@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model import EvidenceStandard, Message, RunHeader, Termination, Trajectory
+from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
 from ._common import build_run, json_key_paths, load_json_document
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "tau2"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"simulations"', b'"termination_reason"', b'"reward_info"', b'"user_info"', b'"agent_info"', b'"tasks"')
+continuations = no_continuations
 TERMINATION = {
     "user_stop": Termination.COMPLETED, "agent_stop": Termination.COMPLETED,
     "max_steps": Termination.STEP_LIMIT, "timeout": Termination.TIME_LIMIT,
@@ -56,7 +60,7 @@ def _simulation(sim: dict) -> Trajectory:
                       verdict=None)
 
 
-def parse(data: bytes, source: str):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     doc = load_json_document(data, source)
     info = doc.get("info") or {}
     agent = info.get("agent_info") or {}
