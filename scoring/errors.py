@@ -16,8 +16,12 @@ subclasses the builtin it behaves like, so callers that only know Python still c
     │                                      cannot be decoded within its budget
     ├── SpecError(ValueError)              an option's value does not parse (an Inspect
     │                                      verdict map): .spec
+    ├── RuleError(ValueError)              a taxonomy rule RE2 cannot compile (the canonical
+    │                                      importer reports it as the header's RecordError)
     ├── ClassifierError(RuntimeError)      a configured re-classifier failed, timed out or
     │                                      answered out of protocol: .classifier, .trajectory_id
+    ├── EngineError(RuntimeError)          a run could not be scored on the Dask cluster (a
+    │                                      block failed, a file changed, the output is unwritable)
     └── StoreError(RuntimeError)           the SQLite workspace refused an operation
         ├── RunMismatchError(ValueError)   labels exported from one run, imported against another
         └── DatabaseUnavailableError       the database file is locked, read-only or missing
@@ -211,6 +215,10 @@ class SpecError(LitmusReviewError, ValueError):
         super().__init__(message)
 
 
+class RuleError(LitmusReviewError, ValueError):
+    """A taxonomy rule that RE2 cannot compile; the message says why."""
+
+
 class ClassifierError(LitmusReviewError, RuntimeError):
     """A re-classifier of record (a plug-in) failed: it raised, timed out, exited, or answered
     something that is not a verdict. The run is not scored on a classifier that broke."""
@@ -220,6 +228,11 @@ class ClassifierError(LitmusReviewError, RuntimeError):
         self.trajectory_id = trajectory_id
         where = f"classifier {classifier!r}" + (f", trajectory {trajectory_id!r}" if trajectory_id else "")
         super().__init__(f"{where}: {message}")
+
+
+class EngineError(LitmusReviewError, RuntimeError):
+    """A run could not be scored on the cluster: a block failed (located by file and line), a
+    file changed while it was read, or the output cannot be written."""
 
 
 class StoreError(LitmusReviewError, RuntimeError):
