@@ -302,3 +302,83 @@ def test_inspect_verdict_mapping_from_the_command_line(tmp_path):
                 for r in runs}
     assert {"s1-epoch1"} <= set().union(*statuses.values())
     assert any(st["s4-epoch1"] == "unscored" for st in statuses.values())
+
+
+# --- the importer interface ------------------------------------------------------------------
+
+
+def test_every_importer_implements_the_declared_interface():
+    import inspect as pyinspect
+
+    from scoring.importers import IMPORTERS
+
+    for name, importer in IMPORTERS.items():
+        assert importer.NAME == name
+        assert importer.HINTS and all(isinstance(k, bytes) for k in importer.HINTS), name
+        assert list(pyinspect.signature(importer.parse).parameters)[:3] == ["data", "source", "options"], name
+        assert list(pyinspect.signature(importer.continuations).parameters) == ["data", "source"], name
+        assert callable(importer.sniff), name
+
+
+def test_the_registry_special_cases_no_format():
+    """What differs between formats lives in their modules: the registry's code names none
+    (its docstrings may)."""
+    import ast
+    import inspect as pyinspect
+
+    from scoring import importers
+
+    def code_of(f) -> str:
+        (fn,) = ast.parse(pyinspect.getsource(f)).body
+        assert isinstance(fn, ast.FunctionDef)
+        if ast.get_docstring(fn) is not None:
+            fn.body = fn.body[1:]
+        return ast.unparse(fn)
+
+    code = "".join(code_of(f) for f in (
+        importers.parse_run, importers.load_run, importers.sniff_format, importers.sniff_file,
+        importers.closest_format, importers.read_continuations))
+    for name, importer in importers.IMPORTERS.items():
+        module = importer.__name__.rsplit(".", 1)[1]  # type: ignore[attr-defined]
+        assert module not in code and f'"{name}"' not in code, name
+
+
+@pytest.mark.parametrize("path", ALL_INPUTS, ids=lambda p: p.name)
+def test_importers_parse_only_the_bytes_they_are_given(path, monkeypatch):
+    """Each format's parse reads no file: the registry reads the run and any continuation, and
+    the importer's result is the same as load_run's."""
+    import builtins
+    import io
+    import pathlib
+
+    from scoring.importers import IMPORTERS, read_continuations
+
+    data = path.read_bytes()
+    fmt = sniff_format(data[:65536], str(path))
+    continuations = read_continuations(IMPORTERS[fmt], data, str(path))
+    expected = load_run(path)
+
+    def refuse(*_a, **_k):
+        raise AssertionError("an importer opened a file")
+
+    for owner, attr in ((builtins, "open"), (io, "open"), (pathlib.Path, "open"), (pathlib.Path, "read_bytes"),
+                        (pathlib.Path, "read_text"), (pathlib.Path, "is_file"), (pathlib.Path, "exists")):
+        monkeypatch.setattr(owner, attr, refuse)
+    run = IMPORTERS[fmt].parse(data, str(path), ParseOptions(continuations=continuations))
+    monkeypatch.undo()
+    assert run.trajectories == expected.trajectories and run.rejected == expected.rejected
+
+
+def test_atif_continuations_are_passed_in_not_found_on_disk(tmp_path):
+    from scoring.importers import Segment, atif
+
+    first = (FIXTURES / "atif_fx.trajectory.json").read_bytes()
+    second = (FIXTURES / "atif_fx.trajectory.cont-1.json").read_bytes()
+    elsewhere = str(tmp_path / "upload.trajectory.json")  # nothing beside it on disk
+    (alone,) = atif.parse(first, elsewhere).trajectories
+    assert [c.tool for c in alone.tool_calls] == ["bash"] and alone.termination is Termination.ERROR
+    assert "not found beside the file" in alone.termination_detail
+    options = ParseOptions(continuations=(Segment(source="cont-1.json", data=second),))
+    (joined,) = atif.parse(first, elsewhere, options).trajectories
+    assert [c.tool for c in joined.tool_calls] == ["bash", "bash"] and joined.termination is Termination.COMPLETED
+    assert joined.tool_calls == load_run(FIXTURES / "atif_fx.trajectory.json").trajectories[0].tool_calls
