@@ -14,11 +14,13 @@ whose ``security: true`` means the opposite) is refused, naming the fields that 
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from ..model import Category, EvidenceStandard, HarnessVerdict, Run, RunHeader, Termination, Trajectory
 from ._chat import openai_messages
 from ._common import (
+    Item,
     RecordError,
     build_run,
     first_line,
@@ -106,8 +108,18 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
     return build_run(header=header, items=[item], source=source, data=data)
 
 
-def _parse_invariant(data: bytes, source: str):
-    items, meta, model = [], {}, None
+def _exported(tid: str, obj: dict, md: dict) -> Trajectory:
+    """One trace of an Invariant export (``md``: its metadata)."""
+    inj = md.get("injection_task_id")
+    return _trajectory(tid, task_id(md.get("suite_name"), md.get("user_task_id")), obj["messages"],
+                       security=md.get("security"), injection=inj, error=None, model=md.get("model"),
+                       category="injection_success" if inj else None)
+
+
+def _parse_invariant(data: bytes, source: str) -> Run:
+    items: list[Item] = []
+    meta: dict = {}
+    model = None
     for line, obj in iter_json_lines(data, source):
         if isinstance(obj, RecordError):
             items.append((line, None, obj))
@@ -128,10 +140,7 @@ def _parse_invariant(data: bytes, source: str):
         model = model or md.get("model")
         inj = md.get("injection_task_id")
         tid = f"{md.get('suite_name')}-{md.get('user_task_id')}-{inj}-{md.get('attack_type')}-{obj.get('index', line)}"
-        items.append((line, tid, (lambda tid=tid, obj=obj, md=md, inj=inj: _trajectory(
-            tid, task_id(md.get("suite_name"), md.get("user_task_id")), obj["messages"], security=md.get("security"),
-            injection=inj,
-            error=None, model=md.get("model"), category="injection_success" if inj else None))))
+        items.append((line, tid, partial(_exported, tid, obj, md)))
     header = RunHeader(run_id=Path(source).stem, model=model or str(meta.get("name", "unknown")),
                        harness_name="agentdojo (invariant export)", taxonomy=TAXONOMY,
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)

@@ -9,12 +9,13 @@ is safe without a reviewer. Structural standard. One session = one trajectory.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from ..errors import ReasonCode
 from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import RecordError, build_run, first_line, iter_json_lines
+from ._common import Item, RecordError, build_run, first_line, iter_json_lines
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "anthropic_messages"
@@ -31,7 +32,7 @@ def sniff(head: bytes) -> bool:
 
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     sessions: dict[str, list[tuple[int, dict]]] = {}
-    bad = []
+    bad: list[Item] = []
     for line, obj in iter_json_lines(data, source):
         if isinstance(obj, RecordError) or not isinstance(obj, dict):
             bad.append((line, None, obj if isinstance(obj, RecordError) else RecordError("line is not an object")))
@@ -41,9 +42,9 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
         sid = str(obj.get("sessionId", "session"))
         sessions.setdefault(sid, []).append((line, obj))
     model = None
-    items = list(bad)
+    items: list[Item] = list(bad)
     for sid, lines in sessions.items():
-        items.append((lines[0][0], sid, (lambda sid=sid, lines=lines: _session(sid, lines))))
+        items.append((lines[0][0], sid, partial(_session, sid, lines)))
         for _, o in lines:
             model = model or (o.get("message") or {}).get("model")
     header = RunHeader(run_id=Path(source).stem, model=model or "unknown", harness_name="claude-code",

@@ -191,7 +191,7 @@ def _fast_call(obj: dict, i: int) -> ToolCall | None:
         return None
     result = None
     if res is not None:
-        if res.__class__ is not dict or not res.keys() <= {"content"} or g("result").get("content", "").__class__ is not str:
+        if res.__class__ is not dict or not res.keys() <= {"content"} or res.get("content", "").__class__ is not str:
             return None
         result = ToolResult(content=res.get("content", ""))
     return ToolCall(index=i, tool=tool, arguments=args, raw_size_bytes=size,
@@ -397,15 +397,18 @@ def records_of(lines, header: RunHeader, source: str) -> Iterator[Located]:
 def parse_canonical(data: bytes, source: str) -> Run:
     """Parse a whole canonical run held in memory."""
     header, records = stream_canonical(io.BytesIO(data), source)
-    kept, rejected, seen = [], [], 0
-    duplicates: dict[str, int] = {}
+    kept: list[tuple[int | None, Trajectory]] = []
+    rejected: list[Rejection] = []
+    duplicates: dict[str, int | None] = {}
+    seen = 0
     for rec in records:
         seen += 1
         if rec.trajectory is not None:
             kept.append((rec.line, rec.trajectory))
         else:
+            assert rec.rejection is not None, "a record is a trajectory or a rejection"
             rejected.append(rec.rejection)
-            if rec.duplicate:
+            if rec.duplicate and rec.rejection.record_id is not None:
                 duplicates.setdefault(rec.rejection.record_id, rec.line)
     kept = refuse_duplicates(kept, rejected, duplicates, source)
     return Run(header=header, trajectories=tuple(t for _line, t in kept), rejected=tuple(rejected),

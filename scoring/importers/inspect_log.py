@@ -18,13 +18,14 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, ReasonCode, SpecError
 from ..model import EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import RecordError, build_run, load_json_document
+from ._common import Item, RecordError, build_run, load_json_document
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "inspect"
@@ -51,6 +52,16 @@ def _number(x: Any) -> float | None:
     if isinstance(x, (int, float)) and x == x:
         return float(x)
     return None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a field of the wrong type reads as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def show_value(value: Any) -> str:
@@ -267,7 +278,7 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
     attachments = s.get("attachments") or {}
     tid = f"{s.get('id')}-epoch{s.get('epoch', 1)}"
     calls = CallBuilder()
-    messages = []
+    messages: list[Message] = []
     final = ""
     for m in s.get("messages") or []:
         missing: list[str] = []
@@ -312,7 +323,7 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
         if choices[0].get("stop_reason") in ("max_tokens", "model_length") and termination is Termination.COMPLETED:
             termination, detail = Termination.TOKEN_LIMIT, f"stop_reason {choices[0].get('stop_reason')}"
     scores = s.get("scores") or {}
-    extra = ()
+    extra: tuple[tuple[str, str], ...] = ()
     if vmap.scorer:
         outcome, shown = vmap.outcome(scores)
         extra = (("inspect_verdict", outcome), ("inspect_score_value", shown[:200]))
@@ -328,16 +339,16 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
     doc = load_json_document(data, source)
     if not isinstance(doc, dict):
         raise InputError("expected an Inspect log object", source=source)
-    ev = doc.get("eval") if isinstance(doc.get("eval"), dict) else {}
-    samples = doc.get("samples") if isinstance(doc.get("samples"), list) else []
+    ev = _object(doc.get("eval"))
+    samples = _array(doc.get("samples"))
     header = _header(ev, source, doc, len(samples))
-    items = [(None, f"samples[{i}]", (lambda s=s: _sample(s, verdict_map))) for i, s in enumerate(samples)]
+    items: list[Item] = [(None, f"samples[{i}]", partial(_sample, s, verdict_map)) for i, s in enumerate(samples)]
     return build_run(header=header, items=items, source=source, data=data)
 
 
 def _header(ev: dict, source: str, log: dict | None = None, samples_written: int | None = None) -> RunHeader:
     status, detail = _run_status(ev, log or {}, samples_written)
-    packages = ev.get("packages") if isinstance(ev.get("packages"), dict) else {}
+    packages = _object(ev.get("packages"))
     return RunHeader(run_id=str(ev.get("run_id") or Path(source).stem), model=str(ev.get("model", "unknown")),
                      harness_name=f"inspect_ai {ev.get('task', '')}".strip(),
                      harness_version=str(packages.get("inspect_ai", "")),
@@ -354,8 +365,8 @@ def _run_status(ev: dict, log: dict, samples_written: int | None) -> tuple[str, 
     error = log.get("error")
     if isinstance(error, dict) and error.get("message"):
         parts.append(str(error["message"])[:300])
-    dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
-    config = ev.get("config") if isinstance(ev.get("config"), dict) else {}
+    dataset = _object(ev.get("dataset"))
+    config = _object(ev.get("config"))
     planned = dataset.get("samples")
     limit = config.get("limit")
     if isinstance(dataset.get("sample_ids"), list):
@@ -476,13 +487,16 @@ def _parse_eval(data: bytes, source: str, vmap: VerdictMap, budget_bytes: int | 
     if "header.json" not in names:
         # only the journal's start: the run never finished writing its log
         head = {**head, "status": head.get("status") or "started"}
-    header = _header(head.get("eval") if isinstance(head.get("eval"), dict) else {}, source, head, len(sample_names))
-    items = []
+    header = _header(_object(head.get("eval")), source, head, len(sample_names))
+    def sample_of(name: str) -> Trajectory:
+        return _sample(read(name), vmap)  # read inside build_run: a bad member is one rejection
+
+    items: list[Item] = []
     for name in sample_names:
         if ".." in name or name.startswith("/"):
             items.append((None, name, RecordError(f"unsafe zip member path {name!r}")))
             continue
-        items.append((None, name, (lambda name=name: _sample(read(name), vmap))))
+        items.append((None, name, partial(sample_of, name)))
     return build_run(header=header, items=items, source=source, data=data)
 
 
