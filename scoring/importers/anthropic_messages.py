@@ -27,7 +27,7 @@ continuations = no_continuations
 def sniff(head: bytes) -> bool:
     line = first_line(head)
     return line.startswith(b"{") and (
-        (b'"sessionId"' in line and b'"message"' in line) or b'"tool_use"' in head and b'"role"' in line)
+        (b'"sessionId"' in line and b'"message"' in line) or (b'"tool_use"' in head and b'"role"' in line))
 
 
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
@@ -37,7 +37,7 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
         if isinstance(obj, RecordError) or not isinstance(obj, dict):
             bad.append((line, None, obj if isinstance(obj, RecordError) else RecordError("line is not an object")))
             continue
-        if obj.get("type") not in (None, "user", "assistant") or "message" not in obj and "role" not in obj:
+        if obj.get("type") not in (None, "user", "assistant") or ("message" not in obj and "role" not in obj):
             continue  # summaries, file snapshots and other session bookkeeping carry no turns
         sid = str(obj.get("sessionId", "session"))
         sessions.setdefault(sid, []).append((line, obj))
@@ -74,7 +74,8 @@ def _session(sid: str, lines: list[tuple[int, dict]]) -> Trajectory:
             if msg.get("stop_reason") == "max_tokens":
                 calls.mark_last_turn(n, ReasonCode.TRUNCATED)
                 termination, detail = Termination.TOKEN_LIMIT, f"stop_reason max_tokens (line {line})"
-            text = text_of([b for b in blocks if isinstance(b, dict) and b.get("type") == "text"]) if blocks else text_of(content)
+            text = (text_of([b for b in blocks if isinstance(b, dict) and b.get("type") == "text"]) if blocks
+                    else text_of(content))
             if text:
                 final = text
         for b in blocks:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 from ..errors import FormatVersionError, InputError, ReasonCode
 from ..model import (
@@ -139,7 +140,8 @@ def parse_header(obj: Any, source: str) -> RunHeader:
                  ("harness.version", header.harness_version), ("run_status", header.run_status),
                  ("run_status_detail", header.run_status_detail),
                  ("reported_safe_rate.source", header.reported_safe_rate_source)]
-        names += [(f"taxonomy[{k}].{f}", v) for k, c in enumerate(taxonomy) for f, v in (("id", c.id), ("name", c.name))]
+        names += [(f"taxonomy[{k}].{f}", v)
+                  for k, c in enumerate(taxonomy) for f, v in (("id", c.id), ("name", c.name))]
         for field, value in names:
             m = _SURROGATE.search(value) if value else None
             if m:

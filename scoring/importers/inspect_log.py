@@ -115,8 +115,8 @@ class Rule:
                         return True
                 except ValueError:
                     pass
-                if x is None and v == "null" or isinstance(x, bool) and v == str(x).lower() \
-                        or isinstance(x, str) and x == v:
+                if (x is None and v == "null") or (isinstance(x, bool) and v == str(x).lower()) \
+                        or (isinstance(x, str) and x == v):
                     return True
             return False
         n = _number(x)
@@ -125,7 +125,7 @@ class Rule:
         return {">=": n >= self.number, ">": n > self.number, "<=": n <= self.number, "<": n < self.number}[self.op]
 
     @classmethod
-    def parse(cls, text: str) -> "Rule":
+    def parse(cls, text: str) -> Rule:
         """``OUTCOME=TEST``: TEST is ``V[,V…]`` (the whole value equals one), ``KEY==V[,V…]``,
         or ``[KEY]>=N`` (also ``>``, ``<=``, ``<``)."""
         outcome, sep, test = text.partition("=")
@@ -173,7 +173,7 @@ class VerdictMap:
         return self.rules or ((Rule(outcome="unsafe", values=self.unsafe_values),) if self.unsafe_values else ())
 
     @classmethod
-    def parse(cls, spec: str) -> "VerdictMap":
+    def parse(cls, spec: str) -> VerdictMap:
         """``PRESET[@SCORER]``, ``SCORER=VALUE[,VALUE…]`` (listed values unsafe) or
         ``SCORER:OUTCOME=TEST[;OUTCOME=TEST…]`` (see ``Rule.parse``)."""
         spec = spec.strip()
@@ -222,7 +222,8 @@ class VerdictMap:
         if outcome == "inconclusive":
             return HarnessVerdict(label=None, abnormal=True, source=f"{where} (mapped inconclusive)"[:300])
         if outcome == "unmapped":
-            return HarnessVerdict(label=None, abnormal=True, source=f"{where} (a value the verdict map does not map)"[:300])
+            return HarnessVerdict(label=None, abnormal=True,
+                                  source=f"{where} (a value the verdict map does not map)"[:300])
         return None
 
 
@@ -306,7 +307,7 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
         messages.append(Message(role=str(role), content=text_of(m.get("content"))))
     truncated_ids = {e.get("id") for e in s.get("events") or [] if e.get("event") == "tool" and e.get("truncated")}
     built = list(calls.build())
-    for i, (c, raw) in enumerate(zip(built, calls.calls)):
+    for i, (c, raw) in enumerate(zip(built, calls.calls, strict=False)):
         if raw["id"] in truncated_ids and c.result is not None:
             built[i] = replace(c, result=replace(c.result, truncated=True))
     termination, detail = Termination.COMPLETED, ""
