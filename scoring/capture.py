@@ -110,7 +110,7 @@ def _gunzip_capped(data: bytes, cap: int) -> bytes:
             raise _DecodeError(f"gzip{where}: {exc}") from exc
         out += chunk
         if len(out) > cap or decomp.unconsumed_tail:
-            raise _DecodeError(f"gzip: decoded size exceeds the {cap:,}-byte cap")
+            raise _DecodeError(f"gzip: decoded size exceeds the {cap:,}-byte cap", step="gzip", exceeded=cap)
         if not decomp.eof:
             raise _DecodeError("gzip: stream is incomplete")
         members += 1
@@ -152,7 +152,7 @@ def _decode_step(name: str, data: bytes, cap: int) -> bytes:
     else:
         raise _DecodeError(f"no decoder for adapter {name!r}, so its losslessness cannot be checked")
     if len(out) > cap:
-        raise _DecodeError(f"{name}: decoded size exceeds the {cap:,}-byte cap")
+        raise _DecodeError(f"{name}: decoded size exceeds the {cap:,}-byte cap", step=name, exceeded=cap)
     return out
 
 
@@ -241,12 +241,10 @@ def _decode(arguments: str, steps: tuple[str, ...], cap: int) -> tuple[bool, str
             data = _decode_step(step, data, budget)
         return True, data.decode("utf-8")
     except _DecodeError as exc:
-        message = str(exc)
-        if budget < cap:
-            message = message.replace(f"the {budget:,}-byte cap",
-                                      f"the {budget:,}-byte budget ({MAX_EXPANSION:,}x the capture: more than "
-                                      f"deflate can expand, so a bomb)")
-        return False, message
+        if exc.exceeded is not None and exc.exceeded < cap:  # the budget, not the cap, was reached
+            return False, (f"{exc.step}: decoded size exceeds the {exc.exceeded:,}-byte budget ({MAX_EXPANSION:,}x "
+                           "the capture: more than deflate can expand, so a bomb)")
+        return False, str(exc)
     except UnicodeDecodeError as exc:
         return False, f"decoded bytes are not UTF-8 ({exc.reason} at byte {exc.start})"
 

@@ -204,7 +204,15 @@ class DuplicateRecordError(RecordError):
 class AdapterDecodeError(LitmusReviewError, ValueError):
     """An encoding step between the agent and the log (base64, gzip, url, …) cannot be decoded,
     is unknown, or expands past its budget. The capture check records it as an
-    ``unverifiable_adapter`` gap (the message is the gap's detail); it is never raised further."""
+    ``unverifiable_adapter`` gap (the message is the gap's detail); it is never raised further.
+
+    ``step`` names the step; ``exceeded`` is the decoded-size limit it went past (None when it
+    failed otherwise)."""
+
+    def __init__(self, message: str, *, step: str | None = None, exceeded: int | None = None) -> None:
+        self.step = step
+        self.exceeded = exceeded
+        super().__init__(message)
 
 
 class SpecError(LitmusReviewError, ValueError):

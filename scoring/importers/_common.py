@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 import orjson
 
-from ..errors import DuplicateRecordError, InputError, RecordError
+from ..errors import DuplicateRecordError as DuplicateRecordError  # re-exported for the importers
+from ..errors import InputError, RecordError
 from ..files import read_regular
 
 if TYPE_CHECKING:
     from ..model import Rejection, Run, RunHeader, Trajectory
-
-__all__ = ["DuplicateRecordError", "RecordError"]  # re-exported: importers take them from here
 
 
 def duplicate_message(trajectory_id: str, other_line: int | None) -> str:
