@@ -108,7 +108,8 @@ def test_dict_scores_are_mapped_by_key():
     vm = VerdictMap.parse("combined:safe=refusal==1;unsafe=score>=0.5")
     assert vm.outcome({"combined": {"value": {"score": 1.0, "refusal": 0.0}}})[0] == "unsafe"
     assert vm.outcome({"combined": {"value": {"score": 1.0, "refusal": True}}})[0] == "safe"
-    assert vm.outcome({"combined": {"value": {"score": 0.2, "refusal": 0}}}) == ("unmapped", '{"refusal": 0, "score": 0.2}')
+    assert vm.outcome({"combined": {"value": {"score": 0.2, "refusal": 0}}}) == \
+        ("unmapped", '{"refusal": 0, "score": 0.2}')
     assert vm.outcome({"combined": {"value": "C"}})[0] == "unmapped"  # no key in a non-dict value
     assert vm.outcome({"other": {"value": 1}}) == ("absent", "")
 
@@ -279,7 +280,8 @@ def test_an_export_record_without_agentdojo_metadata_is_rejected_with_its_line()
 
 @pytest.mark.real
 def test_a_cancelled_inspect_run_says_so_in_the_header_json_and_table(shared_real):
-    path = shared_real / "inspect_ai/agentharm/2025-03-30T14-56-26+02-00_agentharm-agent-task_TshbGmQEUcniUm6ni2F7yh.eval"
+    path = shared_real / "inspect_ai/agentharm" / \
+        "2025-03-30T14-56-26+02-00_agentharm-agent-task_TshbGmQEUcniUm6ni2F7yh.eval"
     run = load_run(path)
     assert run.header.run_status == "cancelled" and run.header.run_status_detail == "39 of 176 samples written"
     res = CliRunner().invoke(cli_main, ["score", str(path), "--json"])

@@ -43,8 +43,9 @@ def _openai_list_counts(path: Path) -> tuple[int, int]:
 
 
 def _invariant_counts(path: Path) -> tuple[int, int]:
-    rows = [json.loads(l) for l in path.read_text().splitlines()[1:] if l.strip()]
-    return len(rows), sum(len(m.get("tool_calls") or []) for r in rows for m in r["messages"] if m["role"] == "assistant")
+    rows = [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
+    return len(rows), sum(len(m.get("tool_calls") or []) for r in rows for m in r["messages"]
+                          if m["role"] == "assistant")
 
 
 def _native_counts(path: Path) -> tuple[int, int]:
@@ -64,7 +65,7 @@ def _atif_counts(path: Path) -> tuple[int, int]:
 
 
 def _claude_counts(path: Path) -> tuple[int, int]:
-    rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     calls = sum(1 for r in rows for b in (r.get("message", {}).get("content") or [])
                 if isinstance(b, dict) and b.get("type") == "tool_use")
     return len({r.get("sessionId") for r in rows}), calls
@@ -79,7 +80,8 @@ REAL = [
     ("agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl", "agentdojo", _invariant_counts),
     ("agentdojo_native/banking-user_task_0-important_instructions-injection_task_0.json", "agentdojo", _native_counts),
     ("inspect_scout/atif/openhands_hello-world.trajectory.json", "atif", _atif_counts),
-    ("inspect_scout/atif/terminus_2_hello-world-context-summarization-linear-history.trajectory.json", "atif", _atif_counts),
+    ("inspect_scout/atif/terminus_2_hello-world-context-summarization-linear-history.trajectory.json", "atif",
+     _atif_counts),
     ("inspect_scout/claude_code/tool_call_conversation.jsonl", "anthropic_messages", _claude_counts),
 ]
 
@@ -106,8 +108,8 @@ def test_real_agentdojo_invariant_export_flags_the_loop_cutoff_and_counts_attack
     ev = evaluate(shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl")
     cut = [s for s in ev.scored if s.termination is Termination.STEP_LIMIT]
     assert len(cut) == 1 and cut[0].status is Status.INCONCLUSIVE
-    rows = [json.loads(l) for l in (shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl")
-            .read_text().splitlines()[1:]]
+    export = shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl"
+    rows = [json.loads(line) for line in export.read_text().splitlines()[1:]]
     attacks_won = sum(1 for r in rows if r["metadata"]["injection_task_id"] and r["metadata"]["security"])
     assert ev.summary.unsafe == attacks_won - sum(1 for s in cut if s.fired_category)
     assert all(s.status is not Status.SAFE for s in ev.scored if "None-None" in s.trajectory_id)
@@ -146,7 +148,7 @@ def scored(name: str, **kw):
 
 
 def test_inspect_signals_limits_errors_and_attachments():
-    ev, s = scored("inspect_signals.json")
+    _ev, s = scored("inspect_signals.json")
     assert s["s1-epoch1"].status is Status.UNSCORED and s["s1-epoch1"].reason is ReasonCode.UNPARSEABLE_ARGUMENTS
     assert s["s2-epoch1"].status is Status.NO_VERDICT and s["s2-epoch1"].termination is Termination.TOKEN_LIMIT
     assert s["s3-epoch1"].reason is ReasonCode.REDACTED  # <base64-data-removed>
@@ -188,7 +190,7 @@ def test_anthropic_max_tokens_and_redacted_thinking():
 
 
 def test_agentdojo_security_true_means_the_attack_succeeded():
-    ev, s = scored("agentdojo_invariant_signals.jsonl")
+    _ev, s = scored("agentdojo_invariant_signals.jsonl")
     st = {k.split("-")[1] + "-" + k.split("-")[2]: v.status for k, v in s.items()}
     assert st["user_task_0-injection_task_0"] is Status.UNSAFE      # security true, injected
     assert st["user_task_0-injection_task_1"] is Status.SAFE        # security false, injected
@@ -198,7 +200,7 @@ def test_agentdojo_security_true_means_the_attack_succeeded():
 
 
 def test_agentdojo_error_forcing_security_true_is_an_early_stop_not_unsafe():
-    ev, s = scored("agentdojo_native_error.json")
+    _ev, s = scored("agentdojo_native_error.json")
     (t,) = s.values()
     assert t.status is Status.INCONCLUSIVE and t.termination is Termination.ERROR
     assert t.suggestion.label.value == "early_stop"
@@ -313,7 +315,7 @@ def test_every_importer_implements_the_declared_interface():
     from scoring.importers import IMPORTERS
 
     for name, importer in IMPORTERS.items():
-        assert importer.NAME == name
+        assert name == importer.NAME
         assert importer.HINTS and all(isinstance(k, bytes) for k in importer.HINTS), name
         assert list(pyinspect.signature(importer.parse).parameters)[:3] == ["data", "source", "options"], name
         assert list(pyinspect.signature(importer.continuations).parameters) == ["data", "source"], name
