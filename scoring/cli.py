@@ -16,6 +16,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import ParamSpec, TypeVar
 
 import click
@@ -275,7 +276,7 @@ def plan_inputs(paths: tuple[Path, ...], payloads: tuple[Path, ...], auto: bool)
     return out
 
 
-def _run_for(side: Path, given: set) -> Path | None:
+def _run_for(side: Path, given: set[Path]) -> Path | None:
     """The run on the command line whose side log ``side`` is, if any."""
     base = side.name[: -len(SIDE_LOG_SUFFIX)]
     for g in given:
@@ -297,7 +298,7 @@ def _refuse_lone_side_log(path: Path) -> None:
                          "automatically, or pass it with --payloads", source=str(path))
 
 
-def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map,
+def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map: VerdictMap | None,
                   reclassifier: str | None = None) -> Evaluation:
     """One run: a file (streamed when large and canonical) or an imported run of the workspace."""
     _refuse_lone_side_log(path)
@@ -333,7 +334,7 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
     return out
 
 
-def _storage_options(_ctx, _param, values: tuple[str, ...]) -> dict:
+def _storage_options(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for v in values:
         key, sep, value = v.partition("=")
@@ -343,7 +344,7 @@ def _storage_options(_ctx, _param, values: tuple[str, ...]) -> dict:
     return out
 
 
-def ENGINE_OPTIONS(fn):
+def ENGINE_OPTIONS(fn: Callable[P, R]) -> Callable[P, R]:
     """``score``'s options for the Dask engine (scoring.engine)."""
     for option in reversed((
         click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
@@ -365,8 +366,8 @@ def ENGINE_OPTIONS(fn):
     return fn
 
 
-def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], auto: bool,
-                 storage_options: dict) -> list[tuple[str, str | None, str]]:
+def _dask_inputs(engine: ModuleType, paths: tuple[str, ...], payloads: tuple[Path, ...], auto: bool,
+                 storage_options: dict[str, str]) -> list[tuple[str, str | None, str]]:
     """``plan_inputs`` for the Dask engine, whose PATHS may be URLs: a run's side log is the one
     given, else ``RUN.payloads.jsonl`` beside it (wherever it is), as for the local engine."""
     if not any(engine._URL.match(p) for p in paths):
@@ -385,9 +386,10 @@ def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], aut
     return out
 
 
-def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bool, verdict_map, as_json: bool,
+def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...], auto_payloads: bool,
+                verdict_map: VerdictMap | None, as_json: bool,
                 fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
-                block_bytes: int | None, storage_options: dict) -> None:
+                block_bytes: int | None, storage_options: dict[str, str]) -> None:
     """``score --engine dask``: every run in one Dask graph (scoring.engine)."""
     if fmt not in ("auto", "canonical"):
         raise click.UsageError("--engine dask scores canonical runs; other formats need the local engine")
@@ -451,10 +453,10 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bo
 @CLASSIFIER_OPTION
 @ENGINE_OPTIONS
 @exits_on_error
-def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str, payloads: tuple[Path, ...],
           no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None,
           engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
-          storage_options: dict) -> None:
+          storage_options: dict[str, str]) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
     Every PATH is read, whatever happens to the others; each failure is reported with its file,
@@ -510,7 +512,8 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
 @CLASSIFIER_OPTION
 @exits_on_error
-def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str,
+            payloads: tuple[Path, ...],
             no_auto_payloads: bool, progress: bool, reclassifier: str | None) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run).
 
