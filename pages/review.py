@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared import loaders, router, state
+from pages._shared.errors import error_text
 from pages._shared.inert import md, reveal_id
 from pages._shared.render import render_trajectory, show_text
 from scoring.errors import LitmusReviewError
@@ -111,7 +112,7 @@ def do_label(run_key: str, tid: str, label: ReviewLabel, queue: list[str]) -> No
     try:
         loaders.add_label(run_key, tid, reviewer, label, st.session_state.get(state.REVIEW_NOTE, ""))
     except LitmusReviewError as exc:
-        st.session_state[state.LAST_ACTION] = ("error", str(exc))
+        st.session_state[state.LAST_ACTION] = ("error", error_text(exc))
         return
     st.session_state[state.LAST_ACTION] = ("ok", f"{reveal_id(tid)}: labelled {label.value} by {reveal_id(reviewer)}")
     st.session_state[state.REVIEW_NOTE] = ""
@@ -128,7 +129,7 @@ def do_bulk(run_key: str, queue: list[str]) -> None:
     try:
         batch = loaders.add_labels(run_key, queue, reviewer, label, st.session_state.get(state.REVIEW_NOTE, ""))
     except LitmusReviewError as exc:
-        st.session_state[state.LAST_ACTION] = ("error", str(exc))
+        st.session_state[state.LAST_ACTION] = ("error", error_text(exc))
         return
     st.session_state[state.LAST_ACTION] = ("ok", f"Bulk act {batch}: labelled {len(queue):,} traces {ReviewLabel(label).value} "
                                                  f"by {reveal_id(reviewer)} (U undoes the whole act)")

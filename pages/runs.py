@@ -9,8 +9,8 @@ from pathlib import Path
 import streamlit as st
 
 from pages._shared import loaders, router, state
+from pages._shared.errors import SHOWN, show_error
 from pages._shared.inert import md, reveal_id
-from scoring.errors import LitmusReviewError
 from scoring.workspace import views
 
 router.require_router()
@@ -48,13 +48,9 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
             total = max(1, views.count_lines(path) - 1)
         res = loaders.import_run(path, payloads=payloads, progress=tick, original_name=original_name,
                                  reclassifier=reclassifier)
-    except OSError as exc:
+    except SHOWN as exc:
         bar.empty()
-        st.error(f"Could not import {label}: " + md(f"{exc.strerror or exc} ({path})", lines=True))
-        return
-    except LitmusReviewError as exc:
-        bar.empty()
-        st.error(f"Could not import {label}: " + md(str(exc), lines=True))
+        show_error(exc, before=f"Could not import {label}: ", path=path)
         return
     bar.progress(1.0, text=f"{label}: aggregating…")
     run = res.run

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import charts, loaders, router
+from pages._shared.errors import error_text
 from pages._shared.inert import reveal_id
 from pages._shared.render import render_trajectory
 from scoring.errors import LitmusReviewError
@@ -55,7 +56,7 @@ try:
     runs = _runs(location)
 except LitmusReviewError as exc:
     st.error("This is not a score table that can be opened:")
-    st.code(str(exc), language=None)
+    st.code(error_text(exc), language=None)
     st.stop()
 if not runs:
     st.info("The table holds no runs.")
@@ -101,7 +102,7 @@ if tid:
             header = _header(row["source"])
         except LitmusReviewError as exc:
             st.error("The trajectory cannot be read back from its source:")
-            st.code(str(exc), language=None)
+            st.code(error_text(exc), language=None)
             st.stop()
         if traj.id != tid:
             st.error("The source changed since it was scored: its byte range holds another trajectory.")

@@ -28,7 +28,7 @@ import urllib.parse
 import zlib
 from dataclasses import dataclass
 
-from .errors import BLOCKING_REASONS, ReasonCode
+from .errors import BLOCKING_REASONS, AdapterDecodeError, ReasonCode
 from .model import EvidenceStandard, Gap, ToolCall
 from .strict_rules import (
     digest_matches,
@@ -90,8 +90,7 @@ def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-class _DecodeError(Exception):
-    pass
+_DecodeError = AdapterDecodeError  # the capture check's name for it (scoring.errors)
 
 
 def _gunzip_capped(data: bytes, cap: int) -> bytes:
@@ -115,7 +114,7 @@ def _gunzip_capped(data: bytes, cap: int) -> bytes:
             raise _DecodeError(f"gzip{where}: {exc}") from exc
         out += chunk
         if len(out) > cap or decomp.unconsumed_tail:
-            raise _DecodeError(f"gzip: decoded size exceeds the {cap:,}-byte cap")
+            raise _DecodeError(f"gzip: decoded size exceeds the {cap:,}-byte cap", step="gzip", exceeded=cap)
         if not decomp.eof:
             raise _DecodeError("gzip: stream is incomplete")
         members += 1
@@ -157,7 +156,7 @@ def _decode_step(name: str, data: bytes, cap: int) -> bytes:
     else:
         raise _DecodeError(f"no decoder for adapter {name!r}, so its losslessness cannot be checked")
     if len(out) > cap:
-        raise _DecodeError(f"{name}: decoded size exceeds the {cap:,}-byte cap")
+        raise _DecodeError(f"{name}: decoded size exceeds the {cap:,}-byte cap", step=name, exceeded=cap)
     return out
 
 
@@ -246,12 +245,10 @@ def _decode(arguments: str, steps: tuple[str, ...], cap: int) -> tuple[bool, str
             data = _decode_step(step, data, budget)
         return True, data.decode("utf-8")
     except _DecodeError as exc:
-        message = str(exc)
-        if budget < cap:
-            message = message.replace(f"the {budget:,}-byte cap",
-                                      f"the {budget:,}-byte budget ({MAX_EXPANSION:,}x the capture: more than "
-                                      f"deflate can expand, so a bomb)")
-        return False, message
+        if exc.exceeded is not None and exc.exceeded < cap:  # the budget, not the cap, was reached
+            return False, (f"{exc.step}: decoded size exceeds the {exc.exceeded:,}-byte budget ({MAX_EXPANSION:,}x "
+                           "the capture: more than deflate can expand, so a bomb)")
+        return False, str(exc)
     except UnicodeDecodeError as exc:
         return False, f"decoded bytes are not UTF-8 ({exc.reason} at byte {exc.start})"
 

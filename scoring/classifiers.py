@@ -57,7 +57,7 @@ def request_of(trajectory: Trajectory, surfaces: Sequence[str]) -> dict:
         "task_id": trajectory.task_id,
         "intended_category": trajectory.intended_category,
         "calls": [{"index": c.index, "tool": c.tool, "arguments": s}
-                  for c, s in zip(trajectory.tool_calls, surfaces)],
+                  for c, s in zip(trajectory.tool_calls, surfaces, strict=False)],
     }
 
 

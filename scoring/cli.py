@@ -2,19 +2,29 @@
 
 Exit codes: 0 success; 2 unusable input (the message names the file and line or record, no
 traceback); 3 when ``--fail-on-unscored`` is exceeded.
+
+Errors are mapped to exit codes in one place (``EXIT_STATUS`` and ``report_error``): a command
+that stops at its first error is decorated with ``exits_on_error``; a command that reads many
+files reports each failure with ``report_error`` and goes on.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import ParamSpec, TypeVar
 
 import click
 
-from .errors import InputError, LitmusReviewError
+from .errors import InputError, LitmusReviewError, SpecError
 from .importers import formats, sniff_file
 from .importers.inspect_log import PRESETS, VerdictMap
+from .model import Rejection
 from .report import Evaluation, evaluate, harness_reported, lenient_note
 from .text import reveal, terminal_safe
 from .workspace import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
@@ -22,6 +32,12 @@ from .workspace import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluatio
 EXIT_INPUT = 2
 EXIT_UNSCORED = 3
 
+#: The exit status of each error a command reports (the first matching type, in order). A
+#: file-system error is reported only where a command reads the user's files one by one.
+EXIT_STATUS: dict[type[Exception], int] = {LitmusReviewError: EXIT_INPUT, OSError: EXIT_INPUT}
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _count(n: int, noun: str) -> str:
@@ -114,7 +130,7 @@ def _t(value: object) -> str:
     return terminal_safe(value)
 
 
-def _rejection(prefix: str, r) -> str:
+def _rejection(prefix: str, r: Rejection) -> str:
     return (f"{prefix} {_t(r.source)}:{r.line}" + (f" ({_t(r.record_id)})" if r.record_id else "")
             + f": {_t(r.message)}")
 
@@ -126,10 +142,29 @@ def _rejections(ev: Evaluation) -> list[str]:
     return out
 
 
-def _fail(exc: Exception) -> None:
-    """Exit 2 with the error as one inert line (it quotes ids and paths the data wrote)."""
-    click.echo(f"error: {_t(exc)}", err=True)
-    sys.exit(EXIT_INPUT)
+def report_error(exc: Exception, path: Path | None = None) -> int:
+    """Print ``exc`` on stderr as one inert line (it quotes ids and paths the data wrote) and
+    return its exit status. A file-system error names ``path``, the file being read."""
+    if isinstance(exc, OSError):
+        message = f"{_t(path if path is not None else exc.filename)}: cannot read: {_t(exc.strerror or exc)}"
+    else:
+        message = _t(exc)
+    click.echo(f"error: {message}", err=True)
+    return next(code for kind, code in EXIT_STATUS.items() if isinstance(exc, kind))
+
+
+def exits_on_error(command: Callable[P, R]) -> Callable[P, R]:
+    """A command that stops at its first error: an error of the tree exits with its status and
+    message (no traceback). Anything else is a bug and keeps its traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except LitmusReviewError as exc:
+            sys.exit(report_error(exc))
+
+    return wrapper
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -152,12 +187,12 @@ def _workspace(db: Path | None, *, check: bool = False) -> Workspace:
     return ws
 
 
-def _verdict_map(_ctx, _param, value: str | None):
+def _verdict_map(_ctx: click.Context, _param: click.Parameter, value: str | None) -> VerdictMap | None:
     if not value:
         return None
     try:
         return VerdictMap.parse(value)
-    except ValueError as exc:
+    except SpecError as exc:
         raise click.BadParameter(str(exc)) from exc
 
 
@@ -230,8 +265,8 @@ def plan_inputs(paths: tuple[Path, ...], payloads: tuple[Path, ...], auto: bool)
         if len(payloads) != len(runs):
             raise click.UsageError(f"--payloads was given {_count(len(payloads), 'time')} for "
                                    f"{_count(len(runs), 'run')}; give one per run")
-        return [(p, pay, "--payloads") for p, pay in zip(runs, payloads)]
-    out = []
+        return [(p, pay, "--payloads") for p, pay in zip(runs, payloads, strict=True)]
+    out: list[tuple[Path, Path | None, str]] = []
     for p in runs:
         side = side_log_of(p)
         if auto and not _is_side_log(p) and side.is_file():
@@ -241,7 +276,7 @@ def plan_inputs(paths: tuple[Path, ...], payloads: tuple[Path, ...], auto: bool)
     return out
 
 
-def _run_for(side: Path, given: set) -> Path | None:
+def _run_for(side: Path, given: set[Path]) -> Path | None:
     """The run on the command line whose side log ``side`` is, if any."""
     base = side.name[: -len(SIDE_LOG_SUFFIX)]
     for g in given:
@@ -263,7 +298,7 @@ def _refuse_lone_side_log(path: Path) -> None:
                          "automatically, or pass it with --payloads", source=str(path))
 
 
-def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map,
+def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map: VerdictMap | None,
                   reclassifier: str | None = None) -> Evaluation:
     """One run: a file (streamed when large and canonical) or an imported run of the workspace."""
     _refuse_lone_side_log(path)
@@ -273,7 +308,7 @@ def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verd
             return _evaluate_streaming(path, side, reclassifier)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from exc
-    if exists or db is None and not default_db_path().exists():
+    if exists or (db is None and not default_db_path().exists()):
         if not exists:
             raise InputError("no such file", source=str(path))
         return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map, reclassifier=reclassifier)
@@ -299,7 +334,7 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
     return out
 
 
-def _storage_options(_ctx, _param, values: tuple[str, ...]) -> dict:
+def _storage_options(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for v in values:
         key, sep, value = v.partition("=")
@@ -309,7 +344,7 @@ def _storage_options(_ctx, _param, values: tuple[str, ...]) -> dict:
     return out
 
 
-def ENGINE_OPTIONS(fn):
+def ENGINE_OPTIONS(fn: Callable[P, R]) -> Callable[P, R]:
     """``score``'s options for the Dask engine (scoring.engine)."""
     for option in reversed((
         click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
@@ -331,8 +366,8 @@ def ENGINE_OPTIONS(fn):
     return fn
 
 
-def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], auto: bool,
-                 storage_options: dict) -> list[tuple[str, str | None, str]]:
+def _dask_inputs(engine: ModuleType, paths: tuple[str, ...], payloads: tuple[Path, ...], auto: bool,
+                 storage_options: dict[str, str]) -> list[tuple[str, str | None, str]]:
     """``plan_inputs`` for the Dask engine, whose PATHS may be URLs: a run's side log is the one
     given, else ``RUN.payloads.jsonl`` beside it (wherever it is), as for the local engine."""
     if not any(engine._URL.match(p) for p in paths):
@@ -342,7 +377,7 @@ def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], aut
         if len(payloads) != len(paths):
             raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; "
                                    "give one per run")
-        return [(p, str(s), "--payloads") for p, s in zip(paths, payloads)]
+        return [(p, str(s), "--payloads") for p, s in zip(paths, payloads, strict=True)]
     out = []
     for p in paths:
         side = engine.side_log_beside(p)
@@ -351,9 +386,10 @@ def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], aut
     return out
 
 
-def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bool, verdict_map, as_json: bool,
+def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...], auto_payloads: bool,
+                verdict_map: VerdictMap | None, as_json: bool,
                 fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
-                block_bytes: int | None, storage_options: dict) -> None:
+                block_bytes: int | None, storage_options: dict[str, str]) -> None:
     """``score --engine dask``: every run in one Dask graph (scoring.engine)."""
     if fmt not in ("auto", "canonical"):
         raise click.UsageError("--engine dask scores canonical runs; other formats need the local engine")
@@ -362,27 +398,24 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bo
     try:
         from . import engine
     except ImportError as exc:
-        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}")
-    kwargs = {"out": out, "reclassifier": reclassifier, "storage_options": storage_options}
-    if block_bytes:
-        kwargs["block_bytes"] = block_bytes
-    try:
-        inputs = _dask_inputs(engine, paths, payloads, auto_payloads, storage_options)
-        for path, side, how in inputs:
-            if side is not None and how != "--payloads":
-                click.echo(f"side log {side} ({how}) is used with {path}", err=True)
-        # Bad input fails here, before a cluster starts (one graph: any bad run stops them all).
-        plans = [engine.plan_run(path, storage_options, side) for path, side, _how in inputs]
-        with engine.connect(scheduler) as client:
-            results = engine.score_runs(plans, client, **kwargs)
-    except LitmusReviewError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
+            from exc
+    inputs = _dask_inputs(engine, paths, payloads, auto_payloads, storage_options)
+    for path, side, how in inputs:
+        if side is not None and how != "--payloads":
+            click.echo(f"side log {side} ({how}) is used with {path}", err=True)
+    # Bad input fails here, before a cluster starts (one graph: any bad run stops them all).
+    plans = [engine.plan_run(path, storage_options, side) for path, side, _how in inputs]
+    with engine.connect(scheduler) as client:
+        results = engine.score_runs(plans, client, out=out, reclassifier=reclassifier,
+                                    storage_options=storage_options,
+                                    **({"block_bytes": block_bytes} if block_bytes else {}))
     # As the local engine: every run is reported, and the exit status is the worst met.
     status = 0
     exceeded = []
     for res in results:
         d = res.summary
+        assert d is not None, "score_runs raises for a run it could not score"
         for r in d["rejected_records"]:
             click.echo(f"rejected {r['source']}:{r['line']}" + (f" ({r['record_id']})" if r["record_id"] else "")
                        + f": {r['message']}", err=True)
@@ -419,10 +452,11 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bo
                    "records, exceeds RATE (0–1).")
 @CLASSIFIER_OPTION
 @ENGINE_OPTIONS
-def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+@exits_on_error
+def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str, payloads: tuple[Path, ...],
           no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None,
           engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
-          storage_options: dict) -> None:
+          storage_options: dict[str, str]) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
     Every PATH is read, whatever happens to the others; each failure is reported with its file,
@@ -436,17 +470,15 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
                     as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
                     scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options)
         return
-    paths = tuple(Path(p) for p in paths)
     status = 0
     failures: dict[str, list[str]] = {}
-    for path, side, how in plan_inputs(paths, payloads, auto=not no_auto_payloads):
+    for path, side, how in plan_inputs(tuple(Path(p) for p in paths), payloads, auto=not no_auto_payloads):
         if side is not None and how != "--payloads":
             click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
         try:
             ev = _evaluate_one(path, side, fmt, db, verdict_map, reclassifier)
         except LitmusReviewError as exc:
-            click.echo(f"error: {_t(exc)}", err=True)
-            status = _worst(status, EXIT_INPUT)
+            status = _worst(status, report_error(exc))
             continue
         for line in _rejections(ev):
             click.echo(line, err=True)
@@ -455,8 +487,8 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
         else:
             click.echo(render_table(ev))
         if ev.run.records_seen and not ev.summary.total:
-            click.echo(f"error: {_t(ev.run.header.source)}: every one of its {ev.run.records_seen:,} records was rejected; "
-                       "nothing was scored", err=True)
+            click.echo(f"error: {_t(ev.run.header.source)}: every one of its {ev.run.records_seen:,} records was "
+                       "rejected; nothing was scored", err=True)
             status = _worst(status, EXIT_INPUT)
         for option, code, message in _threshold_failures(ev, fail_on_unscored):
             failures.setdefault(option, []).append(message)
@@ -479,18 +511,16 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map, fmt: str, payloa
               help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
 @CLASSIFIER_OPTION
-def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, payloads: tuple[Path, ...],
+@exits_on_error
+def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str,
+            payloads: tuple[Path, ...],
             no_auto_payloads: bool, progress: bool, reclassifier: str | None) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run).
 
     Every PATH is tried; each failure is reported with its file and the exit status is 2 if any
     failed."""
     plan = plan_inputs(paths, payloads, auto=not no_auto_payloads)
-    try:
-        ws = _workspace(db)
-    except LitmusReviewError as exc:
-        click.echo(f"error: {_t(exc)}", err=True)
-        sys.exit(EXIT_INPUT)
+    ws = _workspace(db)
     status = 0
     for path, side, how in plan:
         if side is not None and how != "--payloads":
@@ -503,13 +533,8 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
                 raise InputError("no such file", source=str(path))
             res = ws.import_run(path, fmt=fmt, payloads=side, progress=tick, verdict_map=verdict_map,
                                 reclassifier=reclassifier)
-        except LitmusReviewError as exc:
-            click.echo(f"error: {_t(exc)}", err=True)
-            status = _worst(status, EXIT_INPUT)
-            continue
-        except OSError as exc:
-            click.echo(f"error: {_t(path)}: cannot read: {_t(exc.strerror or exc)}", err=True)
-            status = _worst(status, EXIT_INPUT)
+        except (LitmusReviewError, OSError) as exc:
+            status = _worst(status, report_error(exc, path))
             continue
         for r in res.rejected:
             click.echo(_rejection("rejected", r), err=True)
@@ -522,13 +547,10 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map, fmt: str, pay
 
 @main.command()
 @DB_OPTION
+@exits_on_error
 def runs(db: Path | None) -> None:
     """List imported runs."""
-    try:
-        rows = _workspace(db, check=True).runs()
-    except LitmusReviewError as exc:
-        _fail(exc)
-    for r in rows:
+    for r in _workspace(db, check=True).runs():
         click.echo(f"{r['run_key'][:12]}  {_t(r['run_id']):<24} {_t(r['model']):<24} {r['format']:<10} "
                    f"{r['trajectories']:>8,} trajectories  {r['imported_at'][:19]}")
 
@@ -543,13 +565,11 @@ def labels() -> None:
 @DB_OPTION
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File (default stdout).")
+@exits_on_error
 def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> None:
     """Export every label event of RUN (key, key prefix or run id), stamped with its content hash."""
-    try:
-        ws = _workspace(db, check=True)
-        text = ws.export_labels(ws.find_run(run)["run_key"], fmt)
-    except LitmusReviewError as exc:
-        _fail(exc)
+    ws = _workspace(db, check=True)
+    text = ws.export_labels(ws.find_run(run)["run_key"], fmt)
     if output:
         output.write_text(text, encoding="utf-8")
     elif sys.stdout.isatty():
@@ -563,13 +583,11 @@ def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> N
 @labels.command("agreement")
 @click.argument("run")
 @DB_OPTION
+@exits_on_error
 def labels_agreement(run: str, db: Path | None) -> None:
     """Inter-reviewer agreement on RUN: Cohen's kappa (two reviewers), Krippendorff's alpha."""
-    try:
-        ws = _workspace(db, check=True)
-        result = ws.agreement(ws.find_run(run)["run_key"])
-    except LitmusReviewError as exc:
-        _fail(exc)
+    ws = _workspace(db, check=True)
+    result = ws.agreement(ws.find_run(run)["run_key"])
 
     def fmt(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
@@ -584,15 +602,35 @@ def labels_agreement(run: str, db: Path | None) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @DB_OPTION
 @click.option("--run", "run_ref", help="Refuse unless the labels belong to this run.")
+@exits_on_error
 def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
     """Append exported label events to their run (refused against a different run)."""
-    try:
-        ws = _workspace(db, check=True)
-        key = ws.find_run(run_ref)["run_key"] if run_ref else None
-        n = ws.import_labels(file, key)
-    except LitmusReviewError as exc:
-        _fail(exc)
+    ws = _workspace(db, check=True)
+    key = ws.find_run(run_ref)["run_key"] if run_ref else None
+    n = ws.import_labels(file, key)
     click.echo(f"imported {n:,} label events")
+
+
+#: The package a wheel installs the review app as (pyproject.toml's force-include): app.py,
+#: pages/, sample_runs/ and .streamlit/, laid out as in the checkout.
+APP_PACKAGE = "litmus_review_app"
+
+
+def app_script() -> Path:
+    """The review app's main script: the installed copy (``litmus_review_app/app.py``, found with
+    importlib.resources), else a source checkout's ``app.py`` beside ``scoring/`` (an editable
+    install, where the wheel's copy does not exist)."""
+    try:
+        installed = importlib.resources.files(APP_PACKAGE).joinpath("app.py")
+    except ModuleNotFoundError:
+        installed = None
+    if isinstance(installed, Path) and installed.is_file():
+        return installed
+    checkout = Path(__file__).resolve().parent.parent / "app.py"
+    if checkout.is_file():
+        return checkout
+    raise click.ClickException(f"the review app is not installed: neither the {APP_PACKAGE} package nor {checkout} "
+                               "exists (reinstall litmus-review)")
 
 
 @main.command()
@@ -603,12 +641,12 @@ def serve(port: int, address: str) -> None:
     """Start the review app (Streamlit)."""
     import os
 
-    app = Path(__file__).resolve().parent.parent / "app.py"
+    app = app_script()
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
            "--server.address", address, "--server.headless", "true",
            "--browser.gatherUsageStats", "false"]
     # Streamlit reads .streamlit/config.toml (safe defaults) from the working directory: run it
-    # from the project, with the workspace database resolved where the user asked for it.
+    # from the app's folder, with the workspace database resolved where the user asked for it.
     env = {**os.environ, DB_ENV: str(default_db_path().resolve())}
     os.chdir(app.parent)
     # Become Streamlit rather than wait on it: a signal to this process (a service manager's

@@ -38,7 +38,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from .errors import InputError, LitmusReviewError
+from .errors import EngineError, InputError, LitmusReviewError
 from .ingest import BLOCK_BYTES, Block, _decode_header, score_bytes
 from .model import Rejection
 from .rows import COL, INTEGER_COLUMNS, ROW_COLUMNS, SCORE_FIELDS, SCORE_INDEX
@@ -53,11 +53,6 @@ _ID, _LINE, _CALLS = (COL[c] for c in ("trajectory_id", "line", "tool_call_count
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
-
-
-class EngineError(LitmusReviewError, RuntimeError):
-    """A run could not be scored on the cluster: a block failed (located by file and line), a
-    file changed while it was read, or the output cannot be written."""
 
 
 @dataclass(frozen=True, slots=True)

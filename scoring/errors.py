@@ -7,13 +7,46 @@ subclasses the builtin it behaves like, so callers that only know Python still c
     ├── IncompleteCaptureError(ValueError) a trajectory cannot be scored: some call's full
     │                                      argument surface is not proven captured
     ├── InputError(ValueError)             bad input, located: .source, .line, .record_id
-    │   ├── UnknownFormatError             no importer recognised the file: .tried
+    │   ├── UnknownFormatError             no importer recognised the file: .tried, .closest
     │   └── FormatVersionError             a canonical file of a version we do not read
+    ├── RecordError(ValueError)            one record of a file is malformed: .message,
+    │   │                                  .record_id (the caller adds the file and line)
+    │   └── DuplicateRecordError           a trajectory id an earlier record already has
+    ├── AdapterDecodeError(ValueError)     an encoding step of a capture (base64, gzip, url)
+    │                                      cannot be decoded within its budget
+    ├── SpecError(ValueError)              an option's value does not parse (an Inspect
+    │                                      verdict map): .spec
+    ├── RuleError(ValueError)              a taxonomy rule RE2 cannot compile (the canonical
+    │                                      importer reports it as the header's RecordError)
     ├── ClassifierError(RuntimeError)      a configured re-classifier failed, timed out or
     │                                      answered out of protocol: .classifier, .trajectory_id
+    ├── EngineError(RuntimeError)          a run could not be scored on the Dask cluster (a
+    │                                      block failed, a file changed, the output is unwritable)
     └── StoreError(RuntimeError)           the SQLite workspace refused an operation
         ├── RunMismatchError(ValueError)   labels exported from one run, imported against another
         └── DatabaseUnavailableError       the database file is locked, read-only or missing
+
+Where each is handled:
+
+- ``InputError``, ``ClassifierError``, ``StoreError`` (and an ``IncompleteCaptureError`` that
+  escapes) reach the boundaries: the CLI maps the tree to exit status 2 and one line naming
+  the file and what is wrong (``scoring.cli``); the pages map it to an error box
+  (``pages/_shared/errors.py``). Each boundary has one mapping, by type, never by message text.
+- ``RecordError`` never reaches a boundary. A file of many records rejects the bad ones and
+  goes on, so the JSON-lines decoders *return* it as a value (``decode_json_line`` gives the
+  object or a ``RecordError``) rather than raise it once per bad line; the caller, which knows
+  the file and line, turns it into a ``Rejection`` (reported, never dropped) or, for a
+  whole-document format, into an ``InputError``. Hence ``isinstance(obj, RecordError)`` after
+  a decode: it reads "this line did not decode", and is the one place a value is tested
+  against the tree.
+- ``AdapterDecodeError`` never leaves the capture check: it becomes an
+  ``unverifiable_adapter`` gap with its message as the detail.
+- ``SpecError`` is a bad option value: the CLI shows it as click's "Invalid value" usage error.
+
+Not in the tree: ``OSError`` from the file system (reported with ``strerror`` and the path by
+each boundary), and ``ValueError``/``TypeError`` raised for a caller's misuse of an API (an
+unknown column name, a status the code does not know): those are bugs, not input, and must
+surface as tracebacks in tests rather than as user messages.
 
 ``ReasonCode`` values are lowercase snake_case strings stored in databases and reports: once
 released they never change. The README lists them all and a test checks it does.
@@ -149,6 +182,51 @@ class FormatVersionError(InputError):
     """A canonical run file declares a format version this release does not read."""
 
 
+class RecordError(LitmusReviewError, ValueError):
+    """One record is malformed; the importer rejects it and goes on.
+
+    It carries no file or line: the caller that knows them makes it a ``Rejection`` (or an
+    ``InputError`` when the file is one record). Often returned rather than raised: see the
+    module docstring.
+    """
+
+    def __init__(self, message: str, record_id: str | None = None) -> None:
+        self.message = message
+        self.record_id = record_id
+        super().__init__(message)
+
+
+class DuplicateRecordError(RecordError):
+    """A record whose trajectory id an earlier record of the file already has. Neither copy is
+    preferred: the caller rejects the earlier one too."""
+
+
+class AdapterDecodeError(LitmusReviewError, ValueError):
+    """An encoding step between the agent and the log (base64, gzip, url, …) cannot be decoded,
+    is unknown, or expands past its budget. The capture check records it as an
+    ``unverifiable_adapter`` gap (the message is the gap's detail); it is never raised further.
+
+    ``step`` names the step; ``exceeded`` is the decoded-size limit it went past (None when it
+    failed otherwise)."""
+
+    def __init__(self, message: str, *, step: str | None = None, exceeded: int | None = None) -> None:
+        self.step = step
+        self.exceeded = exceeded
+        super().__init__(message)
+
+
+class SpecError(LitmusReviewError, ValueError):
+    """An option's value does not parse (an Inspect verdict map); ``spec`` is the text given."""
+
+    def __init__(self, message: str, *, spec: str) -> None:
+        self.spec = spec
+        super().__init__(message)
+
+
+class RuleError(LitmusReviewError, ValueError):
+    """A taxonomy rule that RE2 cannot compile; the message says why."""
+
+
 class ClassifierError(LitmusReviewError, RuntimeError):
     """A re-classifier of record (a plug-in) failed: it raised, timed out, exited, or answered
     something that is not a verdict. The run is not scored on a classifier that broke."""
@@ -158,6 +236,11 @@ class ClassifierError(LitmusReviewError, RuntimeError):
         self.trajectory_id = trajectory_id
         where = f"classifier {classifier!r}" + (f", trajectory {trajectory_id!r}" if trajectory_id else "")
         super().__init__(f"{where}: {message}")
+
+
+class EngineError(LitmusReviewError, RuntimeError):
+    """A run could not be scored on the cluster: a block failed (located by file and line), a
+    file changed while it was read, or the output cannot be written."""
 
 
 class StoreError(LitmusReviewError, RuntimeError):

@@ -66,7 +66,8 @@ class PayloadJoin:
                 continue
             try:
                 key = (req(obj, "trajectory_id", str), req(obj, "call_index", int))
-                entry = (lineno, req(obj, "arguments", str), req(obj, "sha256", str).lower(), req(obj, "size_bytes", int))
+                entry = (lineno, req(obj, "arguments", str), req(obj, "sha256", str).lower(),
+                         req(obj, "size_bytes", int))
             except RecordError as exc:
                 self._reject(lineno, exc.message, obj.get("trajectory_id") if isinstance(obj, dict) else None)
                 continue
@@ -99,7 +100,8 @@ class PayloadJoin:
             if problems:
                 if keep:
                     continue
-                self._reject(lineno, f"{ReasonCode.PAYLOAD_MISMATCH.value}: call {call.index}: " + "; ".join(problems), traj.id)
+                self._reject(lineno, f"{ReasonCode.PAYLOAD_MISMATCH.value}: call {call.index}: " + "; ".join(problems),
+                             traj.id)
                 continue
             calls[i] = dataclasses.replace(call, raw_text=text, raw_text_source=self.source)
             self.applied += not keep

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import re2
 
+from .errors import RuleError
+
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # the refusal is reported as our error, not logged to stderr
-
-
-class RuleError(ValueError):
-    """A rule that RE2 cannot compile; the message says why."""
 
 
 def compile_rule(rule: str):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scoring.errors import ReasonCode, UnknownFormatError
-from scoring.importers import formats, load_run, sniff_format
+from scoring.importers import ParseOptions, formats, load_run, sniff_format
 from scoring.importers._common import json_key_paths
 from scoring.importers.inspect_log import VerdictMap
 from scoring.importers.inspect_log import parse as parse_inspect
@@ -43,8 +43,9 @@ def _openai_list_counts(path: Path) -> tuple[int, int]:
 
 
 def _invariant_counts(path: Path) -> tuple[int, int]:
-    rows = [json.loads(l) for l in path.read_text().splitlines()[1:] if l.strip()]
-    return len(rows), sum(len(m.get("tool_calls") or []) for r in rows for m in r["messages"] if m["role"] == "assistant")
+    rows = [json.loads(line) for line in path.read_text().splitlines()[1:] if line.strip()]
+    return len(rows), sum(len(m.get("tool_calls") or []) for r in rows for m in r["messages"]
+                          if m["role"] == "assistant")
 
 
 def _native_counts(path: Path) -> tuple[int, int]:
@@ -64,7 +65,7 @@ def _atif_counts(path: Path) -> tuple[int, int]:
 
 
 def _claude_counts(path: Path) -> tuple[int, int]:
-    rows = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     calls = sum(1 for r in rows for b in (r.get("message", {}).get("content") or [])
                 if isinstance(b, dict) and b.get("type") == "tool_use")
     return len({r.get("sessionId") for r in rows}), calls
@@ -79,7 +80,8 @@ REAL = [
     ("agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl", "agentdojo", _invariant_counts),
     ("agentdojo_native/banking-user_task_0-important_instructions-injection_task_0.json", "agentdojo", _native_counts),
     ("inspect_scout/atif/openhands_hello-world.trajectory.json", "atif", _atif_counts),
-    ("inspect_scout/atif/terminus_2_hello-world-context-summarization-linear-history.trajectory.json", "atif", _atif_counts),
+    ("inspect_scout/atif/terminus_2_hello-world-context-summarization-linear-history.trajectory.json", "atif",
+     _atif_counts),
     ("inspect_scout/claude_code/tool_call_conversation.jsonl", "anthropic_messages", _claude_counts),
 ]
 
@@ -106,8 +108,8 @@ def test_real_agentdojo_invariant_export_flags_the_loop_cutoff_and_counts_attack
     ev = evaluate(shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl")
     cut = [s for s in ev.trajectories if s.termination is Termination.STEP_LIMIT]
     assert len(cut) == 1 and cut[0].status is Status.INCONCLUSIVE
-    rows = [json.loads(l) for l in (shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl")
-            .read_text().splitlines()[1:]]
+    export = shared_real / "agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl"
+    rows = [json.loads(line) for line in export.read_text().splitlines()[1:]]
     attacks_won = sum(1 for r in rows if r["metadata"]["injection_task_id"] and r["metadata"]["security"])
     assert ev.summary.unsafe == attacks_won - sum(1 for s in cut if s.fired_category)
     assert all(s.status is not Status.SAFE for s in ev.trajectories if "None-None" in s.trajectory_id)
@@ -146,7 +148,7 @@ def scored(name: str, **kw):
 
 
 def test_inspect_signals_limits_errors_and_attachments():
-    ev, s = scored("inspect_signals.json")
+    _ev, s = scored("inspect_signals.json")
     assert s["s1-epoch1"].status is Status.UNSCORED and s["s1-epoch1"].reason is ReasonCode.UNPARSEABLE_ARGUMENTS
     assert s["s2-epoch1"].status is Status.NO_VERDICT and s["s2-epoch1"].termination is Termination.TOKEN_LIMIT
     assert s["s3-epoch1"].reason is ReasonCode.REDACTED  # <base64-data-removed>
@@ -163,7 +165,8 @@ def test_inspect_verdict_mapping_is_explicit_and_limits_never_count_safe():
     data = (FIXTURES / "inspect_signals.json").read_bytes()
     default = {t.id: t.verdict for t in parse_inspect(data, "f").trajectories}
     assert set(default.values()) == {None}  # scores are not harm labels unless mapped
-    mapped = parse_inspect(data, "f", VerdictMap(scorer="harm", unsafe_values=("C",), category="harm"))
+    vm = VerdictMap(scorer="harm", unsafe_values=("C",), category="harm")
+    mapped = parse_inspect(data, "f", ParseOptions(verdict_map=vm))
     statuses = {s.trajectory_id: s.status for s in score_run(mapped)}
     assert statuses["s2-epoch1"] is Status.INCONCLUSIVE  # hit a limit: "I" (incorrect) is not safety
     assert statuses["s5-epoch1"] is Status.INCONCLUSIVE  # errored
@@ -187,7 +190,7 @@ def test_anthropic_max_tokens_and_redacted_thinking():
 
 
 def test_agentdojo_security_true_means_the_attack_succeeded():
-    ev, s = scored("agentdojo_invariant_signals.jsonl")
+    _ev, s = scored("agentdojo_invariant_signals.jsonl")
     st = {k.split("-")[1] + "-" + k.split("-")[2]: v.status for k, v in s.items()}
     assert st["user_task_0-injection_task_0"] is Status.UNSAFE      # security true, injected
     assert st["user_task_0-injection_task_1"] is Status.SAFE        # security false, injected
@@ -197,7 +200,7 @@ def test_agentdojo_security_true_means_the_attack_succeeded():
 
 
 def test_agentdojo_error_forcing_security_true_is_an_early_stop_not_unsafe():
-    ev, s = scored("agentdojo_native_error.json")
+    _ev, s = scored("agentdojo_native_error.json")
     (t,) = s.values()
     assert t.status is Status.INCONCLUSIVE and t.termination is Termination.ERROR
     assert t.suggestion.label.value == "early_stop"
@@ -301,3 +304,83 @@ def test_inspect_verdict_mapping_from_the_command_line(tmp_path):
                 for r in runs}
     assert {"s1-epoch1"} <= set().union(*statuses.values())
     assert any(st["s4-epoch1"] == "unscored" for st in statuses.values())
+
+
+# --- the importer interface ------------------------------------------------------------------
+
+
+def test_every_importer_implements_the_declared_interface():
+    import inspect as pyinspect
+
+    from scoring.importers import IMPORTERS
+
+    for name, importer in IMPORTERS.items():
+        assert name == importer.NAME
+        assert importer.HINTS and all(isinstance(k, bytes) for k in importer.HINTS), name
+        assert list(pyinspect.signature(importer.parse).parameters)[:3] == ["data", "source", "options"], name
+        assert list(pyinspect.signature(importer.continuations).parameters) == ["data", "source"], name
+        assert callable(importer.sniff), name
+
+
+def test_the_registry_special_cases_no_format():
+    """What differs between formats lives in their modules: the registry's code names none
+    (its docstrings may)."""
+    import ast
+    import inspect as pyinspect
+
+    from scoring import importers
+
+    def code_of(f) -> str:
+        (fn,) = ast.parse(pyinspect.getsource(f)).body
+        assert isinstance(fn, ast.FunctionDef)
+        if ast.get_docstring(fn) is not None:
+            fn.body = fn.body[1:]
+        return ast.unparse(fn)
+
+    code = "".join(code_of(f) for f in (
+        importers.parse_run, importers.load_run, importers.sniff_format, importers.sniff_file,
+        importers.closest_format, importers.read_continuations))
+    for name, importer in importers.IMPORTERS.items():
+        module = importer.__name__.rsplit(".", 1)[1]  # type: ignore[attr-defined]
+        assert module not in code and f'"{name}"' not in code, name
+
+
+@pytest.mark.parametrize("path", ALL_INPUTS, ids=lambda p: p.name)
+def test_importers_parse_only_the_bytes_they_are_given(path, monkeypatch):
+    """Each format's parse reads no file: the registry reads the run and any continuation, and
+    the importer's result is the same as load_run's."""
+    import builtins
+    import io
+    import pathlib
+
+    from scoring.importers import IMPORTERS, read_continuations
+
+    data = path.read_bytes()
+    fmt = sniff_format(data[:65536], str(path))
+    continuations = read_continuations(IMPORTERS[fmt], data, str(path))
+    expected = load_run(path)
+
+    def refuse(*_a, **_k):
+        raise AssertionError("an importer opened a file")
+
+    for owner, attr in ((builtins, "open"), (io, "open"), (pathlib.Path, "open"), (pathlib.Path, "read_bytes"),
+                        (pathlib.Path, "read_text"), (pathlib.Path, "is_file"), (pathlib.Path, "exists")):
+        monkeypatch.setattr(owner, attr, refuse)
+    run = IMPORTERS[fmt].parse(data, str(path), ParseOptions(continuations=continuations))
+    monkeypatch.undo()
+    assert run.trajectories == expected.trajectories and run.rejected == expected.rejected
+
+
+def test_atif_continuations_are_passed_in_not_found_on_disk(tmp_path):
+    from scoring.importers import Segment, atif
+
+    first = (FIXTURES / "atif_fx.trajectory.json").read_bytes()
+    second = (FIXTURES / "atif_fx.trajectory.cont-1.json").read_bytes()
+    elsewhere = str(tmp_path / "upload.trajectory.json")  # nothing beside it on disk
+    (alone,) = atif.parse(first, elsewhere).trajectories
+    assert [c.tool for c in alone.tool_calls] == ["bash"] and alone.termination is Termination.ERROR
+    assert "not found beside the file" in alone.termination_detail
+    options = ParseOptions(continuations=(Segment(source="cont-1.json", data=second),))
+    (joined,) = atif.parse(first, elsewhere, options).trajectories
+    assert [c.tool for c in joined.tool_calls] == ["bash", "bash"] and joined.termination is Termination.COMPLETED
+    assert joined.tool_calls == load_run(FIXTURES / "atif_fx.trajectory.json").trajectories[0].tool_calls

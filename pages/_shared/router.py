@@ -7,7 +7,7 @@ import os
 import streamlit as st
 
 from pages._shared import loaders, state
-from pages._shared.inert import md
+from pages._shared.errors import show_error
 from scoring.errors import LitmusReviewError
 from scoring.workspace.views import RunInfo
 
@@ -68,7 +68,7 @@ def main() -> None:
     try:
         loaders.ensure_samples()
     except LitmusReviewError as exc:
-        st.error(md(f"The workspace database cannot be used: {exc}", lines=True))
+        show_error(exc, before="The workspace database cannot be used: ")
         st.stop()
     # Every page has its own address (/safe_rates too): the root is a hidden page that opens
     # the default one, keeping the address's parameters.

@@ -1,16 +1,17 @@
 """Importers: one module per log format, a registry, and automatic format detection.
 
-Each importer module has ``NAME``, ``sniff(head: bytes) -> bool`` and
-``parse(data: bytes, source: str) -> Run``; ``load_run(path)`` picks one by sniffing (or by
-name) and maps low-level failures to :class:`~scoring.errors.InputError`.
+Each importer module implements :class:`~scoring.importers.base.Importer` (``NAME``, ``HINTS``,
+``sniff``, ``continuations``, ``parse``); the registry treats them all alike. ``load_run(path)``
+picks one by sniffing (or by name), reads the files that continue the run when the format
+names any, and maps a malformed single-record file to :class:`~scoring.errors.InputError`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING
 
-from ..errors import InputError, UnknownFormatError
+from ..errors import InputError, RecordError, UnknownFormatError
 from ..files import open_regular
 from ..model import Run
 from . import (
@@ -23,12 +24,19 @@ from . import (
     openai_chat,
     tau2,
 )
-from ._common import RecordError, read_bytes
+from ._common import read_bytes
+from .base import Importer, ParseOptions, Segment
+
+if TYPE_CHECKING:
+    from .inspect_log import VerdictMap
 
 #: Registered importers, tried in this order by ``sniff_format`` (most specific first; the
 #: generic chat formats last).
-IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (
+IMPORTERS: dict[str, Importer] = {m.NAME: m for m in (
     canonical, inspect_log, agentdojo, tau2, atif, litmus_log, anthropic_messages, openai_chat)}
+
+#: At most this many files make one run (the first and the ones continuing it).
+MAX_FILES_PER_RUN = 100
 
 SNIFF_BYTES = 64 * 1024
 
@@ -37,27 +45,15 @@ def formats() -> tuple[str, ...]:
     return tuple(IMPORTERS)
 
 
-#: Keys (as they appear in JSON) that each format writes; an unrecognised file's closest format
-#: is the one whose keys it holds most of. A hint for the error message, never a detection.
-FORMAT_HINTS: dict[str, tuple[bytes, ...]] = {
-    "canonical": (b'"record"', b'"format_version"', b'"raw_sha256"', b'"raw_size_bytes"', b'"capture_limit_bytes"'),
-    "inspect": (b'"eval"', b'"samples"', b'"run_id"', b'"attachments"', b'"scores"', b'"epoch"'),
-    "agentdojo": (b'"suite_name"', b'"user_task_id"', b'"injection_task_id"', b'"attack_type"', b'"security"',
-                  b'"pipeline_name"', b'"utility"'),
-    "tau2": (b'"simulations"', b'"termination_reason"', b'"reward_info"', b'"user_info"', b'"agent_info"',
-             b'"tasks"'),
-    "atif": (b'"schema_version"', b'"steps"', b'"session_id"', b'"step_id"', b'"observation"',
-             b'"source_call_id"'),
-    "litmus": (b'"row_idx"', b'"category_id"', b'"events"', b'"Prosecutor"', b'"Analyzer"', b'"judgement"'),
-    "anthropic_messages": (b'"tool_use"', b'"tool_result"', b'"tool_use_id"', b'"sessionId"', b'"stop_reason"'),
-    "openai_chat": (b'"tool_calls"', b'"tool_call_id"', b'"function"', b'"finish_reason"', b'"traj"'),
-}
+#: Keys (as they appear in JSON) that each format writes (``Importer.HINTS``).
+FORMAT_HINTS: dict[str, tuple[bytes, ...]] = {name: m.HINTS for name, m in IMPORTERS.items()}
 
 
 def closest_format(head: bytes) -> tuple[str | None, tuple[str, ...]]:
     """The format whose characteristic keys ``head`` holds most of, and those keys (None and
     () when it holds none)."""
-    best, best_keys = None, ()
+    best: str | None = None
+    best_keys: tuple[str, ...] = ()
     for name, keys in FORMAT_HINTS.items():
         found = tuple(k.decode().strip('"') for k in keys if k in head)
         if len(found) > len(best_keys):
@@ -97,11 +93,13 @@ def sniff_file(path: str | Path) -> str:
     return sniff_format(head, str(path))
 
 
-def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map=None) -> Run:
+def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map: VerdictMap | None = None,
+              continuations: tuple[Segment, ...] | None = None) -> Run:
     """Parse bytes of a known or sniffed format into a Run.
 
     ``verdict_map`` (an ``inspect_log.VerdictMap``) says which Inspect scorer values mean
-    unsafe; other formats ignore it.
+    unsafe; other formats ignore it. ``continuations``: the files continuing this one, when the
+    caller has them; None reads the ones the format names from beside ``source``.
     """
     if not data.strip():
         raise InputError("empty file" if not data else "empty file (only white space)", source=source)
@@ -109,16 +107,33 @@ def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map=None) 
         fmt = sniff_format(data[:SNIFF_BYTES], source)
     if fmt not in IMPORTERS:
         raise InputError(f"unknown format {fmt!r} (known: {', '.join(formats())})", source=source)
+    importer = IMPORTERS[fmt]
+    if continuations is None:
+        continuations = read_continuations(importer, data, source)
     try:
-        if fmt == inspect_log.NAME and verdict_map is not None:
-            return inspect_log.parse(data, source, verdict_map)
-        return IMPORTERS[fmt].parse(data, source)
+        return importer.parse(data, source, ParseOptions(verdict_map=verdict_map, continuations=continuations))
     except RecordError as exc:
         # a whole-document format whose single record is malformed: the file is unusable
         raise InputError(exc.message, source=source, record_id=exc.record_id) from exc
 
 
-def load_run(path: str | Path, fmt: str = "auto", *, verdict_map=None) -> Run:
+def read_continuations(importer: Importer, data: bytes, source: str) -> tuple[Segment, ...]:
+    """The files continuing the run file ``source`` (whose bytes are ``data``), in order: for
+    each, the first regular file not read yet among the paths the importer names. Stops where
+    none is found; the importer says so in the run."""
+    out: list[Segment] = []
+    seen, current = {source}, data
+    while len(out) + 1 < MAX_FILES_PER_RUN:
+        nxt = next((c for c in importer.continuations(current, source) if Path(c).is_file() and c not in seen), None)
+        if nxt is None:
+            break
+        seen.add(nxt)
+        current = Path(nxt).read_bytes()
+        out.append(Segment(source=nxt, data=current))
+    return tuple(out)
+
+
+def load_run(path: str | Path, fmt: str = "auto", *, verdict_map: VerdictMap | None = None) -> Run:
     """Read and parse a run file."""
     path = Path(path)
     if path.is_dir():
@@ -126,4 +141,5 @@ def load_run(path: str | Path, fmt: str = "auto", *, verdict_map=None) -> Run:
     return parse_run(read_bytes(path), str(path), fmt, verdict_map=verdict_map)
 
 
-__all__ = ["IMPORTERS", "formats", "load_run", "parse_run", "sniff_file", "sniff_format"]
+__all__ = ["IMPORTERS", "Importer", "ParseOptions", "Segment", "formats", "load_run", "parse_run", "read_continuations",
+           "sniff_file", "sniff_format"]

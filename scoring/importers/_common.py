@@ -6,27 +6,18 @@ import hashlib
 import io
 import json
 import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 import orjson
 
-from ..errors import InputError
+from ..errors import DuplicateRecordError as DuplicateRecordError  # re-exported for the importers
+from ..errors import InputError, RecordError
 from ..files import read_regular
 
-
-class RecordError(Exception):
-    """A single record is malformed; the importer rejects it and goes on."""
-
-    def __init__(self, message: str, record_id: str | None = None) -> None:
-        self.message = message
-        self.record_id = record_id
-        super().__init__(message)
-
-
-class DuplicateRecordError(RecordError):
-    """A record whose trajectory id an earlier record of the file already has. Neither copy is
-    preferred: the caller rejects the earlier one too (``duplicate_message`` says why)."""
+if TYPE_CHECKING:
+    from ..model import Rejection, Run, RunHeader, Trajectory
 
 
 def duplicate_message(trajectory_id: str, other_line: int | None) -> str:
@@ -34,7 +25,8 @@ def duplicate_message(trajectory_id: str, other_line: int | None) -> str:
     return f"duplicate trajectory id {trajectory_id!r}{where}: neither copy is scored"
 
 
-def refuse_duplicates(kept: list, rejected: list, duplicates: dict, source: str) -> list:
+def refuse_duplicates(kept: list[tuple[int | None, Trajectory]], rejected: list[Rejection],
+                      duplicates: dict[str, int | None], source: str) -> list[tuple[int | None, Trajectory]]:
     """``kept`` (line, trajectory) pairs without the earlier copies of ids in ``duplicates``
     (id → line of a later copy); each earlier copy is added to ``rejected``."""
     from ..model import Rejection
@@ -172,7 +164,7 @@ def json_key_paths(head: bytes, max_depth: int = 2) -> set[tuple[str, ...]]:
         if m.group(1) is not None:  # a string followed by ":" is a key
             pending = tok[1:tok.rindex(b'"')].decode("utf-8", "replace")
             if len(stack) <= max_depth and all(k is not None for k in stack[1:]):
-                paths.add(tuple(k for k in stack[1:]) + (pending,))
+                paths.add((*(k for k in stack[1:] if k is not None), pending))
         elif tok in (b"{", b"["):
             stack.append(pending if tok == b"{" else None)
             pending = None
@@ -191,14 +183,22 @@ def first_line(head: bytes) -> bytes:
     return head.lstrip().split(b"\n", 1)[0]
 
 
-def build_run(*, header, items, source: str, data: bytes):
+Item: TypeAlias = "tuple[int | None, str | None, Callable[[], Trajectory] | RecordError]"
+"""One record for ``build_run``: its line (None in a whole-document format), its id as far as
+known, and the callable that makes its Trajectory (called inside ``build_run``, so whatever it
+raises is reported with the record's place) or the RecordError it already is."""
+
+
+def build_run(*, header: RunHeader, items: Iterable[Item], source: str, data: bytes) -> Run:
     """A Run from (line, record id, callable → Trajectory | RecordError) items.
 
     Every item is either imported or rejected with its location: nothing is dropped.
     """
     from ..model import Rejection, Run
 
-    kept, rejected, lines_of = [], [], {}
+    kept: list[tuple[int | None, Trajectory]] = []
+    rejected: list[Rejection] = []
+    lines_of: dict[str, int | None] = {}
     duplicates: dict[str, int | None] = {}
     for line, record_id, make in items:
         try:
@@ -211,7 +211,8 @@ def build_run(*, header, items, source: str, data: bytes):
         except InputError:
             raise  # the whole file is unusable (a decoding budget spent, say): never one record
         except RecordError as exc:
-            rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id, message=exc.message))
+            rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id,
+                                      message=exc.message))
             continue
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
             rejected.append(Rejection(source=source, line=line, record_id=record_id,

@@ -14,26 +14,26 @@ whose ``security: true`` means the opposite) is refused, naming the fields that 
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
-from ..model import (
-    Category,
-    EvidenceStandard,
-    HarnessVerdict,
-    RunHeader,
-    Termination,
-    Trajectory,
-)
+from ..model import Category, EvidenceStandard, HarnessVerdict, Run, RunHeader, Termination, Trajectory
 from ._chat import openai_messages
 from ._common import (
+    Item,
     RecordError,
     build_run,
     first_line,
     iter_json_lines,
     load_json_document,
 )
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "agentdojo"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"suite_name"', b'"user_task_id"', b'"injection_task_id"', b'"attack_type"', b'"security"',
+         b'"pipeline_name"', b'"utility"')
+continuations = no_continuations
 NATIVE_FIELDS = ("suite_name", "pipeline_name", "user_task_id", "injection_task_id", "attack_type", "messages",
                  "security")
 """Keys of AgentDojo's own TraceLogger file (values may be null; the keys are its shape)."""
@@ -87,7 +87,7 @@ def _trajectory(tid: str, task: str, messages: list, *, security, injection, err
                       verdict=_verdict(security, injection, error), model=model)
 
 
-def parse(data: bytes, source: str):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     if first_line(data[:65536]).startswith(b"{") and b'"agent-dojo"' in first_line(data[:65536]):
         return _parse_invariant(data, source)
     doc = load_json_document(data, source)
@@ -108,8 +108,18 @@ def parse(data: bytes, source: str):
     return build_run(header=header, items=[item], source=source, data=data)
 
 
-def _parse_invariant(data: bytes, source: str):
-    items, meta, model = [], {}, None
+def _exported(tid: str, obj: dict, md: dict) -> Trajectory:
+    """One trace of an Invariant export (``md``: its metadata)."""
+    inj = md.get("injection_task_id")
+    return _trajectory(tid, task_id(md.get("suite_name"), md.get("user_task_id")), obj["messages"],
+                       security=md.get("security"), injection=inj, error=None, model=md.get("model"),
+                       category="injection_success" if inj else None)
+
+
+def _parse_invariant(data: bytes, source: str) -> Run:
+    items: list[Item] = []
+    meta: dict = {}
+    model = None
     for line, obj in iter_json_lines(data, source):
         if isinstance(obj, RecordError):
             items.append((line, None, obj))
@@ -130,10 +140,7 @@ def _parse_invariant(data: bytes, source: str):
         model = model or md.get("model")
         inj = md.get("injection_task_id")
         tid = f"{md.get('suite_name')}-{md.get('user_task_id')}-{inj}-{md.get('attack_type')}-{obj.get('index', line)}"
-        items.append((line, tid, (lambda tid=tid, obj=obj, md=md, inj=inj: _trajectory(
-            tid, task_id(md.get("suite_name"), md.get("user_task_id")), obj["messages"], security=md.get("security"),
-            injection=inj,
-            error=None, model=md.get("model"), category="injection_success" if inj else None))))
+        items.append((line, tid, partial(_exported, tid, obj, md)))
     header = RunHeader(run_id=Path(source).stem, model=model or str(meta.get("name", "unknown")),
                        harness_name="agentdojo (invariant export)", taxonomy=TAXONOMY,
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)

@@ -9,37 +9,42 @@ is safe without a reviewer. Structural standard. One session = one trajectory.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from ..errors import ReasonCode
-from ..model import EvidenceStandard, Message, RunHeader, Termination, Trajectory
+from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import RecordError, build_run, first_line, iter_json_lines
+from ._common import Item, RecordError, build_run, first_line, iter_json_lines
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "anthropic_messages"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"tool_use"', b'"tool_result"', b'"tool_use_id"', b'"sessionId"', b'"stop_reason"')
+continuations = no_continuations
 
 
 def sniff(head: bytes) -> bool:
     line = first_line(head)
     return line.startswith(b"{") and (
-        (b'"sessionId"' in line and b'"message"' in line) or b'"tool_use"' in head and b'"role"' in line)
+        (b'"sessionId"' in line and b'"message"' in line) or (b'"tool_use"' in head and b'"role"' in line))
 
 
-def parse(data: bytes, source: str):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     sessions: dict[str, list[tuple[int, dict]]] = {}
-    bad = []
+    bad: list[Item] = []
     for line, obj in iter_json_lines(data, source):
         if isinstance(obj, RecordError) or not isinstance(obj, dict):
             bad.append((line, None, obj if isinstance(obj, RecordError) else RecordError("line is not an object")))
             continue
-        if obj.get("type") not in (None, "user", "assistant") or "message" not in obj and "role" not in obj:
+        if obj.get("type") not in (None, "user", "assistant") or ("message" not in obj and "role" not in obj):
             continue  # summaries, file snapshots and other session bookkeeping carry no turns
         sid = str(obj.get("sessionId", "session"))
         sessions.setdefault(sid, []).append((line, obj))
     model = None
-    items = list(bad)
+    items: list[Item] = list(bad)
     for sid, lines in sessions.items():
-        items.append((lines[0][0], sid, (lambda sid=sid, lines=lines: _session(sid, lines))))
+        items.append((lines[0][0], sid, partial(_session, sid, lines)))
         for _, o in lines:
             model = model or (o.get("message") or {}).get("model")
     header = RunHeader(run_id=Path(source).stem, model=model or "unknown", harness_name="claude-code",
@@ -69,7 +74,8 @@ def _session(sid: str, lines: list[tuple[int, dict]]) -> Trajectory:
             if msg.get("stop_reason") == "max_tokens":
                 calls.mark_last_turn(n, ReasonCode.TRUNCATED)
                 termination, detail = Termination.TOKEN_LIMIT, f"stop_reason max_tokens (line {line})"
-            text = text_of([b for b in blocks if isinstance(b, dict) and b.get("type") == "text"]) if blocks else text_of(content)
+            text = (text_of([b for b in blocks if isinstance(b, dict) and b.get("type") == "text"]) if blocks
+                    else text_of(content))
             if text:
                 final = text
         for b in blocks:

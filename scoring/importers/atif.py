@@ -2,8 +2,9 @@
 
 ``steps[source=agent].tool_calls[] {tool_call_id, function_name, arguments}``, results in
 ``observation.results[] {source_call_id, content}``. ``continued_trajectory_ref`` segments that
-sit beside the file are followed and joined. ATIF has no scores, limits or truncation fields;
-an in-band ``<response clipped>`` marks a cut result. No verdict. Structural standard.
+sit beside the file are joined (the registry reads them: see ``continuations``). ATIF has no
+scores, limits or truncation fields; an in-band ``<response clipped>`` marks a cut result. No
+verdict. Structural standard.
 """
 
 from __future__ import annotations
@@ -11,36 +12,37 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..model import EvidenceStandard, Message, RunHeader, Termination, Trajectory
+from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
 from ._common import build_run, load_json_document
+from .base import DEFAULT_OPTIONS, ParseOptions
 
 NAME = "atif"
-MAX_SEGMENTS = 100
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"schema_version"', b'"steps"', b'"session_id"', b'"step_id"', b'"observation"', b'"source_call_id"')
 
 
 def sniff(head: bytes) -> bool:
     return head.lstrip().startswith(b"{") and b'"ATIF' in head
 
 
-def _segments(doc: dict, source: str) -> list[dict]:
-    out, seen = [doc], {source}
-    here = Path(source)
-    while out[-1].get("continued_trajectory_ref") and len(out) < MAX_SEGMENTS:
-        ref = str(out[-1]["continued_trajectory_ref"])
-        stem = here.name.split("trajectory")[0]
-        candidates = [here.with_name(Path(ref).name), here.with_name(stem + Path(ref).name)]
-        nxt = next((c for c in candidates if c.is_file() and str(c) not in seen), None)
-        if nxt is None:
-            break  # the segment is not beside the file: import what is here, say so below
-        seen.add(str(nxt))
-        out.append(load_json_document(nxt.read_bytes(), str(nxt)))
-    return out
-
-
-def parse(data: bytes, source: str):
+def continuations(data: bytes, source: str) -> tuple[str, ...]:
+    """Where the segment continuing ``data`` may sit: its ``continued_trajectory_ref`` beside the
+    run file ``source``, by the ref's name alone or prefixed with the run file's stem."""
     doc = load_json_document(data, source)
-    segments = _segments(doc, source)
+    ref = doc.get("continued_trajectory_ref") if isinstance(doc, dict) else None
+    if not ref:
+        return ()
+    here, name = Path(source), Path(str(ref)).name
+    stem = here.name.split("trajectory")[0]
+    return (str(here.with_name(name)), str(here.with_name(stem + name)))
+
+
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
+    """The trajectory of ``data`` joined with the segments continuing it (``options.continuations``,
+    read by the registry); a continuation that was not found ends it with an error termination."""
+    doc = load_json_document(data, source)
+    segments = [doc, *(load_json_document(s.data, s.source) for s in options.continuations)]
     agent = doc.get("agent") or {}
     header = RunHeader(run_id=Path(source).stem, model=str(agent.get("model_name", "unknown")),
                        harness_name=f"ATIF {agent.get('name', '')}".strip(),

@@ -46,8 +46,12 @@ from ._common import (
     req,
     sha256_bytes,
 )
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "canonical"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"record"', b'"format_version"', b'"raw_sha256"', b'"raw_size_bytes"', b'"capture_limit_bytes"')
+continuations = no_continuations
 FORMAT_TAG = "litmus-review-run"
 SUPPORTED_VERSIONS = (1,)
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
@@ -307,8 +311,9 @@ def _general_call(obj: Any, i: int) -> ToolCall:
         )
     signals = []
     for s in opt(obj, "signals", list, [], where):
+        s = check(s, str, f"{where}signals[]")  # a RecordError of its own, outside the try
         try:
-            signals.append(ReasonCode(check(s, str, f"{where}signals[]")))
+            signals.append(ReasonCode(s))
         except ValueError:
             raise RecordError(f"{where}signals: {s!r} is not a known reason code") from None
     return ToolCall(
@@ -469,15 +474,18 @@ def records_of(lines, header: RunHeader, source: str) -> Iterator[Located]:
 def parse_canonical(data: bytes, source: str) -> Run:
     """Parse a whole canonical run held in memory."""
     header, records = stream_canonical(io.BytesIO(data), source)
-    kept, rejected, seen = [], [], 0
-    duplicates: dict[str | None, int] = {}
+    kept: list[tuple[int | None, Trajectory]] = []
+    rejected: list[Rejection] = []
+    duplicates: dict[str, int | None] = {}
+    seen = 0
     for rec in records:
         seen += 1
         if rec.trajectory is not None:
             kept.append((rec.line, rec.trajectory))
-        elif rec.rejection is not None:  # a located record has one or the other
+        else:
+            assert rec.rejection is not None, "a record is a trajectory or a rejection"
             rejected.append(rec.rejection)
-            if rec.duplicate:
+            if rec.duplicate and rec.rejection.record_id is not None:
                 duplicates.setdefault(rec.rejection.record_id, rec.line)
     kept = refuse_duplicates(kept, rejected, duplicates, source)
     return Run(header=header, trajectories=tuple(t for _line, t in kept), rejected=tuple(rejected),
@@ -499,8 +507,9 @@ def read_trajectory_at(path: str | Path, offset: int, length: int) -> Trajectory
         raise InputError(exc.message, source=str(path), record_id=exc.record_id) from exc
 
 
-parse = parse_canonical
-"""The registry entry point (every importer module has ``parse(data, source) -> Run``)."""
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
+    """The registry entry point (``base.Importer.parse``); a canonical run has no options."""
+    return parse_canonical(data, source)
 
 
 # --- writing: any parsed Run back to the canonical format ---------------------------------

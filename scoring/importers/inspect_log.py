@@ -18,22 +18,20 @@ import struct
 import zipfile
 import zlib
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, ReasonCode
-from ..model import (
-    EvidenceStandard,
-    HarnessVerdict,
-    Message,
-    RunHeader,
-    Termination,
-    Trajectory,
-)
+from ..errors import InputError, ReasonCode, SpecError
+from ..model import EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import RecordError, build_run, load_json_document
+from ._common import Item, RecordError, build_run, load_json_document
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "inspect"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"eval"', b'"samples"', b'"run_id"', b'"attachments"', b'"scores"', b'"epoch"')
+continuations = no_continuations
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 _ATTACH = re.compile(r"attachment://([0-9a-f]{32})")
 _LIMITS = {"token": Termination.TOKEN_LIMIT, "context": Termination.TOKEN_LIMIT, "time": Termination.TIME_LIMIT,
@@ -54,6 +52,16 @@ def _number(x: Any) -> float | None:
     if isinstance(x, (int, float)) and x == x:
         return float(x)
     return None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a field of the wrong type reads as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def show_value(value: Any) -> str:
@@ -107,8 +115,8 @@ class Rule:
                         return True
                 except ValueError:
                     pass
-                if x is None and v == "null" or isinstance(x, bool) and v == str(x).lower() \
-                        or isinstance(x, str) and x == v:
+                if (x is None and v == "null") or (isinstance(x, bool) and v == str(x).lower()) \
+                        or (isinstance(x, str) and x == v):
                     return True
             return False
         n = _number(x)
@@ -117,13 +125,14 @@ class Rule:
         return {">=": n >= self.number, ">": n > self.number, "<=": n <= self.number, "<": n < self.number}[self.op]
 
     @classmethod
-    def parse(cls, text: str) -> "Rule":
+    def parse(cls, text: str) -> Rule:
         """``OUTCOME=TEST``: TEST is ``V[,V…]`` (the whole value equals one), ``KEY==V[,V…]``,
         or ``[KEY]>=N`` (also ``>``, ``<=``, ``<``)."""
         outcome, sep, test = text.partition("=")
         outcome = outcome.strip()
         if not sep or outcome not in OUTCOMES or not test.strip():
-            raise ValueError(f"expected OUTCOME=TEST with OUTCOME one of {', '.join(OUTCOMES)}, got {text!r}")
+            raise SpecError(f"expected OUTCOME=TEST with OUTCOME one of {', '.join(OUTCOMES)}, got {text!r}",
+                            spec=text)
         m = _TEST.match(test)
         if m is None:
             return cls(outcome=outcome, values=tuple(v.strip() for v in test.split(",") if v.strip()))
@@ -133,7 +142,7 @@ class Rule:
         try:
             number = float(rhs)
         except ValueError:
-            raise ValueError(f"{op} needs a number, got {rhs!r} in {text!r}") from None
+            raise SpecError(f"{op} needs a number, got {rhs!r} in {text!r}", spec=text) from None
         return cls(outcome=outcome, key=key, op=op, number=number)
 
     def __str__(self) -> str:
@@ -164,7 +173,7 @@ class VerdictMap:
         return self.rules or ((Rule(outcome="unsafe", values=self.unsafe_values),) if self.unsafe_values else ())
 
     @classmethod
-    def parse(cls, spec: str) -> "VerdictMap":
+    def parse(cls, spec: str) -> VerdictMap:
         """``PRESET[@SCORER]``, ``SCORER=VALUE[,VALUE…]`` (listed values unsafe) or
         ``SCORER:OUTCOME=TEST[;OUTCOME=TEST…]`` (see ``Rule.parse``)."""
         spec = spec.strip()
@@ -176,12 +185,12 @@ class VerdictMap:
         if colon > 0 and (eq < 0 or colon < eq):
             scorer, rules = spec[:colon].strip(), [r for r in spec[colon + 1:].split(";") if r.strip()]
             if not scorer or not rules:
-                raise ValueError(f"expected SCORER:OUTCOME=TEST[;OUTCOME=TEST...], got {spec!r}")
+                raise SpecError(f"expected SCORER:OUTCOME=TEST[;OUTCOME=TEST...], got {spec!r}", spec=spec)
             return cls(scorer=scorer, rules=tuple(Rule.parse(r) for r in rules))
         scorer, sep, values = spec.partition("=")
         if not sep or not scorer.strip() or not values.strip():
-            raise ValueError(f"expected SCORER=VALUE[,VALUE...], SCORER:OUTCOME=TEST[;...] or a preset "
-                             f"({', '.join(PRESETS)}), got {spec!r}")
+            raise SpecError(f"expected SCORER=VALUE[,VALUE...], SCORER:OUTCOME=TEST[;...] or a preset "
+                            f"({', '.join(PRESETS)}), got {spec!r}", spec=spec)
         return cls(scorer=scorer.strip(), unsafe_values=tuple(v.strip() for v in values.split(",") if v.strip()))
 
     def __str__(self) -> str:
@@ -213,7 +222,8 @@ class VerdictMap:
         if outcome == "inconclusive":
             return HarnessVerdict(label=None, abnormal=True, source=f"{where} (mapped inconclusive)"[:300])
         if outcome == "unmapped":
-            return HarnessVerdict(label=None, abnormal=True, source=f"{where} (a value the verdict map does not map)"[:300])
+            return HarnessVerdict(label=None, abnormal=True,
+                                  source=f"{where} (a value the verdict map does not map)"[:300])
         return None
 
 
@@ -269,7 +279,7 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
     attachments = s.get("attachments") or {}
     tid = f"{s.get('id')}-epoch{s.get('epoch', 1)}"
     calls = CallBuilder()
-    messages = []
+    messages: list[Message] = []
     final = ""
     for m in s.get("messages") or []:
         missing: list[str] = []
@@ -297,7 +307,7 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
         messages.append(Message(role=str(role), content=text_of(m.get("content"))))
     truncated_ids = {e.get("id") for e in s.get("events") or [] if e.get("event") == "tool" and e.get("truncated")}
     built = list(calls.build())
-    for i, (c, raw) in enumerate(zip(built, calls.calls)):
+    for i, (c, raw) in enumerate(zip(built, calls.calls, strict=False)):
         if raw["id"] in truncated_ids and c.result is not None:
             built[i] = replace(c, result=replace(c.result, truncated=True))
     termination, detail = Termination.COMPLETED, ""
@@ -314,7 +324,7 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
         if choices[0].get("stop_reason") in ("max_tokens", "model_length") and termination is Termination.COMPLETED:
             termination, detail = Termination.TOKEN_LIMIT, f"stop_reason {choices[0].get('stop_reason')}"
     scores = s.get("scores") or {}
-    extra = ()
+    extra: tuple[tuple[str, str], ...] = ()
     if vmap.scorer:
         outcome, shown = vmap.outcome(scores)
         extra = (("inspect_verdict", outcome), ("inspect_score_value", shown[:200]))
@@ -323,22 +333,23 @@ def _sample(s: dict, vmap: VerdictMap) -> Trajectory:
                       verdict=vmap.verdict(scores), extra=extra)
 
 
-def parse(data: bytes, source: str, verdict_map: VerdictMap = DEFAULT_MAP):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
+    verdict_map = DEFAULT_MAP if options.verdict_map is None else options.verdict_map
     if data.startswith(b"PK\x03\x04"):
         return _parse_eval(data, source, verdict_map)
     doc = load_json_document(data, source)
     if not isinstance(doc, dict):
         raise InputError("expected an Inspect log object", source=source)
-    ev = doc.get("eval") if isinstance(doc.get("eval"), dict) else {}
-    samples = doc.get("samples") if isinstance(doc.get("samples"), list) else []
+    ev = _object(doc.get("eval"))
+    samples = _array(doc.get("samples"))
     header = _header(ev, source, doc, len(samples))
-    items = [(None, f"samples[{i}]", (lambda s=s: _sample(s, verdict_map))) for i, s in enumerate(samples)]
+    items: list[Item] = [(None, f"samples[{i}]", partial(_sample, s, verdict_map)) for i, s in enumerate(samples)]
     return build_run(header=header, items=items, source=source, data=data)
 
 
 def _header(ev: dict, source: str, log: dict | None = None, samples_written: int | None = None) -> RunHeader:
     status, detail = _run_status(ev, log or {}, samples_written)
-    packages = ev.get("packages") if isinstance(ev.get("packages"), dict) else {}
+    packages = _object(ev.get("packages"))
     return RunHeader(run_id=str(ev.get("run_id") or Path(source).stem), model=str(ev.get("model", "unknown")),
                      harness_name=f"inspect_ai {ev.get('task', '')}".strip(),
                      harness_version=str(packages.get("inspect_ai", "")),
@@ -355,8 +366,8 @@ def _run_status(ev: dict, log: dict, samples_written: int | None) -> tuple[str, 
     error = log.get("error")
     if isinstance(error, dict) and error.get("message"):
         parts.append(str(error["message"])[:300])
-    dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
-    config = ev.get("config") if isinstance(ev.get("config"), dict) else {}
+    dataset = _object(ev.get("dataset"))
+    config = _object(ev.get("config"))
     planned = dataset.get("samples")
     limit = config.get("limit")
     if isinstance(dataset.get("sample_ids"), list):
@@ -477,13 +488,16 @@ def _parse_eval(data: bytes, source: str, vmap: VerdictMap, budget_bytes: int | 
     if "header.json" not in names:
         # only the journal's start: the run never finished writing its log
         head = {**head, "status": head.get("status") or "started"}
-    header = _header(head.get("eval") if isinstance(head.get("eval"), dict) else {}, source, head, len(sample_names))
-    items = []
+    header = _header(_object(head.get("eval")), source, head, len(sample_names))
+    def sample_of(name: str) -> Trajectory:
+        return _sample(read(name), vmap)  # read inside build_run: a bad member is one rejection
+
+    items: list[Item] = []
     for name in sample_names:
         if ".." in name or name.startswith("/"):
             items.append((None, name, RecordError(f"unsafe zip member path {name!r}")))
             continue
-        items.append((None, name, (lambda name=name: _sample(read(name), vmap))))
+        items.append((None, name, partial(sample_of, name)))
     return build_run(header=header, items=items, source=source, data=data)
 
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ..model import (
     Category,
@@ -35,9 +37,13 @@ from ..model import (
     Termination,
     Trajectory,
 )
-from ._common import RecordError, build_run, first_line, iter_json_lines
+from ._common import Item, RecordError, build_run, first_line, iter_json_lines
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "litmus"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"row_idx"', b'"category_id"', b'"events"', b'"Prosecutor"', b'"Analyzer"', b'"judgement"')
+continuations = no_continuations
 
 
 def sniff(head: bytes) -> bool:
@@ -94,17 +100,19 @@ def _row(obj: dict, superseded: str = "") -> Trajectory:
                       termination=Termination.COMPLETED)
 
 
-def parse(data: bytes, source: str, case_table: dict[str, str] | None = None):
-    lines, categories = [], {}
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS, *,
+          case_table: dict[str, str] | None = None) -> Run:
+    lines: list[tuple[int, Any]] = []
+    categories: dict[str, str] = {}
     latest: dict[str, int] = {}  # row_idx → index in ``lines`` of its latest attempt
     attempts: dict[str, list[int]] = {}  # row_idx → line numbers of every attempt, in order
     for line, obj in iter_json_lines(data, source):
         lines.append((line, obj))
         if isinstance(obj, dict) and obj.get("row_idx") is not None:
-            key = str(obj["row_idx"])
-            latest[key] = len(lines) - 1
-            attempts.setdefault(key, []).append(line)
-    items = []
+            row = str(obj["row_idx"])
+            latest[row] = len(lines) - 1
+            attempts.setdefault(row, []).append(line)
+    items: list[Item] = []
     for i, (line, obj) in enumerate(lines):
         if isinstance(obj, RecordError):
             items.append((line, None, obj))
@@ -116,7 +124,7 @@ def parse(data: bytes, source: str, case_table: dict[str, str] | None = None):
             cid = str(obj["category_id"])
             categories.setdefault(cid, (case_table or {}).get(cid) or str(obj.get("category_name", cid)))
         superseded = ",".join(str(n) for n in attempts.get(key, [])[:-1]) if key is not None else ""
-        items.append((line, key if isinstance(obj, dict) else None, (lambda o=obj, s=superseded: _row(o, s))))
+        items.append((line, key if isinstance(obj, dict) else None, partial(_row, obj, superseded)))
     header = RunHeader(run_id=Path(source).stem, model="unknown", harness_name="LITMUS",
                        taxonomy=tuple(Category(id=c, name=n) for c, n in sorted(categories.items())),
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)

@@ -6,13 +6,18 @@ no verdict. Structural standard.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
-from ..model import EvidenceStandard, Message, RunHeader, Termination, Trajectory
+from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import build_run, json_key_paths, load_json_document
+from ._common import Item, build_run, json_key_paths, load_json_document
+from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "tau2"
+#: Keys this format writes (the closest-format hint of an unrecognised file).
+HINTS = (b'"simulations"', b'"termination_reason"', b'"reward_info"', b'"user_info"', b'"agent_info"', b'"tasks"')
+continuations = no_continuations
 TERMINATION = {
     "user_stop": Termination.COMPLETED, "agent_stop": Termination.COMPLETED,
     "max_steps": Termination.STEP_LIMIT, "timeout": Termination.TIME_LIMIT,
@@ -36,7 +41,8 @@ def sniff(head: bytes) -> bool:
 
 
 def _simulation(sim: dict) -> Trajectory:
-    calls, messages, final = CallBuilder(), [], ""
+    calls, final = CallBuilder(), ""
+    messages: list[Message] = []
     for m in sim.get("messages") or []:
         role = str(m.get("role", ""))
         content = text_of(m.get("content"))
@@ -56,12 +62,12 @@ def _simulation(sim: dict) -> Trajectory:
                       verdict=None)
 
 
-def parse(data: bytes, source: str):
+def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     doc = load_json_document(data, source)
     info = doc.get("info") or {}
     agent = info.get("agent_info") or {}
     header = RunHeader(run_id=Path(source).stem, model=str(agent.get("llm", "unknown")), harness_name="tau2-bench",
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
-    items = [(None, str(s.get("id", f"simulations[{i}]")), (lambda s=s: _simulation(s)))
-             for i, s in enumerate(doc.get("simulations") or [])]
+    items: list[Item] = [(None, str(s.get("id", f"simulations[{i}]")), partial(_simulation, s))
+                         for i, s in enumerate(doc.get("simulations") or [])]
     return build_run(header=header, items=items, source=source, data=data)

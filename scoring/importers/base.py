@@ -1,0 +1,70 @@
+"""The interface every importer implements, and what the registry passes it.
+
+An importer is a module of ``scoring.importers`` that satisfies :class:`Importer` (mypy checks
+each one where the registry lists it). It turns the bytes it is given into a :class:`Run`
+and reads nothing else: a file that continues another (an ATIF ``continued_trajectory_ref``)
+is named by the importer (``continuations``) and read by the registry, which hands its bytes
+back in :class:`ParseOptions`. The registry treats every format alike; what differs between
+formats lives in their modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..model import Run
+    from .inspect_log import VerdictMap
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A further file of the same run that the importer asked for, with its bytes."""
+
+    source: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """Everything an importer is given besides the file's own bytes. A format uses what
+    applies to it and ignores the rest."""
+
+    verdict_map: VerdictMap | None = None
+    """Which Inspect scorer values mean unsafe, safe or no verdict (None: the format's default)."""
+    continuations: tuple[Segment, ...] = ()
+    """The files that continue this one, in order, as far as they were found."""
+
+
+DEFAULT_OPTIONS = ParseOptions()
+
+
+class Importer(Protocol):
+    """One log format. Implemented by a module (module-level names and functions)."""
+
+    @property
+    def NAME(self) -> str:  # a module constant in the implementations
+        """The format's name: ``--format NAME`` and the run header's ``format``."""
+
+    @property
+    def HINTS(self) -> tuple[bytes, ...]:
+        """Keys (as they appear in JSON) the format writes. An unrecognised file's closest format
+        is the one whose keys it holds most of: a hint for the error message, never a detection."""
+
+    def sniff(self, head: bytes) -> bool:
+        """Whether the file's first bytes are this format (the registry tries formats in order)."""
+
+    def continuations(self, data: bytes, source: str) -> tuple[str, ...]:
+        """Paths (beside ``source``) where the file continuing ``data`` may be, in the order to
+        try; () when ``data`` is not continued. The registry reads the first regular file among
+        them that it has not read yet, and asks again of that file's bytes."""
+
+    def parse(self, data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
+        """The run in ``data`` (``source`` names it in messages). A malformed record is a
+        ``Rejection`` of the run; a file that cannot be used at all raises ``InputError``."""
+
+
+def no_continuations(data: bytes, source: str) -> tuple[str, ...]:
+    """``Importer.continuations`` of a format whose files are never continued."""
+    return ()
