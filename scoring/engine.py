@@ -26,6 +26,7 @@ counted once: the totals are computed from block results, never accumulated as a
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -36,7 +37,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .errors import InputError, LitmusReviewError
 from .ingest import BLOCK_BYTES, ROW_COLUMNS, Block, _decode_header, score_bytes
@@ -476,6 +477,64 @@ def write_part(scored: Scored | BlockDigest, final: RunResult, index: int, tmp_u
 
 
 # --- the client ----------------------------------------------------------------------------
+
+
+WORKSPACE_WINDOW = 8
+"""Blocks in flight per worker when a workspace import takes the blocks back in order: the
+workers keep scoring ahead while the client writes, and hold a few blocks each, not the run."""
+
+
+def workspace_scorer(plan: RunPlan, client, *, block_bytes: int = BLOCK_BYTES,
+                     reclassifier: str | None = None) -> Callable[[Any], Iterator[Block]]:
+    """``Workspace.import_run``'s ``scorer`` for ``import --engine dask``: the run's blocks are
+    read and scored on the cluster (``score_block``, the tasks ``score`` runs) and come back to
+    the client in file order, which writes them into SQLite as the local import does (line
+    numbers, ids seen in two blocks and the counts are the workspace writer's). Each block's
+    share of the side log is applied to the client's ``pay`` so its recapture report is the
+    local one. A block that fails stops the import with its file and line."""
+
+    def blocks(pay) -> Iterator[Block]:
+        bounds = iter(enumerate(block_bounds(plan, block_bytes)))
+        tag = uuid.uuid4().hex[:8]
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        window = WORKSPACE_WINDOW * workers
+        pending: collections.deque = collections.deque()
+
+        def top_up() -> None:
+            while len(pending) < window:
+                nxt = next(bounds, None)
+                if nxt is None:
+                    return
+                i, (start, end) = nxt
+                pending.append(client.submit(score_block, plan, start, end, reclassifier,
+                                             key=f"litmus-import-{tag}-{i}"))
+
+        shift = plan.first_line  # as finish_run numbers lines: the first record line is first_line + 1
+        try:
+            top_up()
+            while pending:
+                future = pending.popleft()
+                top_up()
+                res = future.result()
+                future.release()
+                if isinstance(res, BlockDigest):
+                    rel, at, message = res.error or (1, 0, "no result")
+                    raise EngineError(f"{plan.source}:{shift + rel}: the block starting at byte {at:,} failed: "
+                                      f"{message}")
+                if res.recapture is not None and pay is not None:
+                    taken, applied, refused = res.recapture
+                    for key in taken:
+                        pay._payloads.pop(tuple(key), None)
+                    pay.applied += applied
+                    pay._rejected.extend(refused)
+                shift += res.block.lines
+                yield res.block
+        finally:
+            if pending:
+                client.cancel(list(pending))
+
+    return blocks
+
 
 
 @contextlib.contextmanager

@@ -504,3 +504,123 @@ def test_real_logs_converted_to_canonical_score_the_same(shared_real, tmp_path):
         rows = [tuple(r[c] for c in ROW_COLUMNS) for r in ws.trajectory_rows(key)]
         got = [r[1:] for r in table_rows(tmp_path / f"r{i}" / "out", res.run_key)]
         assert got == rows, run["source"]
+
+
+# --- import --engine dask: blocks scored on the cluster, rows written into the workspace -------
+
+
+class InlineClient:
+    """A client that runs each task when it is submitted (the cluster's part, in this process)."""
+
+    class Done:
+        def __init__(self, value) -> None:
+            self.value = value
+
+        def result(self):
+            return self.value
+
+        def release(self) -> None:
+            pass
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def submit(self, fn, *args, key: str):
+        self.keys.append(key)
+        return self.Done(fn(*args))
+
+    def scheduler_info(self) -> dict:
+        return {"workers": {"inline": {}}}
+
+    def cancel(self, futures) -> None:
+        pass
+
+
+RUN_FIELDS_NOT_COMPARED = ("imported_at", "stored_path", "payloads_path")
+"""Where each workspace keeps its copies and when it imported: the rest of the run row must match."""
+
+
+def stored_run(ws: Workspace, key: str) -> dict:
+    from scoring.store import evaluation
+
+    run = {k: v for k, v in ws.run(key).items() if k not in RUN_FIELDS_NOT_COMPARED}
+    rows = [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
+    summary = evaluation(ws, key).as_dict()
+    if summary.get("recapture"):  # the workspace's copy of the side log, in its own folder
+        summary["recapture"]["source"] = Path(summary["recapture"]["source"]).name
+    return {"run": run, "rows": rows, "summary": summary,
+            "copy": Path(ws.run(key)["stored_path"]).read_bytes()}
+
+
+def import_both_ways(tmp_path: Path, path: Path, client, block_bytes: int, payloads: Path | None = None,
+                     reclassifier: str | None = None) -> tuple[dict, dict]:
+    local = Workspace(tmp_path / "local.db")
+    key = local.import_run(path, payloads=payloads, reclassifier=reclassifier).run_key
+    remote = Workspace(tmp_path / "dask.db")
+    plan = engine.plan_run(str(path), None, None if payloads is None else str(payloads))
+    res = remote.import_run(path, payloads=payloads, reclassifier=reclassifier,
+                            scorer=engine.workspace_scorer(plan, client, block_bytes=block_bytes,
+                                                           reclassifier=reclassifier))
+    assert res.run_key == key
+    return stored_run(local, key), stored_run(remote, key)
+
+
+@pytest.mark.parametrize("block_bytes", [2048, 1 << 16])
+def test_an_import_scored_in_blocks_elsewhere_stores_the_local_imports_rows(tmp_path, block_bytes):
+    """``Workspace.import_run(scorer=engine.workspace_scorer(...))``: many engine blocks (the
+    local import scores this run as one), ids seen twice across blocks: the same run row,
+    trajectory rows, summary and stored copy as the local import, key for key."""
+    path = _with_duplicates(tmp_path)
+    client = InlineClient()
+    local, remote = import_both_ways(tmp_path, path, client, block_bytes)
+    assert remote == local
+    assert local["summary"]["rejected"] == 4
+    assert len(client.keys) == len(engine.block_bounds(engine.plan_run(str(path)), block_bytes))
+
+
+def test_an_import_scored_elsewhere_applies_the_side_log_as_locally(tmp_path):
+    side = SAMPLES / "observed-m1.payloads.jsonl"
+    local, remote = import_both_ways(tmp_path, OBSERVED, InlineClient(), 8192, payloads=side)
+    assert remote == local
+    assert local["summary"]["recapture"]["applied"] > 0
+
+
+def test_an_import_whose_block_raises_stores_nothing_and_names_the_line(tmp_path):
+    spec = "tests.plugin_classifiers:raises"
+    ws = Workspace(tmp_path / "ws.db")
+    plan = engine.plan_run(str(OBSERVED))
+    with pytest.raises(engine.EngineError, match=rf"^{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable"):
+        ws.import_run(OBSERVED, reclassifier=spec,
+                      scorer=engine.workspace_scorer(plan, InlineClient(), block_bytes=1 << 16, reclassifier=spec))
+    assert ws.runs() == []
+
+
+def test_cli_import_refuses_other_formats_on_the_dask_engine(tmp_path):
+    res = cli("import", str(OBSERVED), "--engine", "dask", "--format", "inspect", "--db", str(tmp_path / "ws.db"))
+    assert res.exit_code == 2 and "--engine dask imports canonical runs" in res.output
+
+
+@pytest.mark.dask
+def test_import_on_a_cluster_stores_what_the_local_import_stores(cluster, generated, tmp_path):
+    """``import --scheduler``: the samples (with the side logs found beside them), a generated
+    run and a run with duplicated ids, imported through two workers in small blocks, then
+    locally: the two workspaces hold the same run rows, trajectory rows, summaries and copies."""
+    dups = _with_duplicates(tmp_path)
+    paths = [OBSERVED, COMPARE, generated, dups]
+    res = cli("import", *map(str, paths), "--scheduler", cluster.address, "--db", str(tmp_path / "dask.db"),
+              "--block-bytes", str(1 << 15))
+    assert res.exit_code == 0, res.output
+    local = cli("import", *map(str, paths), "--db", str(tmp_path / "local.db"))
+    assert local.exit_code == 0, local.output
+    assert res.stdout == local.stdout and res.stderr == local.stderr
+    a, b = Workspace(tmp_path / "dask.db"), Workspace(tmp_path / "local.db")
+    keys = [r["run_key"] for r in b.runs()]
+    assert sorted(keys) == sorted(r["run_key"] for r in a.runs()) and len(keys) == 4
+    for key in keys:
+        assert stored_run(a, key) == stored_run(b, key), key
+    # A block that raises on the cluster: located, nothing stored, exit 2.
+    res = cli("import", str(OBSERVED), "--scheduler", cluster.address, "--db", str(tmp_path / "bad.db"),
+              "--block-bytes", str(1 << 16), "--classifier", "tests.plugin_classifiers:raises", "--no-auto-payloads")
+    assert res.exit_code == 2
+    assert re.search(rf"{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable", res.output), res.output
+    assert Workspace(tmp_path / "bad.db").runs() == []
