@@ -57,6 +57,9 @@ _ID, _LINE, _CALLS = (ROW_COLUMNS.index(c) for c in ("trajectory_id", "line", "t
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
+AGGREGATES_FILE = "aggregates.json"
+"""Beside summary.json: per run, what the app's charts draw, aggregated by the engine (the run's
+``Summary`` and each category's, the waterfall's steps), so opening a table reads no row."""
 
 
 class EngineError(LitmusReviewError, RuntimeError):
@@ -126,6 +129,8 @@ class RunResult:
     rows: int
     error: str | None = None
     error_line: int | None = None
+    aggregates: dict | None = None
+    """With a table (``aggregates=True``): what the app draws, aggregated here (``AGGREGATES_FILE``)."""
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -334,7 +339,7 @@ def file_sha256(plan: RunPlan) -> str | tuple[str]:
 
 
 def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | None,
-               *digests: BlockDigest) -> RunResult:
+               *digests: BlockDigest, aggregates: bool = False) -> RunResult:
     """The final stage of one run, on a worker: line numbers (a prefix sum of the blocks' line
     counts), ids seen twice (as the workspace writer settles them), the score columns, and the
     summary by ``aggregate.summarize`` through ``report.Evaluation`` (the ``score --json`` shape)."""
@@ -351,7 +356,7 @@ def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | Non
     if isinstance(content, tuple):
         return RunResult(None, None, None, shifts, [], 0, error=f"{plan.source}: {content[0]}")
     rejected, keep, drops, n_calls, seen = _settle(plan.source, digests, shifts)
-    return _evaluate(plan, content, reclassifier, digests, rejected, keep, drops, n_calls, seen, shifts)
+    return _evaluate(plan, content, reclassifier, digests, rejected, keep, drops, n_calls, seen, shifts, aggregates)
 
 
 def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
@@ -400,7 +405,7 @@ def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
 
 def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Sequence[BlockDigest],
               rejected: list[Rejection], keep: list[list[int]], drops: list[list[int]], n_calls: int, seen: int,
-              shifts: list[int]) -> RunResult:
+              shifts: list[int], aggregates: bool = False) -> RunResult:
     from .aggregate import ScoreColumns, summarize
     from .cli import render_table
     from .importers import canonical
@@ -440,7 +445,17 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
     # As the workspace keys the run: its content, and what else changes its scores.
     run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
     rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops))
-    return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows)
+    return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows,
+                     aggregates=_aggregates(cols, ev.summary) if aggregates else None)
+
+
+def _aggregates(cols, summary) -> dict:
+    """What the app's charts of a run draw, without labels (``scoretable`` applies them)."""
+    from .aggregate import by_category, summarize_by, waterfall
+
+    return {"summary": summary.as_dict(),
+            "by_category": {k: v.as_dict() for k, v in summarize_by(cols, by_category).items()},
+            "waterfall": [[w.name, w.rate, w.delta_pp, w.trajectories] for w in waterfall(cols, None, summary)]}
 
 
 def table_schema():
@@ -581,7 +596,8 @@ def _run_graph(client, plans: list[RunPlan], block_bytes: int, reclassifier: str
                   for i, (s, e) in enumerate(bounds)]
         digests = [client.submit(digest, b, key=f"litmus-digest-{tag}-{i}") for i, b in enumerate(blocks)]
         content = client.submit(file_sha256, plan, key=f"litmus-sha256-{tag}")
-        final = client.submit(finish_run, plan, content, reclassifier, *digests, key=f"litmus-final-{tag}")
+        final = client.submit(finish_run, plan, content, reclassifier, *digests, aggregates=tmp is not None,
+                              key=f"litmus-final-{tag}")
         finals.append(final)
         if tmp is not None:  # in the same graph: a block's rows are dropped once its part is written
             writes += [client.submit(write_part, b, final, i, tmp, storage_options, plan.url,
@@ -624,6 +640,8 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
     fs.invalidate_cache()  # the workers wrote the parts: this client's listings are stale
     with fs.open(f"{tmp_path}/{KEYS_FILE}", "w") as fh:
         json.dump([r.run_key for r in results], fh)  # the partition of each summary, in order
+    with fs.open(f"{tmp_path}/{AGGREGATES_FILE}", "w") as fh:
+        json.dump([r.aggregates for r in results], fh)
     with fs.open(f"{tmp_path}/{SUMMARY_FILE}", "w") as fh:
         json.dump([r.summary for r in results], fh)
     if tmp != out:

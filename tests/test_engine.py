@@ -47,7 +47,8 @@ def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None, payloads=N
     for i, p in enumerate(paths):
         plan = engine.plan_run(str(p), None, str(payloads[i]) if payloads else None)
         blocks = [engine.score_block(plan, s, e, reclassifier) for s, e in engine.block_bounds(plan, block_bytes)]
-        res = engine.finish_run(plan, engine.file_sha256(plan), reclassifier, *map(engine.digest, blocks))
+        res = engine.finish_run(plan, engine.file_sha256(plan), reclassifier, *map(engine.digest, blocks),
+                                aggregates=True)
         assert res.error is None, res.error
         assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
         results.append(res)

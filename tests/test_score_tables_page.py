@@ -36,8 +36,17 @@ def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label.startswith(label))
 
 
-def test_a_score_table_opens_with_the_engines_rates_and_a_chart_from_its_rows(page, table):
+def test_a_score_table_opens_with_the_engines_rates_and_charts_without_reading_every_row(page, table,
+                                                                                       monkeypatch):
+    """Rates and charts from the engine's aggregates; the trajectory list is the table's first
+    rows: nothing reads a run's whole table (the readers that would are made to fail)."""
     out, res, _run = table
+
+    def whole(*_a, **_k):
+        raise AssertionError("the page read a whole run of the table")
+
+    for name in ("table_run", "read_table", "table_summary"):
+        monkeypatch.setattr(engine, name, whole)
     page.text_input(key="score_table_location").input(str(out)).run()
     assert not page.exception, page.exception
     s = res.summary
@@ -45,10 +54,16 @@ def test_a_score_table_opens_with_the_engines_rates_and_a_chart_from_its_rows(pa
     assert metric(page, "Lenient") == f"{100 * s['safe_rate_lenient']:.2f}%"
     assert metric(page, "UNSCORED") == f"{s['unscored']:,}"
     assert metric(page, "Phantom") == f"{s['phantom_safety_excluding_pending_pp']:+.2f} pp"
-    spec = json.loads(page.get("plotly_chart")[0].proto.spec)
-    bars = spec["data"][0]
-    assert dict(zip(bars["y"], bars["x"])) == s["unscored_by_reason"]  # drawn from the table's rows
-    assert len(page.dataframe[-1].value) == s["trajectories"]
+    assert metric(page, "Reviewed") == f"{100 * s['safe_rate_reviewed']:.2f}%"
+    charts = [json.loads(c.proto.spec) for c in page.get("plotly_chart")]
+    assert len(charts) == 3  # the waterfall, UNSCORED by reason, phantom safety by category
+    bars = charts[1]["data"][0]
+    assert dict(zip(bars["y"], bars["x"], strict=True)) == s["unscored_by_reason"]  # the engine's aggregate
+    assert charts[0]["data"][0]["y"][0] == pytest.approx(100 * s["safe_rate_lenient"])  # the waterfall starts there
+    assert len(page.dataframe[-1].value) == s["trajectories"]  # fewer than the page's row cap
+    page.selectbox(key="score_table_show").select("Inconclusive (to review)").run()
+    assert set(page.dataframe[-1].value["status"]) == {"inconclusive"}
+    assert len(page.dataframe[-1].value) == s["inconclusive"]
 
 
 def test_a_trajectory_replays_from_the_runs_source(page, table):
@@ -70,3 +85,43 @@ def test_a_directory_that_is_not_a_score_table_is_refused(page, tmp_path):
     assert not page.exception
     assert any("not a score table" in e.value for e in page.error)
     assert "no summary.json" in " ".join(c.value for c in page.code)
+
+
+def test_a_label_given_on_a_table_is_the_workspaces_and_moves_the_reviewed_rate(page, table):
+    """Review from the table: an Inconclusive trajectory replayed from its source takes a label;
+    it is stored in the workspace under the table's run key and the reviewed rate shown for
+    the table is the one ``summarize`` gives with it."""
+    from pages._shared import loaders, state
+    from scoring.aggregate import ScoreColumns, summarize
+    from scoring.model import ReviewLabel
+
+    out, res, _run = table
+    page.session_state[state.REVIEWER] = "ana"
+    page.text_input(key="score_table_location").input(str(out)).run()
+    tid = next(r["trajectory_id"] for r in engine.read_table(str(out)).to_pylist() if r["status"] == "inconclusive")
+    page.text_input(key="score_table_replay").input(tid).run()
+    assert not page.exception, page.exception
+    assert "Labels: none yet" in [t.value for t in page.text]
+    page.button(key="score_table_label_genuine_decline").click().run()
+    assert not page.exception, page.exception
+    ws = loaders.workspace()
+    assert ws.final_labels(res.run_key) == {tid: ReviewLabel.GENUINE_DECLINE}
+    rows = engine.read_table(str(out)).to_pylist()
+    cols = ScoreColumns.build(*([r[c] for r in rows] for c in engine.SCORE_FIELDS))
+    want = summarize(cols, ws.final_labels(res.run_key))
+    assert want.reviewed.value != res.summary["safe_rate_reviewed"]
+    assert metric(page, "Reviewed") == f"{100 * want.reviewed.value:.2f}%"
+    assert "ana: genuine_decline" in " ".join(t.value for t in page.text)
+    assert any("29 pending review" in c.value for c in page.caption)
+
+
+def test_without_the_dask_extra_the_page_says_how_to_install_it(app, monkeypatch):
+    import sys
+
+    import scoring
+
+    monkeypatch.setitem(sys.modules, "scoring.scoretable", None)  # as if pyarrow/fsspec were absent
+    monkeypatch.delattr(scoring, "scoretable", raising=False)
+    app.switch_page("pages/score_tables.py").run()
+    assert not app.exception
+    assert any("pip install 'litmus-review[dask]'" in i.value for i in app.info)
