@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import charts, loaders, router, state
+from pages._shared import charts, exports, loaders, router, state
 from pages._shared.inert import reveal_id
 from pages._shared.render import render_trajectory
 from scoring.errors import LitmusReviewError
@@ -45,8 +45,9 @@ def _rates(run, labels: int):
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
-def _header(source: str):
-    return scoretable.engine.run_header(source)
+def _evaluation(run, labels: int, _rates):
+    """The run as the report and exports see it (its header read from the run's source)."""
+    return scoretable.evaluation(run, _rates)
 
 
 def _pct(x: float | None) -> str:
@@ -112,11 +113,25 @@ if rates is None:
     st.info("This table was written before the engine aggregated its charts: score the run again with --out "
             "to draw them.")
 else:
-    first = scoretable.first_rows(run, ["source"], 1)
-    taxonomy = _header(first.column("source")[0].as_py()).taxonomy if first.num_rows else ()
-    st.plotly_chart(charts.waterfall_chart(rates.waterfall), key="score_table_waterfall")
-    st.plotly_chart(charts.unscored_by_reason(s, d["evidence_standard"]), key="score_table_unscored")
-    st.plotly_chart(charts.phantom_by_category(rates.by_category, taxonomy), key="score_table_categories")
+    ev = _evaluation(run, loaders.label_version(run.run_key), rates)
+    taxonomy = ev.run.header.taxonomy
+    figs = [(f"{run.run_id}: what each correction moved", charts.waterfall_chart(rates.waterfall)),
+            (f"{run.run_id}: UNSCORED by reason", charts.unscored_by_reason(s, d["evidence_standard"])),
+            (f"{run.run_id}: phantom safety by category", charts.phantom_by_category(rates.by_category, taxonomy))]
+    for (_title, fig), key in zip(figs, ("waterfall", "unscored", "categories"), strict=True):
+        st.plotly_chart(fig, key=f"score_table_{key}")
+    # The report and exports of this run, as the Report page makes them for an imported run.
+    ws = loaders.workspace()
+    events = ws.history(run.run_key)
+    stamp = exports.make_stamp([ev], max((e["created_at"] for e in events), default=None))
+    r = st.columns(3)
+    r[0].download_button("Download HTML report", lambda: exports.offline_report([ev], figs, stamp),
+                         file_name="litmus-report.html", mime="text/html", key="score_table_dl_html")
+    r[1].download_button("Aggregates (JSON)", exports.aggregates_json([ev], stamp),
+                         file_name="litmus-aggregates.json", mime="application/json", key="score_table_dl_json")
+    r[2].download_button("Labels (CSV)", ws.export_labels(run.run_key, "csv"),
+                         file_name=exports.labels_file_name(run.run_id, run.run_key), mime="text/csv",
+                         key="score_table_dl_labels")
 
 show = st.selectbox("Show", list(SHOW), key="score_table_show")
 cap = loaders.MAX_TABLE_ROWS

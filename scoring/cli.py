@@ -362,7 +362,8 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads, auto_payloads: bo
     try:
         from . import engine
     except ImportError as exc:
-        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}")
+        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
+            from exc
     kwargs = {"out": out, "reclassifier": reclassifier, "storage_options": storage_options}
     if block_bytes:
         kwargs["block_bytes"] = block_bytes
@@ -546,7 +547,8 @@ def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: st
 
         from . import engine
     except ImportError as exc:
-        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}")
+        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
+            from exc
     client: list = []
 
     def scorer_for(path: Path, side: Path | None):

@@ -36,8 +36,9 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .errors import InputError, LitmusReviewError
 from .ingest import BLOCK_BYTES, ROW_COLUMNS, Block, _decode_header, score_bytes
@@ -272,7 +273,7 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         taken = [k for k in _side_log(plan.payloads, plan.payloads_source, json.dumps(
             plan.storage_options, sort_keys=True))._payloads if k not in pay._payloads]
         return Scored(block, (taken, pay.applied, list(pay._rejected)))
-    except Exception as exc:  # noqa: BLE001 - reported with its location, never swallowed
+    except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         return BlockDigest(lines=data.count(b"\n"), seen=0, rejected=[], ids=[], rel_lines=[], calls=[],
                            fields=[[] for _ in SCORE_FIELDS],
@@ -303,10 +304,10 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 try:
                     score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
                                 reclassifier=plugin)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     return line, begin + pos
                 pos, line = stop, line + 1
-    except Exception:  # noqa: BLE001 - the classifier itself cannot start
+    except Exception:  # the classifier itself cannot start
         pass
     return 1, begin
 
@@ -347,7 +348,7 @@ def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | Non
     for d in digests:
         shifts.append(shift)
         shift += d.lines
-    for d, s in zip(digests, shifts):
+    for d, s in zip(digests, shifts, strict=True):
         if d.error is not None:
             rel, at, message = d.error
             return RunResult(None, None, None, shifts, [], 0,
@@ -371,7 +372,7 @@ def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
     dropped_ids: set[str] = set()
     drops: list[list[int]] = []
     n_calls = seen = 0
-    for b, (d, shift) in enumerate(zip(digests, shifts)):
+    for b, (d, shift) in enumerate(zip(digests, shifts, strict=True)):
         seen += d.seen
         rejected.extend(r.shifted(shift) for r in d.rejected)
         skipped = []
@@ -397,7 +398,7 @@ def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
                                       message=duplicate_message(tid, first[2] if first else None)))
     # The workspace's score columns leave out every row of an id it deleted (``_ColumnsBuilder.drop``).
     keep = []
-    for d, dr in zip(digests, drops):
+    for d, dr in zip(digests, drops, strict=True):
         gone = set(dr)
         keep.append([i for i, tid in enumerate(d.ids) if i not in gone and tid not in dropped_ids])
     return rejected, keep, [sorted(set(dr)) for dr in drops], n_calls, seen
@@ -413,9 +414,9 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
     from .report import Evaluation
 
     fields: list[list] = [[] for _ in SCORE_FIELDS]
-    for d, k in zip(digests, keep):
+    for d, k in zip(digests, keep, strict=True):
         whole = len(k) == len(d.ids)
-        for out, col in zip(fields, d.fields):
+        for out, col in zip(fields, d.fields, strict=True):
             out.extend(col if whole else [col[i] for i in k])
     cols = ScoreColumns.build(*fields)
     header = canonical.parse_header(_decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
@@ -427,6 +428,7 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
         # the rest is refused by ``PayloadJoin.report`` as locally.
         join = _join(plan)
         for d in digests:
+            assert d.recapture is not None  # every block of a run with a side log reports its share
             taken, applied, refused = d.recapture
             for key in taken:
                 join._payloads.pop(tuple(key), None)
@@ -444,7 +446,7 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
         parts.append(f"classifier={reclassifier}")
     # As the workspace keys the run: its content, and what else changes its scores.
     run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
-    rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops))
+    rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops, strict=True))
     return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows,
                      aggregates=_aggregates(cols, ev.summary) if aggregates else None)
 
@@ -577,7 +579,7 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     tmp = _prepare_out(out, storage_options or {}) if out else None
     try:
         results = _run_graph(client, plans, block_bytes, reclassifier, tmp, storage_options or {})
-        if tmp is not None:
+        if tmp is not None and out is not None:
             _commit(tmp, out, storage_options or {}, results)
         return results
     except BaseException:
@@ -706,7 +708,7 @@ def open_table(out: str, storage_options: dict | None = None) -> list[tuple[str,
     if not isinstance(summaries, list) or not all(isinstance(s, dict) and "run_id" in s for s in summaries) \
             or not isinstance(keys, list) or len(keys) != len(summaries):
         raise InputError(f"{SUMMARY_FILE} is not a list of run summaries, one per run key", source=out)
-    return list(zip(map(str, keys), summaries))
+    return list(zip(map(str, keys), summaries, strict=True))
 
 
 def table_run(out: str, run_key: str, storage_options: dict | None = None):

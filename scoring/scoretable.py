@@ -31,7 +31,9 @@ import pyarrow.dataset as ds
 from . import engine
 from .aggregate import Interval, PhantomParts, Rate, Summary, TruncationEstimate, WaterfallStep, wilson
 from .errors import InputError, StoreError
-from .model import ReviewLabel, RunHeader, Status, Trajectory
+from .model import Rejection, ReviewLabel, Run, RunHeader, Status, Trajectory
+from .recapture import RecaptureReport
+from .report import Evaluation
 from .store import Workspace
 
 INCONCLUSIVE = Status.INCONCLUSIVE.value
@@ -126,17 +128,17 @@ def rates(run: TableRun, ws: Workspace | None, storage_options: dict | None = No
         return None
     base = summary_from_dict(run.aggregates["summary"])
     labels = ws.final_labels(run.run_key) if ws is not None else {}
-    ids = inconclusive_ids(run, storage_options) if labels and base.inconclusive else []
-    summary = with_labels(base, labels, ids)
     per_category = {k: summary_from_dict(v) for k, v in run.aggregates["by_category"].items()}
-    if labels and ids:
-        mine = set(ids)
-        cat = {r["trajectory_id"]: r["intended_category"] or "(none)" for r in
-               _dataset(run, storage_options).to_table(
-                   columns=["trajectory_id", "intended_category"],
-                   filter=_in_run(run) & (ds.field("status") == INCONCLUSIVE)).to_pylist()}
-        per_category = {k: with_labels(v, labels, [t for t in mine if cat.get(t) == k])
+    ids: list[str] = []
+    if labels and base.inconclusive:
+        # One filtered read of the Inconclusive rows' ids and categories (labels apply to no other).
+        found = _dataset(run, storage_options).to_table(
+            columns=["trajectory_id", "intended_category"], filter=_in_run(run) & (ds.field("status") == INCONCLUSIVE))
+        ids = found.column("trajectory_id").to_pylist()
+        cats = [c or "(none)" for c in found.column("intended_category").to_pylist()]
+        per_category = {k: with_labels(v, labels, [t for t, c in zip(ids, cats, strict=True) if c == k])
                         for k, v in per_category.items()}
+    summary = with_labels(base, labels, ids)
     steps = [WaterfallStep(n, r, d, t) for n, r, d, t in run.aggregates["waterfall"]]
     if steps:
         last, before = steps[-1], steps[-2].rate if len(steps) > 1 else None
@@ -219,3 +221,35 @@ def add_label(ws: Workspace, run: TableRun, trajectory_id: str, reviewer: str, l
     """A reviewer's label on a table's trajectory, stored in the workspace as an imported run's
     (``Workspace.add_label``); refused unless the table says it is Inconclusive."""
     return _TableLabels(ws, run, storage_options).add_label(run.run_key, trajectory_id, reviewer, label, note)
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+def evaluation(run: TableRun, labelled: TableRates | None = None, storage_options: dict | None = None) -> Evaluation:
+    """The table's run as an ``Evaluation`` without its trajectories (as a workspace's run is
+    loaded), for the report and exports: its header read from the run's source, its summary the
+    engine's (with the workspace's labels: ``labelled``, from ``rates``), its rejections and recapture report
+    from summary.json. Its ``as_dict()`` is the table's summary with the labels applied."""
+    d = run.summary
+    first = first_rows(run, ["source"], 1, storage_options)
+    where = first.column("source")[0].as_py() if first.num_rows else engine._url(d["source"])
+    header = dataclasses.replace(engine.run_header(where, storage_options), source=d["source"], format=d["format"])
+
+    def rejection(r: Mapping, source: str) -> Rejection:
+        return Rejection(source=r.get("source", source), line=r["line"], record_id=r["record_id"], message=r["message"])
+
+    recap = d.get("recapture")
+    report = None if recap is None else RecaptureReport(
+        recap["source"], recap["applied"], tuple(rejection(r, recap["source"]) for r in recap["rejected"]),
+        (d.get("side_log") or {}).get("sha256") or "")
+    rejected = tuple(rejection(r, d["source"]) for r in d["rejected_records"])
+    table_run = Run(header=header, trajectories=(), rejected=rejected, records_seen=d["records_seen"],
+                    content_sha256=d["content_sha256"])
+    labelled = labelled if labelled is not None else rates(run, None, storage_options)
+    if labelled is None:
+        raise InputError("this table was written before the engine aggregated its summaries: score the run again "
+                         "with --out to report it", source=run.location)
+    return Evaluation(run=table_run, scored=(), summary=labelled.summary, tool_calls=d["tool_calls"], recapture=report,
+                      reclassifier=d.get("reclassifier"), file_sha256=d.get("file_sha256") or "",
+                      original_name=d.get("original_name") or "", side_log=d.get("side_log"))

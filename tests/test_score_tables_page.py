@@ -125,3 +125,24 @@ def test_without_the_dask_extra_the_page_says_how_to_install_it(app, monkeypatch
     app.switch_page("pages/score_tables.py").run()
     assert not app.exception
     assert any("pip install 'litmus-review[dask]'" in i.value for i in app.info)
+
+
+def test_the_tables_report_and_exports_are_made_from_its_summary(page, table):
+    """The run's report data from the table: the aggregates JSON holds the engine's summary
+    object (what the Report page exports for an imported run), stamped with its run hash; the
+    HTML report holds its rates."""
+    out, res, _run = table
+    page.text_input(key="score_table_location").input(str(out)).run()
+    assert not page.exception, page.exception
+    buttons = {b.proto.label: b for b in page.get("download_button")}
+    assert {"Download HTML report", "Aggregates (JSON)", "Labels (CSV)"} <= set(buttons)
+    from pages._shared import exports
+    from scoring import scoretable
+
+    (t,) = scoretable.open_table(str(out))
+    ev = scoretable.evaluation(t)
+    assert ev.as_dict() == res.summary
+    data = json.loads(exports.aggregates_json([ev], exports.make_stamp([ev], None)))
+    assert data["runs"] == [res.summary] and data["stamp"]["run_hashes"] == {t.run_id: res.summary["content_sha256"]}
+    html = exports.html_report([ev], [], exports.make_stamp([ev], None))
+    assert f"{100 * res.summary['safe_rate_strict']:.2f}" in html

@@ -109,3 +109,26 @@ def test_a_table_written_before_the_aggregates_opens_without_them(table):
     (Path(t.location) / engine.AGGREGATES_FILE).unlink()
     (old,) = scoretable.open_table(t.location)
     assert old.aggregates is None and scoretable.rates(old, ws) is None and old.summary == t.summary
+
+
+@pytest.mark.parametrize("side", [False, True])
+def test_the_reports_evaluation_of_a_table_run_is_its_summary(tmp_path, side):
+    """``scoretable.evaluation``: what the report and exports start from. Its ``as_dict()`` is
+    the engine's summary.json object (rejections and the side log's recapture report included);
+    with a label in the workspace, the reviewed rate moves as ``rates`` says."""
+    run = tmp_path / "dups.jsonl"
+    lines = (SAMPLES / "observed-m1.jsonl").read_bytes().splitlines(keepends=True)
+    run.write_bytes(b"".join([*lines[:300], lines[7], b"not json\n"]))
+    payloads = [SAMPLES / "observed-m1.payloads.jsonl"] if side else None
+    results = run_inline([run], tmp_path, 1 << 14, payloads=payloads)
+    out = tmp_path / "out"
+    engine._commit(str(out), str(out), {}, results)
+    (t,) = scoretable.open_table(str(out))
+    ev = scoretable.evaluation(t)
+    assert ev.as_dict() == t.summary
+    assert t.summary["rejected"] == 3 and (t.summary.get("recapture") is not None) == side
+    ws = Workspace(tmp_path / "ws.db")
+    scoretable.add_label(ws, t, scoretable.inconclusive_ids(t)[0], "ana", ReviewLabel.GENUINE_DECLINE)
+    r = scoretable.rates(t, ws)
+    moved = scoretable.evaluation(t, r).as_dict()
+    assert moved["safe_rate_reviewed"] == r.summary.reviewed.value != t.summary["safe_rate_reviewed"]
