@@ -145,7 +145,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000) -> list[s
 
     parallel = [machine_parallelism() for _ in range(rounds)]
     med = statistics.median
-    ratio = lambda a, b: med([x / y for x, y in zip(a, b)])  # noqa: E731 - per-round ratios
+    ratio = lambda a, b: med([x / y for x, y in zip(a, b, strict=True)])  # noqa: E731 - per-round ratios
     n_blocks = len(engine.block_bounds(engine.plan_run(str(path)), BLOCK_BYTES))
     lines = [
         BEGIN,
@@ -261,7 +261,8 @@ at = AppTest.from_file({root!r} + "/app.py", default_timeout=600)
 at.run()
 at.switch_page("pages/score_tables.py").run()
 assert not at.exception, at.exception
-t = time.perf_counter(); at.text_input(key="score_table_location").input({table!r}).run(); first = time.perf_counter() - t
+box = at.text_input(key="score_table_location").input({table!r})
+t = time.perf_counter(); box.run(); first = time.perf_counter() - t
 assert not at.exception, at.exception
 assert not at.error, [e.value for e in at.error]
 shown = next(m.value for m in at.metric if m.label == "Trajectories")
@@ -307,7 +308,8 @@ def page_timings(table: Path) -> dict:
 def table_section(source: Path, calls: int, parallel: float) -> list[str]:
     """The Score tables page on a score table of about ``calls`` tool calls (copies of the
     bench run): server time of its renders, in a fresh process (AppTest)."""
-    per_run = sum(1 for _ in open(source, "rb")) - 1  # trajectories in the run
+    with open(source, "rb") as fh:
+        per_run = sum(1 for _ in fh) - 1  # trajectories in the run
     replicas = max(1, round(calls / (per_run * 5)))
     info = synth_table(source, OUT / f"table-{replicas}x-{source.stem}", replicas)
     app = page_timings(OUT / f"table-{replicas}x-{source.stem}")
@@ -321,12 +323,14 @@ def table_section(source: Path, calls: int, parallel: float) -> list[str]:
         "(summary.json, aggregates.json) and written by its Parquet writer (a 10 M-call run itself is ≈ 11 GiB of "
         f"JSONL). Made in {info['seconds']:.0f} s (once; reused while the bench run is unchanged). Server time of the "
         "page (AppTest: the script's run), in a fresh process whose app has started"
-        + ("; two free cores." if parallel >= 1.8 else f"; the machine was shared (two-process ratio {parallel:.2f}×)."),
+        + ("; two free cores." if parallel >= 1.8 else
+           f"; the machine was shared (two-process ratio {parallel:.2f}×)."),
         "",
         "| measurement | seconds | target |",
         "|---|---|---|",
         f"| first render of the table in this process (opens it, draws its rates, three charts "
-        f"and its first rows; shows {app['trajectories']} trajectories) | {app['first_s']:.2f} | ≤ 1{ok(app['first_s'])} |",
+        f"and its first rows; shows {app['trajectories']} trajectories) | {app['first_s']:.2f} | "
+        f"≤ 1{ok(app['first_s'])} |",
         f"| render with the page's caches cleared (median of 3) | {app['uncached_s']:.2f} | "
         f"≤ 1{ok(app['uncached_s'])} |",
         f"| rerun (median of 5) | {app['rerun_s']:.2f} | ≤ 1 |",
