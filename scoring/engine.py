@@ -58,6 +58,10 @@ _ID, _LINE, _CALLS = (ROW_COLUMNS.index(c) for c in ("trajectory_id", "line", "t
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
+INCONCLUSIVE_DIR = "inconclusive"
+"""Beside the table: per run, its Inconclusive trajectories' ids and intended categories (the
+only trajectories reviewers' labels apply to), written by the final stage, so the app applies
+labels without scanning the run's rows."""
 AGGREGATES_FILE = "aggregates.json"
 """Beside summary.json: per run, what the app's charts draw, aggregated by the engine (the run's
 ``Summary`` and each category's, the waterfall's steps), so opening a table reads no row."""
@@ -132,6 +136,8 @@ class RunResult:
     error_line: int | None = None
     aggregates: dict | None = None
     """With a table (``aggregates=True``): what the app draws, aggregated here (``AGGREGATES_FILE``)."""
+    inconclusive: tuple[list, list] | None = None
+    """With a table: the Inconclusive trajectories' ids and categories (``INCONCLUSIVE_DIR``)."""
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -340,7 +346,8 @@ def file_sha256(plan: RunPlan) -> str | tuple[str]:
 
 
 def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | None,
-               *digests: BlockDigest, aggregates: bool = False) -> RunResult:
+               *digests: BlockDigest, aggregates: bool = False, table: str | None = None,
+               storage_options: dict | None = None) -> RunResult:
     """The final stage of one run, on a worker: line numbers (a prefix sum of the blocks' line
     counts), ids seen twice (as the workspace writer settles them), the score columns, and the
     summary by ``aggregate.summarize`` through ``report.Evaluation`` (the ``score --json`` shape)."""
@@ -357,7 +364,11 @@ def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | Non
     if isinstance(content, tuple):
         return RunResult(None, None, None, shifts, [], 0, error=f"{plan.source}: {content[0]}")
     rejected, keep, drops, n_calls, seen = _settle(plan.source, digests, shifts)
-    return _evaluate(plan, content, reclassifier, digests, rejected, keep, drops, n_calls, seen, shifts, aggregates)
+    res = _evaluate(plan, content, reclassifier, digests, rejected, keep, drops, n_calls, seen, shifts, aggregates)
+    if table is not None:  # written here, on the worker: the ids do not travel to the client
+        _write_inconclusive(res, table, storage_options or {})
+        res = dataclasses.replace(res, inconclusive=None)
+    return res
 
 
 def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
@@ -448,7 +459,35 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
     run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
     rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops, strict=True))
     return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows,
-                     aggregates=_aggregates(cols, ev.summary) if aggregates else None)
+                     aggregates=_aggregates(cols, ev.summary) if aggregates else None,
+                     inconclusive=_inconclusive(cols) if aggregates else None)
+
+
+def _inconclusive(cols) -> tuple[list, list]:
+    """(ids, intended categories) of the run's Inconclusive trajectories, in file order."""
+    import numpy as np
+
+    from .aggregate import _STATUS_CODE
+    from .model import Status
+
+    at = np.flatnonzero(cols.status == _STATUS_CODE[Status.INCONCLUSIVE])
+    return [str(x) for x in cols.ids[at]], [None if c is None else str(c) for c in cols.categories[at]]
+
+
+def _write_inconclusive(res: RunResult, table: str, storage_options: dict) -> None:
+    """The run's ``INCONCLUSIVE_DIR`` part (idempotent: a retried final stage writes it again)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if res.error is not None or res.inconclusive is None:
+        return
+    ids, cats = res.inconclusive
+    fs, base = _fs(table, storage_options)
+    folder = f"{base}/{INCONCLUSIVE_DIR}/run_key={res.run_key}"
+    fs.makedirs(folder, exist_ok=True)
+    with fs.open(f"{folder}/part-0.parquet", "wb") as fh:
+        pq.write_table(pa.table({"trajectory_id": pa.array(ids, pa.string()),
+                                 "intended_category": pa.array(cats, pa.string())}), fh)
 
 
 def _aggregates(cols, summary) -> dict:
@@ -599,6 +638,7 @@ def _run_graph(client, plans: list[RunPlan], block_bytes: int, reclassifier: str
         digests = [client.submit(digest, b, key=f"litmus-digest-{tag}-{i}") for i, b in enumerate(blocks)]
         content = client.submit(file_sha256, plan, key=f"litmus-sha256-{tag}")
         final = client.submit(finish_run, plan, content, reclassifier, *digests, aggregates=tmp is not None,
+                              table=tmp, storage_options=storage_options,
                               key=f"litmus-final-{tag}")
         finals.append(final)
         if tmp is not None:  # in the same graph: a block's rows are dropped once its part is written
@@ -640,6 +680,8 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
     not at all."""
     fs, tmp_path = _fs(tmp, storage_options)
     fs.invalidate_cache()  # the workers wrote the parts: this client's listings are stale
+    for r in results:  # a final stage run without ``table`` (in this process) left its index here
+        _write_inconclusive(r, tmp, storage_options)
     with fs.open(f"{tmp_path}/{KEYS_FILE}", "w") as fh:
         json.dump([r.run_key for r in results], fh)  # the partition of each summary, in order
     with fs.open(f"{tmp_path}/{AGGREGATES_FILE}", "w") as fh:

@@ -131,9 +131,7 @@ def rates(run: TableRun, ws: Workspace | None, storage_options: dict | None = No
     per_category = {k: summary_from_dict(v) for k, v in run.aggregates["by_category"].items()}
     ids: list[str] = []
     if labels and base.inconclusive:
-        # One filtered read of the Inconclusive rows' ids and categories (labels apply to no other).
-        found = _dataset(run, storage_options).to_table(
-            columns=["trajectory_id", "intended_category"], filter=_in_run(run) & (ds.field("status") == INCONCLUSIVE))
+        found = _inconclusive(run, storage_options)
         ids = found.column("trajectory_id").to_pylist()
         cats = [c or "(none)" for c in found.column("intended_category").to_pylist()]
         per_category = {k: with_labels(v, labels, [t for t, c in zip(ids, cats, strict=True) if c == k])
@@ -152,34 +150,42 @@ def rates(run: TableRun, ws: Workspace | None, storage_options: dict | None = No
 
 
 def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
+    """The run's own partition of the table (only its parts are listed)."""
     fs, path = fsspec.core.url_to_fs(engine._url(run.location), **dict(storage_options or {}))
-    # The partition's type said, not guessed: a run key of 64 decimal digits is still a string.
-    part = ds.partitioning(pa.schema([("run_key", pa.string())]), flavor="hive")
-    return ds.dataset(f"{path.rstrip('/')}/{engine.TABLE_DIR}", filesystem=fs, format="parquet", partitioning=part)
+    return ds.dataset(f"{path.rstrip('/')}/{engine.TABLE_DIR}/run_key={run.run_key}", filesystem=fs,
+                      format="parquet")
 
 
-def _in_run(run: TableRun):
-    return ds.field("run_key") == run.run_key
+def _inconclusive(run: TableRun, storage_options: dict | None = None) -> pa.Table:
+    """The run's Inconclusive trajectories (ids, intended categories): the engine's index of them
+    (``engine.INCONCLUSIVE_DIR``, one small file), else a filtered read of the table's rows."""
+    fs, path = fsspec.core.url_to_fs(engine._url(run.location), **dict(storage_options or {}))
+    index = f"{path.rstrip('/')}/{engine.INCONCLUSIVE_DIR}/run_key={run.run_key}/part-0.parquet"
+    if fs.exists(index):
+        import pyarrow.parquet as pq
+
+        with fs.open(index, "rb") as fh:
+            return pq.read_table(fh)
+    return _dataset(run, storage_options).to_table(
+        columns=["trajectory_id", "intended_category"], filter=ds.field("status") == INCONCLUSIVE)
 
 
 def inconclusive_ids(run: TableRun, storage_options: dict | None = None) -> list[str]:
     """The ids of the run's Inconclusive trajectories (the only ones labels apply to)."""
-    table = _dataset(run, storage_options).to_table(
-        columns=["trajectory_id"], filter=_in_run(run) & (ds.field("status") == INCONCLUSIVE))
-    return table.column("trajectory_id").to_pylist()
+    return _inconclusive(run, storage_options).column("trajectory_id").to_pylist()
 
 
 def first_rows(run: TableRun, columns: Sequence[str], n: int, storage_options: dict | None = None,
                status: str | None = None) -> pa.Table:
     """The run's first ``n`` rows (in file order), only ``columns``; ``status``: of that status."""
-    where = _in_run(run) if status is None else _in_run(run) & (ds.field("status") == status)
+    where = None if status is None else ds.field("status") == status
     return _dataset(run, storage_options).head(n, columns=list(columns), filter=where)
 
 
 def find_row(run: TableRun, trajectory_id: str, storage_options: dict | None = None) -> dict | None:
     """The run's row for one trajectory id, or None."""
     rows = _dataset(run, storage_options).to_table(
-        filter=_in_run(run) & (ds.field("trajectory_id") == trajectory_id)).to_pylist()
+        filter=ds.field("trajectory_id") == trajectory_id).to_pylist()
     return rows[0] if rows else None
 
 

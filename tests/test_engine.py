@@ -339,6 +339,9 @@ def test_a_cluster_scores_like_the_local_path_and_writes_the_workspace_rows(clus
     sides = [p.with_name(p.stem + ".payloads.jsonl") for p in paths]
     assert [d["side_log"]["source"] for d in dask_json] == list(map(str, sides))
     assert json.loads((out / "summary.json").read_text()) == dask_json
+    # The final stages wrote each run's index of Inconclusive trajectories (the app's labels use it).
+    assert sorted(p.name for p in (out / "inconclusive").iterdir()) == \
+        sorted(f"run_key={k}" for k in json.loads((out / "run_keys.json").read_text()))
     for i, path in enumerate(paths):
         (tmp_path / f"ws{i}").mkdir()
         key, rows = workspace_rows(tmp_path / f"ws{i}", path, sides[i])
