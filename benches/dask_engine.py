@@ -282,7 +282,7 @@ for _ in range(3):
     at.session_state["bench_nonce"] = time.time()
     t = time.perf_counter(); at.run(); uncached.append(time.perf_counter() - t)
 # A reviewer's label on the table: the rates are drawn again with it (the Inconclusive ids
-# and their categories read from the table with a filter).
+# and their categories read from the engine's index of them).
 from scoring import scoretable
 from scoring.model import ReviewLabel
 (run,) = scoretable.open_table({table!r})
@@ -340,8 +340,8 @@ def table_section(source: Path, calls: int, parallel: float) -> list[str]:
         f"| render with the page's caches cleared (median of 3) | {app['uncached_s']:.2f} | "
         f"≤ 1{ok(app['uncached_s'])} |",
         f"| rerun (median of 5) | {app['rerun_s']:.2f} | ≤ 1 |",
-        f"| render after a label in the workspace (the table's Inconclusive ids and categories read with a "
-        f"filter; median of 3) | {app['labelled_s']:.2f} | ≤ 1{ok(app['labelled_s'])} |",
+        f"| render after a label in the workspace (the label applied through the engine's index of the run's "
+        f"Inconclusive trajectories; median of 3) | {app['labelled_s']:.2f} | ≤ 1{ok(app['labelled_s'])} |",
     ]
 
 
