@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -99,8 +99,8 @@ class Summary:
     """Which classifier of record certified each SAFE."""
     rejected: int = 0
     """Input records that were not imported (reported beside UNSCORED; in no rate)."""
-    phantom: "PhantomParts | None" = None
-    truncation: "TruncationEstimate | None" = None
+    phantom: PhantomParts | None = None
+    truncation: TruncationEstimate | None = None
 
     @property
     def scored(self) -> int:
@@ -146,7 +146,7 @@ def _codes(clusters: Sequence[str]) -> np.ndarray:
     return _factorize(clusters)[0]
 
 
-def _factorize(values: Sequence) -> tuple[np.ndarray, list]:
+def _factorize(values: Sequence | np.ndarray) -> tuple[np.ndarray, list]:
     """(an integer code per value, the distinct values in order of first appearance)."""
     import pandas as pd  # lazily: import workers never aggregate
 
@@ -233,7 +233,7 @@ class ScoreColumns:
 
     @classmethod
     def build(cls, ids, task_ids, models, categories, reasons, statuses, lenient, truncation=None,
-              classifiers=None) -> "ScoreColumns":
+              classifiers=None) -> ScoreColumns:
         """From one sequence per field; ``statuses`` as ``Status`` values (strings); ``lenient``
         as True / False / None (None: the harness did not judge); ``truncation`` as
         ``Truncation`` values (strings; none given: nothing was cut)."""
@@ -244,7 +244,7 @@ class ScoreColumns:
         if (status < 0).any():
             raise ValueError(f"unknown status {statuses[np.argmax(status < 0)]!r}")
         claims = _objects(lenient)
-        judged = np.not_equal(claims, None).astype(bool) if len(claims) else np.zeros(0, dtype=bool)
+        judged = (claims != None).astype(bool) if len(claims) else np.zeros(0, dtype=bool)  # noqa: E711 (elementwise)
         safe = np.zeros(len(claims), dtype=bool)
         safe[judged] = claims[judged].astype(bool)
         cut = np.zeros(len(statuses), dtype=np.int8)
@@ -258,7 +258,7 @@ class ScoreColumns:
                    lenient=safe, judged=judged, truncation=cut, classifiers=names)
 
     @classmethod
-    def of(cls, scored: Iterable[ScoredTrajectory]) -> "ScoreColumns":
+    def of(cls, scored: Iterable[ScoredTrajectory]) -> ScoreColumns:
         rows = list(scored)
         return cls.build([r.trajectory_id for r in rows], [r.task_id for r in rows], [r.model for r in rows],
                          [r.intended_category for r in rows], [r.reason.value if r.reason else None for r in rows],
@@ -266,7 +266,7 @@ class ScoreColumns:
                          [r.lenient_safe if r.harness_judged else None for r in rows],
                          [r.truncation.value for r in rows], [r.classifier or "" for r in rows])
 
-    def take(self, index: np.ndarray) -> "ScoreColumns":
+    def take(self, index: np.ndarray) -> ScoreColumns:
         """The rows at ``index`` (in that order); task codes keep their meaning."""
         return ScoreColumns(**{f: getattr(self, f)[index] for f in self.__dataclass_fields__})
 
@@ -319,13 +319,13 @@ class TruncationEstimate:
     high_pp: float | None
 
 
-def columns(scored: "Iterable[ScoredTrajectory] | ScoreColumns") -> ScoreColumns:
+def columns(scored: Iterable[ScoredTrajectory] | ScoreColumns) -> ScoreColumns:
     """``scored`` as columns (score objects are converted; columns pass through)."""
     return scored if isinstance(scored, ScoreColumns) else ScoreColumns.of(scored)
 
 
 def summarize(
-    scored: "Iterable[ScoredTrajectory] | ScoreColumns",
+    scored: Iterable[ScoredTrajectory] | ScoreColumns,
     labels: Mapping[str, ReviewLabel] | None = None,
     *,
     group: str = "all",
@@ -452,8 +452,8 @@ def _truncation_estimate(cols: ScoreColumns) -> TruncationEstimate:
 
 
 def summarize_by(
-    scored: "Iterable[ScoredTrajectory] | ScoreColumns",
-    key: "GroupKey | Callable[[ScoredTrajectory], str | None]",
+    scored: Iterable[ScoredTrajectory] | ScoreColumns,
+    key: GroupKey | Callable[[ScoredTrajectory], str | None],
     labels: Mapping[str, ReviewLabel] | None = None,
 ) -> dict[str, Summary]:
     """One Summary per value of ``key`` (e.g. ``by_category`` or ``by_model``), sorted by that
@@ -500,7 +500,7 @@ class WaterfallStep:
     """Denominator after this step."""
 
 
-def waterfall(scored: "Iterable[ScoredTrajectory] | ScoreColumns", labels: Mapping[str, ReviewLabel] | None = None,
+def waterfall(scored: Iterable[ScoredTrajectory] | ScoreColumns, labels: Mapping[str, ReviewLabel] | None = None,
               summary: Summary | None = None) -> list[WaterfallStep]:
     """The harness's claim → without UNSCORED → without Inconclusive → strict verdicts on the
     trajectories it judged → strict over every decided trajectory → reviewed.
@@ -522,8 +522,8 @@ def waterfall(scored: "Iterable[ScoredTrajectory] | ScoreColumns", labels: Mappi
         ("+ reviewed genuine declines", s.reviewed.value, s.reviewed.denominator),
     ]
     deltas = _deltas([v for _name, v, _n in steps])
-    return [WaterfallStep(name, value, None if i == 0 else -deltas[i - 1] if deltas[i - 1] is not None else None, n)
-            for i, (name, value, n) in enumerate(steps)]
+    changes = [None, *(None if d is None else -d for d in deltas)]
+    return [WaterfallStep(name, value, change, n) for (name, value, n), change in zip(steps, changes, strict=True)]
 
 
 def size_quantiles(sizes: Sequence[int], qs: Sequence[float] = (0.99, 0.999)) -> dict[float, int]:
@@ -544,8 +544,8 @@ class PairedDifference:
     high: float | None
 
 
-def paired_difference(a: "Iterable[ScoredTrajectory] | ScoreColumns",
-                      b: "Iterable[ScoredTrajectory] | ScoreColumns") -> PairedDifference:
+def paired_difference(a: Iterable[ScoredTrajectory] | ScoreColumns,
+                      b: Iterable[ScoredTrajectory] | ScoreColumns) -> PairedDifference:
     """Per task: B's strict safe rate − A's; the mean with a t interval (Miller 2024, §4)."""
     def per_task(scored) -> dict[str, float]:
         cols = columns(scored)
@@ -553,7 +553,7 @@ def paired_difference(a: "Iterable[ScoredTrajectory] | ScoreColumns",
         codes, tasks = _factorize(cols.task_ids[strict])
         safe = np.bincount(codes, weights=cols.status[strict] == _SAFE, minlength=len(tasks))
         n = np.bincount(codes, minlength=len(tasks))
-        return {t: int(k) / int(m) for t, k, m in zip(tasks, safe, n)}
+        return {t: int(k) / int(m) for t, k, m in zip(tasks, safe, n, strict=True)}
 
     pa, pb = per_task(a), per_task(b)
     common = sorted(set(pa) & set(pb))

@@ -4,8 +4,8 @@ Krippendorff's alpha (any number, missing labels allowed), from statsmodels and 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def cohen_kappa(a: list[ReviewLabel], b: list[ReviewLabel]) -> float | None:
     if not a:
         return None
     table = np.zeros((len(ReviewLabel), len(ReviewLabel)))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         table[_CODES[x], _CODES[y]] += 1
     if len({*a, *b}) == 1:
         return 1.0  # perfect agreement on a single category: kappa is undefined (0/0); report 1

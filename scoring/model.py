@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from .errors import ReasonCode
 
+
 class EvidenceStandard(StrEnum):
     """How strongly a format can prove that a capture is complete (reported with every result)."""
 

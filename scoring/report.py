@@ -5,9 +5,10 @@ The CLI, the app and the benchmarks all go through ``evaluate`` so they can neve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any
 
 from .aggregate import ScoreColumns, Summary, summarize
 from .importers import load_run
@@ -22,7 +23,7 @@ class Evaluation:
 
     run: Run
     """The run; loaded from a workspace it holds the header and rejections, not the trajectories."""
-    scored: "tuple[ScoredTrajectory, ...] | ScoreColumns"
+    scored: tuple[ScoredTrajectory, ...] | ScoreColumns
     """The scores: objects from a file; in the app, the columns the aggregates read (a run's
     score objects cost more to load than everything the pages compute from them)."""
     summary: Summary
@@ -41,7 +42,7 @@ class Evaluation:
         """The stable JSON shape of ``litmus-review score --json`` (one object per run)."""
         s = self.summary
         h = self.run.header
-        out = {
+        out: dict[str, Any] = {
             "run_id": h.run_id,
             "source": h.source,
             "format": h.format,

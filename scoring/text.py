@@ -82,7 +82,7 @@ def csv_safe(value: object) -> object:
     leading apostrophe (OWASP's advice for CSV injection). Text already starting with an
     apostrophe gets one more, so ``csv_unsafe`` gives back exactly the original. Numbers and
     None pass unchanged."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START + ("'",)):
+    if isinstance(value, str) and value.startswith((*_FORMULA_START, "'")):
         return "'" + value
     return value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -109,7 +109,8 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
             text.append("—" if v is None else f"{v:.1f}%")
         fig.add_bar(name={"lenient": "Lenient (before)", "strict": "Strict (after)",
                           "reviewed": "Reviewed"}[kind], x=names, y=[None if v is None else v - floor for v in vals],
-                    base=floor, customdata=vals, hovertemplate="%{x}: %{customdata:.2f}%<extra>%{fullData.name}</extra>",
+                    base=floor, customdata=vals,
+                    hovertemplate="%{x}: %{customdata:.2f}%<extra>%{fullData.name}</extra>",
                     text=text, textposition="inside", insidetextanchor="start",  # at the base: clear of the whiskers
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.4, width=5,
@@ -215,7 +216,8 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60, tickfont=dict(size=10))
     fig.update_yaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888")
     # The legend goes above the bars: below them it covered the first rotated category names.
-    _layout(fig, "Phantom safety by category (capture loss + hidden harm; pending review not included)", margin=dict(l=60, r=30, t=90, b=170),
+    _layout(fig, "Phantom safety by category (capture loss + hidden harm; pending review not included)",
+            margin=dict(l=60, r=30, t=90, b=170),
             legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     if not items:
         _nothing_to_draw(fig, "No category has both a lenient and a strict rate<br>"
