@@ -342,7 +342,7 @@ def _dask_inputs(engine, paths: tuple[str, ...], payloads: tuple[Path, ...], aut
         if len(payloads) != len(paths):
             raise click.UsageError(f"--payloads was given {len(payloads)} times for {len(paths)} runs; "
                                    "give one per run")
-        return [(p, str(s), "--payloads") for p, s in zip(paths, payloads)]
+        return [(p, str(s), "--payloads") for p, s in zip(paths, payloads, strict=True)]
     out = []
     for p in paths:
         side = engine.side_log_beside(p)

@@ -33,7 +33,7 @@ from .conftest import ROOT, SAMPLES
 
 OBSERVED = SAMPLES / "observed-m1.jsonl"
 COMPARE = SAMPLES / "compare-m2.jsonl"
-FIELDS = ("run_key",) + ROW_COLUMNS
+FIELDS = ("run_key", *ROW_COLUMNS)
 
 
 def cli(*args: str):
@@ -82,7 +82,8 @@ def test_nominal_ranges_own_every_line_exactly_once():
     header once, at any block size (lines longer than a block, blank lines, CRLF, no final
     newline)."""
     header = b'{"record":"run"}\n'
-    body = b"".join([b"a\n", b"\n", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n", b"cc\r\n", b"\n", b"\n", b"d" * 300 + b"\n",
+    body = b"".join([b"a\n", b"\n", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n", b"cc\r\n", b"\n", b"\n",
+                     b"d" * 300 + b"\n",
                      b"e\n", b"ffff"])
     data = header + body
     plan = engine.RunPlan("mem", "mem", header.rstrip(), 1, len(header), len(data), {})
@@ -154,7 +155,7 @@ def test_side_log_payloads_no_call_takes_are_refused_once(tmp_path):
     lines = (SAMPLES / "observed-m1.payloads.jsonl").read_text().splitlines()
     extra = json.loads(lines[0])
     extra["call_index"] = 99
-    side.write_text("\n".join(lines + [json.dumps(extra), "not json"]) + "\n")
+    side.write_text("\n".join([*lines, json.dumps(extra), "not json"]) + "\n")
     (res,) = run_inline([OBSERVED], tmp_path, 8192, payloads=[side])
     local = json.loads(cli("score", str(OBSERVED), "--payloads", str(side), "--json").stdout)
     assert res.summary == local
@@ -164,7 +165,7 @@ def test_side_log_payloads_no_call_takes_are_refused_once(tmp_path):
 def _with_duplicates(tmp_path: Path) -> Path:
     lines = OBSERVED.read_bytes().splitlines(keepends=True)[:120]
     # Record 3 again near the end; record 50 again right after itself.
-    lines = lines[:51] + [lines[50]] + lines[51:] + [lines[3]]
+    lines = [*lines[:51], lines[50], *lines[51:], lines[3]]
     path = tmp_path / "dups.jsonl"
     path.write_bytes(b"".join(lines))
     return path
