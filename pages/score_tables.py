@@ -113,8 +113,13 @@ if rates is None:
     st.info("This table was written before the engine aggregated its charts: score the run again with --out "
             "to draw them.")
 else:
-    ev = _evaluation(run, loaders.label_version(run.run_key), rates)
-    taxonomy = ev.run.header.taxonomy
+    try:
+        ev = _evaluation(run, loaders.label_version(run.run_key), rates)
+    except LitmusReviewError as exc:  # the rates stand without the source; its header and replay do not
+        ev = None
+        st.warning("The run's source cannot be read (its categories' names, the report and replay need it):")
+        st.code(str(exc), language=None)
+    taxonomy = ev.run.header.taxonomy if ev is not None else ()
     figs = [(f"{run.run_id}: what each correction moved", charts.waterfall_chart(rates.waterfall)),
             (f"{run.run_id}: UNSCORED by reason", charts.unscored_by_reason(s, d["evidence_standard"])),
             (f"{run.run_id}: phantom safety by category", charts.phantom_by_category(rates.by_category, taxonomy))]
@@ -122,13 +127,14 @@ else:
         st.plotly_chart(fig, key=f"score_table_{key}")
     # The report and exports of this run, as the Report page makes them for an imported run.
     ws = loaders.workspace()
-    events = ws.history(run.run_key)
-    stamp = exports.make_stamp([ev], max((e["created_at"] for e in events), default=None))
     r = st.columns(3)
-    r[0].download_button("Download HTML report", lambda: exports.offline_report([ev], figs, stamp),
-                         file_name="litmus-report.html", mime="text/html", key="score_table_dl_html")
-    r[1].download_button("Aggregates (JSON)", exports.aggregates_json([ev], stamp),
-                         file_name="litmus-aggregates.json", mime="application/json", key="score_table_dl_json")
+    if ev is not None:
+        events = ws.history(run.run_key)
+        stamp = exports.make_stamp([ev], max((e["created_at"] for e in events), default=None))
+        r[0].download_button("Download HTML report", lambda: exports.offline_report([ev], figs, stamp),
+                             file_name="litmus-report.html", mime="text/html", key="score_table_dl_html")
+        r[1].download_button("Aggregates (JSON)", exports.aggregates_json([ev], stamp),
+                             file_name="litmus-aggregates.json", mime="application/json", key="score_table_dl_json")
     r[2].download_button("Labels (CSV)", ws.export_labels(run.run_key, "csv"),
                          file_name=exports.labels_file_name(run.run_id, run.run_key), mime="text/csv",
                          key="score_table_dl_labels")

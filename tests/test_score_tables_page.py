@@ -146,3 +146,16 @@ def test_the_tables_report_and_exports_are_made_from_its_summary(page, table):
     assert data["runs"] == [res.summary] and data["stamp"]["run_hashes"] == {t.run_id: res.summary["content_sha256"]}
     html = exports.html_report([ev], [], exports.make_stamp([ev], None))
     assert f"{100 * res.summary['safe_rate_strict']:.2f}" in html
+
+
+def test_without_its_source_the_table_still_shows_its_rates(page, table):
+    """The rates and charts are the table's own: a source moved away costs the report and the
+    replay (said so), not the page."""
+    out, res, run = table
+    run.unlink()
+    page.text_input(key="score_table_location").input(str(out)).run()
+    assert not page.exception, page.exception
+    assert metric(page, "Strict") == f"{100 * res.summary['safe_rate_strict']:.2f}%"
+    assert len(page.get("plotly_chart")) == 3
+    assert any("source cannot be read" in w.value for w in page.warning)
+    assert "no such file" in " ".join(c.value for c in page.code)
