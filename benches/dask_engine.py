@@ -216,10 +216,10 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
     own task functions: each block of the run is read and scored once (``score_block``), then
     each copy of it (its ids suffixed ``~k``, its bytes the original's) is digested, the final
     stage aggregates every copy (``finish_run``, with the charts' aggregates) and each copy's
-    rows are written as a Parquet part (``write_part``), summaries last (``_commit``). Generating
-    and scoring a 10 M-call run itself (about 11 GiB) would take this 2-core machine the better
-    part of an hour; what the page reads (summary.json, aggregates.json, filtered Parquet) is the
-    same either way."""
+    rows are written as a Parquet part (``write_part``), summaries last (``_commit``). A 10 M-call
+    run itself is about 11 GiB of JSONL: writing and scoring it would add minutes and that much
+    disk to every bench, for a table the page reads the same way (summary.json, aggregates.json,
+    the Inconclusive index, the first rows)."""
     import shutil
 
     from scoring import engine
