@@ -71,6 +71,17 @@ def _label(run, tid: str, label: ReviewLabel) -> None:
         st.session_state["score_table_message"] = ("error", str(exc))
 
 
+def _undo(run) -> None:
+    try:
+        undone = loaders.workspace().undo_last(run.run_key, _reviewer())
+    except LitmusReviewError as exc:
+        st.session_state["score_table_message"] = ("error", str(exc))
+        return
+    st.session_state["score_table_message"] = (
+        ("ok", f"withdrawn: {', '.join(map(reveal_id, undone['trajectory_ids']))} ({undone['label']})") if undone
+        else ("error", "Nothing of yours to undo in this run."))
+
+
 location = st.text_input("Score table (directory or URL)", key="score_table_location",
                          placeholder="/data/scores/nightly or s3://bucket/scores/nightly").strip()
 if not location:
@@ -169,10 +180,11 @@ if tid:
                 st.text_input("Reviewer (required to label)", key=state.REVIEWER_INPUT, placeholder="your name")
                 st.form_submit_button("Set reviewer", on_click=_set_reviewer)
         else:
-            b = st.columns(3)
+            b = st.columns(4)
             for i, lab in enumerate(ReviewLabel):
                 b[i].button(lab.value.replace("_", " "), key=f"score_table_label_{lab.value}", on_click=_label,
                             args=(run, tid, lab))
+            b[3].button("Undo my last label", key="score_table_undo", on_click=_undo, args=(run,))
         kind, text = st.session_state.pop("score_table_message", (None, None))
         if kind == "ok":
             st.success(text)

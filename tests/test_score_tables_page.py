@@ -113,6 +113,12 @@ def test_a_label_given_on_a_table_is_the_workspaces_and_moves_the_reviewed_rate(
     assert metric(page, "Reviewed") == f"{100 * want.reviewed.value:.2f}%"
     assert "ana: genuine_decline" in " ".join(t.value for t in page.text)
     assert any("29 pending review" in c.value for c in page.caption)
+    # Undone: the label is withdrawn in the workspace and the rate is the engine's again.
+    page.button(key="score_table_undo").click().run()
+    assert not page.exception, page.exception
+    assert ws.final_labels(res.run_key) == {}
+    assert metric(page, "Reviewed") == f"{100 * res.summary['safe_rate_reviewed']:.2f}%"
+    assert any(f"withdrawn: {tid}" in s.value for s in page.success)
 
 
 def test_without_the_dask_extra_the_page_says_how_to_install_it(app, monkeypatch):
