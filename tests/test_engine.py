@@ -629,3 +629,20 @@ def test_import_on_a_cluster_stores_what_the_local_import_stores(cluster, genera
     assert res.exit_code == 2
     assert re.search(rf"{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable", res.output), res.output
     assert Workspace(tmp_path / "bad.db").runs() == []
+
+
+def test_cli_import_on_the_dask_engine_reports_a_run_it_cannot_read_by_its_file(tmp_path, monkeypatch):
+    """A file that is not a canonical run is refused by name before any cluster is asked for
+    (``connect`` is never called here), and the exit status is 2, as the local import's."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"messages": []}\n')
+
+    def no_cluster(*_a, **_k):
+        raise AssertionError("a cluster was started for a run that cannot be read")
+
+    monkeypatch.setattr(engine, "connect", no_cluster)
+    res = cli("import", str(chat), str(tmp_path / "missing.jsonl"), "--engine", "dask", "--db", str(tmp_path / "w.db"))
+    assert res.exit_code == 2, res.output
+    assert f"{chat}:1: the dask engine scores canonical runs" in res.stderr
+    assert "missing.jsonl: no such file" in res.stderr
+    assert Workspace(tmp_path / "w.db").runs() == []
