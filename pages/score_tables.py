@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._shared import charts, exports, loaders, router, state
-from pages._shared.inert import reveal_id
+from pages._shared.inert import md, reveal_id
 from pages._shared.render import render_trajectory
 from scoring.errors import LitmusReviewError
 from scoring.model import ReviewLabel
@@ -65,8 +65,7 @@ def _set_reviewer() -> None:
 def _label(run, tid: str, label: ReviewLabel) -> None:
     try:
         scoretable.add_label(loaders.workspace(), run, tid, _reviewer(), label)
-        st.session_state["score_table_message"] = ("ok", f"{reveal_id(tid)}: labelled {label.value} by "
-                                                          f"{reveal_id(_reviewer())}")
+        st.session_state["score_table_message"] = ("ok", f"{tid}: labelled {label.value} by {_reviewer()}")
     except LitmusReviewError as exc:
         st.session_state["score_table_message"] = ("error", str(exc))
 
@@ -78,7 +77,7 @@ def _undo(run) -> None:
         st.session_state["score_table_message"] = ("error", str(exc))
         return
     st.session_state["score_table_message"] = (
-        ("ok", f"withdrawn: {', '.join(map(reveal_id, undone['trajectory_ids']))} ({undone['label']})") if undone
+        ("ok", f"withdrawn: {', '.join(undone['trajectory_ids'])} ({undone['label']})") if undone
         else ("error", "Nothing of yours to undo in this run."))
 
 
@@ -186,10 +185,12 @@ if tid:
                             args=(run, tid, lab))
             b[3].button("Undo my last label", key="score_table_undo", on_click=_undo, args=(run,))
         kind, text = st.session_state.pop("score_table_message", (None, None))
+        # Messages quote ids and names the data and the reviewers wrote: inert markdown, and as text.
         if kind == "ok":
-            st.success(text)
+            st.success(md(text))
+            st.text(reveal_id(text))
         elif kind == "error":
-            st.error(text)
+            st.error(md(text, lines=True))
     from scoring.score import assess_calls
 
     render_trajectory(traj, list(assess_calls(traj, header)), key=f"table-{tid}")

@@ -118,7 +118,7 @@ def test_a_label_given_on_a_table_is_the_workspaces_and_moves_the_reviewed_rate(
     assert not page.exception, page.exception
     assert ws.final_labels(res.run_key) == {}
     assert metric(page, "Reviewed") == f"{100 * res.summary['safe_rate_reviewed']:.2f}%"
-    assert any(f"withdrawn: {tid}" in s.value for s in page.success)
+    assert f"withdrawn: {tid} (genuine_decline)" in [t.value for t in page.text]
 
 
 def test_without_the_dask_extra_the_page_says_how_to_install_it(app, monkeypatch):
@@ -165,3 +165,27 @@ def test_without_its_source_the_table_still_shows_its_rates(page, table):
     assert len(page.get("plotly_chart")) == 3
     assert any("source cannot be read" in w.value for w in page.warning)
     assert "no such file" in " ".join(c.value for c in page.code)
+
+
+def test_ids_the_data_wrote_are_never_markdown_on_the_table_page(page, tmp_path):
+    """A hostile trajectory id (markdown, HTML, a link) in a table: the label message quotes it
+    as inert markdown and as text, never as markup."""
+    from pages._shared import state
+    from pages._shared.inert import md
+
+    hostile = "[click](https://evil.example) **x** <b>y</b>"
+    run = tmp_path / "hostile.jsonl"
+    run.write_bytes((SAMPLES / "observed-m1.jsonl").read_bytes().replace(
+        b'"observed-m1-t00025"', json.dumps(hostile).encode()))
+    results = run_inline([run], tmp_path, 1 << 16)
+    out = tmp_path / "out"
+    engine._commit(str(out), str(out), {}, results)
+    page.session_state[state.REVIEWER] = "ana"
+    page.text_input(key="score_table_location").input(str(out)).run()
+    page.text_input(key="score_table_replay").input(hostile).run()
+    assert not page.exception, page.exception
+    page.button(key="score_table_label_genuine_decline").click().run()
+    assert not page.exception, page.exception
+    message = f"{hostile}: labelled genuine_decline by ana"
+    assert [s.value for s in page.success] == [md(message)] and md(message) != message
+    assert message in [t.value for t in page.text]
