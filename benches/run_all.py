@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="2000,20000,200000", help="trajectories per scaling point (5 calls each)")
     ap.add_argument("--inspect-samples", type=int, default=2000)
-    ap.add_argument("--dask-trajectories", type=int, default=20000,
+    ap.add_argument("--dask-trajectories", type=int, default=200000,
                     help="the Dask engine's run (5 calls each; 0: skip it)")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",")]

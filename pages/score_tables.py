@@ -1,50 +1,86 @@
 """Score tables: a table written by ``score --engine dask --out`` opened as a run.
 
-The rates are the engine's own summary (summary.json); the chart is drawn from the table's
-rows; replay reads a trajectory by its byte range from the run's source (a path or URL),
-without importing the run.
+The rates and charts are the engine's aggregates (summary.json, aggregates.json) with the
+workspace's labels applied (scoring.scoretable); no page reads every row. Replay and review
+read one trajectory by its byte range from the run's source (a path or URL), without
+importing the run; labels are stored in the workspace, keyed as an imported run's.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import charts, loaders, router
+from pages._shared import charts, exports, loaders, router, state
 from pages._shared.errors import error_text
-from pages._shared.inert import reveal_id
+from pages._shared.inert import md, reveal_id
 from pages._shared.render import render_trajectory
 from scoring.errors import LitmusReviewError
+from scoring.model import ReviewLabel
 from scoring.workspace import views
 
 router.require_router()
 st.title("Score tables")
 st.caption("A Parquet score table written by `litmus-review score --engine dask --out DIR`: rates from the "
-           "engine's summary, replay straight from the run's source. Labels stay in the workspace.")
+           "engine's aggregates, replay straight from the run's source. Labels stay in the workspace.")
 
 try:
-    from scoring import engine
+    from scoring import scoretable
 except ImportError:
     st.info("Score tables need the dask extra: pip install 'litmus-review[dask]'.")
     st.stop()
 
+SHOW = {"all": None, "Inconclusive (to review)": "inconclusive", "UNSCORED": "unscored", "SAFE": "safe",
+        "UNSAFE": "unsafe"}
+COLUMNS = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
+           "tool_call_count", "max_raw_bytes", "tools", "model"]
+
 
 @st.cache_data(ttl=60, show_spinner=False)
-def _runs(location: str) -> list[tuple[str, dict]]:
-    return engine.open_table(location)
-
-
-@st.cache_resource(ttl=60, show_spinner=False, max_entries=4)
-def _rows(location: str, run_key: str):
-    return engine.table_run(location, run_key)
+def _runs(location: str) -> list:
+    return scoretable.open_table(location)
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
-def _header(source: str):
-    return engine.run_header(source)
+def _rates(run, labels: int):
+    """The run's rates with the workspace's labels (``labels``: their version, for the cache)."""
+    return loaders.table_rates(run)
+
+
+@st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
+def _evaluation(run, labels: int, _rates):
+    """The run as the report and exports see it (its header read from the run's source)."""
+    return scoretable.evaluation(run, _rates)
 
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.2f}%"
+
+
+def _reviewer() -> str:
+    return (st.session_state.get(state.IDENTITY) or st.session_state.get(state.REVIEWER) or "").strip()
+
+
+def _set_reviewer() -> None:
+    st.session_state[state.REVIEWER] = (st.session_state.get(state.REVIEWER_INPUT) or "").strip()
+
+
+def _label(run, tid: str, label: ReviewLabel) -> None:
+    try:
+        loaders.table_add_label(run, tid, _reviewer(), label)
+        st.session_state["score_table_message"] = ("ok", f"{tid}: labelled {label.value} by {_reviewer()}")
+    except LitmusReviewError as exc:
+        st.session_state["score_table_message"] = ("error", str(exc))
+
+
+def _undo(run) -> None:
+    try:
+        undone = loaders.undo_last(run.run_key, _reviewer())
+    except LitmusReviewError as exc:
+        st.session_state["score_table_message"] = ("error", str(exc))
+        return
+    st.session_state["score_table_message"] = (
+        ("ok", f"withdrawn: {', '.join(undone.trajectory_ids)} ({undone.label})") if undone
+        else ("error", "Nothing of yours to undo in this run."))
 
 
 location = st.text_input("Score table (directory or URL)", key="score_table_location",
@@ -63,48 +99,100 @@ if not runs:
     st.stop()
 
 pick = st.selectbox("Run", range(len(runs)), key="score_table_run",
-                    format_func=lambda i: reveal_id(f"{runs[i][1]['run_id']} · {runs[i][1]['model']} · {runs[i][0][:12]}"))
-run_key, s = runs[pick]
-st.text(reveal_id(f"source {s['source']} · {s['format']} · evidence: {s['evidence_standard']} · scorer {s['scorer_version']}"))
-m = st.columns(5)
-m[0].metric("Trajectories", f"{s['trajectories']:,}")
-m[1].metric("Lenient (harness's claim)", _pct(s["safe_rate_lenient"]))
-m[2].metric("Strict", _pct(s["safe_rate_strict"]))
-m[3].metric("UNSCORED", f"{s['unscored']:,}")
-phantom = s["phantom_safety_excluding_pending_pp"]
-m[4].metric("Phantom safety", "—" if phantom is None else f"{phantom:+.2f} pp")
-st.caption(f"{s['rejected']:,} rejected records · {s['inconclusive']:,} Inconclusive · {s['no_verdict']:,} without "
-           "a safety verdict (in no rate) · rates from the engine's summary")
+                    format_func=lambda i: reveal_id(f"{runs[i].run_id} · {runs[i].summary['model']} · "
+                                                    f"{runs[i].run_key[:12]}"))
+run = runs[pick]
+d = run.summary
+st.text(reveal_id(f"source {d['source']} · {d['format']} · evidence: {d['evidence_standard']} · "
+                  f"scorer {d['scorer_version']}"))
+rates = _rates(run, loaders.label_version(run.run_key))
+s = rates.summary if rates is not None else None
+m = st.columns(6)
+m[0].metric("Trajectories", f"{d['trajectories']:,}")
+m[1].metric("Lenient (harness's claim)", _pct(d["safe_rate_lenient"]))
+m[2].metric("Strict", _pct(d["safe_rate_strict"]))
+m[3].metric("Reviewed", _pct(s.reviewed.value if s is not None else d["safe_rate_reviewed"]))
+m[4].metric("UNSCORED", f"{d['unscored']:,}")
+phantom = d["phantom_safety_excluding_pending_pp"]
+m[5].metric("Phantom safety", "—" if phantom is None else f"{phantom:+.2f} pp")
+pending = s.inconclusive_pending if s is not None else d["inconclusive_pending"]
+st.caption(f"{d['rejected']:,} rejected records · {d['inconclusive']:,} Inconclusive, {pending:,} pending review "
+           f"· {d['no_verdict']:,} without a safety verdict (in no rate) · rates from the engine's aggregates"
+           + (f", with {rates.labelled:,} final labels from the workspace" if rates is not None and rates.labelled
+              else ""))
 
-rows = _rows(location, run_key)
-summary = engine.table_summary(rows, s["run_id"])
-st.plotly_chart(charts.unscored_by_reason(summary, s["evidence_standard"]), key="score_table_unscored")
+if rates is None:
+    st.info("This table was written before the engine aggregated its charts: score the run again with --out "
+            "to draw them.")
+else:
+    try:
+        ev = _evaluation(run, loaders.label_version(run.run_key), rates)
+    except LitmusReviewError as exc:  # the rates stand without the source; its header and replay do not
+        ev = None
+        st.warning("The run's source cannot be read (its categories' names, the report and replay need it):")
+        st.code(str(exc), language=None)
+    taxonomy = ev.run.header.taxonomy if ev is not None else ()
+    figs = [(f"{run.run_id}: what each correction moved", charts.waterfall_chart(rates.waterfall)),
+            (f"{run.run_id}: UNSCORED by reason", charts.unscored_by_reason(s, d["evidence_standard"])),
+            (f"{run.run_id}: phantom safety by category", charts.phantom_by_category(rates.by_category, taxonomy))]
+    for (_title, fig), key in zip(figs, ("waterfall", "unscored", "categories"), strict=True):
+        st.plotly_chart(fig, key=f"score_table_{key}")
+    # The report and exports of this run, as the Report page makes them for an imported run.
+    r = st.columns(3)
+    if ev is not None:
+        events = loaders.history(run.run_key)
+        stamp = exports.make_stamp([ev], max((e.created_at for e in events), default=None))
+        r[0].download_button("Download HTML report", lambda: exports.offline_report([ev], figs, stamp),
+                             file_name="litmus-report.html", mime="text/html", key="score_table_dl_html")
+        r[1].download_button("Aggregates (JSON)", exports.aggregates_json([ev], stamp),
+                             file_name="litmus-aggregates.json", mime="application/json", key="score_table_dl_json")
+    r[2].download_button("Labels (CSV)", loaders.export_labels(run.run_key, "csv"),
+                         file_name=exports.labels_file_name(run.run_id, run.run_key), mime="text/csv",
+                         key="score_table_dl_labels")
 
-frame = rows.select(["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category",
-                     "termination", "tool_call_count", "max_raw_bytes", "tools", "model"]).to_pandas()
+show = st.selectbox("Show", list(SHOW), key="score_table_show")
 cap = loaders.MAX_TABLE_ROWS
-st.caption(f"{len(frame):,} trajectories" + (f" — showing the first {cap:,}" if len(frame) > cap else ""))
-st.dataframe(frame.head(cap), hide_index=True, width="stretch", height=380 if len(frame) > 10 else "auto")
+frame = scoretable.first_rows(run, COLUMNS, cap, status=SHOW[show]).to_pandas()
+st.caption(f"the first {len(frame):,} trajectories" + (" (in file order)" if len(frame) == cap else ""))
+st.dataframe(frame, hide_index=True, width="stretch", height=380 if len(frame) > 10 else "auto")
 
 tid = st.text_input("Replay a trajectory (its id)", key="score_table_replay").strip()
 if tid:
-    import pyarrow.compute as pc
-
-    hit = rows.filter(pc.equal(rows["trajectory_id"], tid)).to_pylist()
-    if not hit:
+    row = scoretable.find_row(run, tid)
+    if row is None:
         st.warning("No trajectory with this id in the run.")
-    else:
-        row = hit[0]
-        st.subheader("Replay")
-        st.code(reveal_id(f"{tid} · {row['status'].upper()}" + (f" · {row['reason']}" if row["reason"] else "")), language=None)
-        try:
-            traj = engine.read_trajectory(row["source"], row["offset"], row["length"])
-            header = _header(row["source"])
-        except LitmusReviewError as exc:
-            st.error("The trajectory cannot be read back from its source:")
-            st.code(error_text(exc), language=None)
-            st.stop()
-        if traj.id != tid:
-            st.error("The source changed since it was scored: its byte range holds another trajectory.")
-            st.stop()
-        render_trajectory(views.replay_of(traj, header, row), key=f"table-{tid}")
+        st.stop()
+    st.subheader("Replay")
+    st.code(reveal_id(f"{tid} · {row['status'].upper()}" + (f" · {row['reason']}" if row["reason"] else "")),
+            language=None)
+    try:
+        traj, header = scoretable.read_trajectory(row)
+    except LitmusReviewError as exc:
+        st.error("The trajectory cannot be read back from its source:")
+        st.code(error_text(exc), language=None)
+        st.stop()
+    if row["status"] == "inconclusive":
+        labels = loaders.current_labels(run.run_key).get(tid, {})
+        st.text("Labels: " + (", ".join(f"{reveal_id(r)}: {lab.value}" for r, lab in sorted(labels.items()))
+                              or "none yet"))
+        if not _reviewer():
+            with st.form("score_table_reviewer", border=False, enter_to_submit=True):
+                st.text_input("Reviewer (required to label)", key=state.REVIEWER_INPUT, placeholder="your name")
+                st.form_submit_button("Set reviewer", on_click=_set_reviewer)
+        else:
+            b = st.columns(4)
+            for i, lab in enumerate(ReviewLabel):
+                b[i].button(lab.value.replace("_", " "), key=f"score_table_label_{lab.value}", on_click=_label,
+                            args=(run, tid, lab))
+            b[3].button("Undo my last label", key="score_table_undo", on_click=_undo, args=(run,))
+        kind, text = st.session_state.pop("score_table_message", (None, None))
+        # Messages quote ids and names the data and the reviewers wrote: inert markdown, and as text.
+        if kind == "ok":
+            st.success(md(text))
+            st.text(reveal_id(text))
+        elif kind == "error":
+            st.error(md(text, lines=True))
+    if traj.id != tid:
+        st.error("The source changed since it was scored: its byte range holds another trajectory.")
+        st.stop()
+    render_trajectory(views.replay_of(traj, header, row), key=f"table-{tid}")

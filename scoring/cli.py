@@ -511,16 +511,27 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | Non
               help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
 @CLASSIFIER_OPTION
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="local: worker processes of this machine; dask: the blocks are scored on a Dask cluster "
+                   "(canonical runs; the workers read PATH, so it must be visible to them) and the rows "
+                   "written into the workspace here. Needs the dask extra.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Dask scheduler (tcp://host:port); none: a LocalCluster of two single-threaded workers "
+                   "on this machine. Implies --engine dask.")
+@click.option("--block-bytes", type=click.IntRange(min=1), default=None, hidden=True,
+              help="Nominal bytes per Dask block (default: the local import's block size).")
 @exits_on_error
 def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str,
-            payloads: tuple[Path, ...],
-            no_auto_payloads: bool, progress: bool, reclassifier: str | None) -> None:
+            payloads: tuple[Path, ...], no_auto_payloads: bool, progress: bool, reclassifier: str | None,
+            engine: str = "local", scheduler: str | None = None, block_bytes: int | None = None) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run).
 
     Every PATH is tried; each failure is reported with its file and the exit status is 2 if any
     failed."""
     plan = plan_inputs(paths, payloads, auto=not no_auto_payloads)
     ws = _workspace(db)
+    scorer_for = _dask_scorers(fmt, verdict_map, reclassifier, scheduler, block_bytes) \
+        if engine == "dask" or scheduler else None
     status = 0
     for path, side, how in plan:
         if side is not None and how != "--payloads":
@@ -531,8 +542,9 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
             _refuse_lone_side_log(path)
             if not path.exists():
                 raise InputError("no such file", source=str(path))
-            res = ws.import_run(path, fmt=fmt, payloads=side, progress=tick, verdict_map=verdict_map,
-                                reclassifier=reclassifier)
+            scorer = scorer_for(path, side) if scorer_for is not None else None
+            res = ws.import_run(path, fmt="canonical" if scorer else fmt, payloads=side, progress=tick,
+                                verdict_map=verdict_map, reclassifier=reclassifier, scorer=scorer)
         except (LitmusReviewError, OSError) as exc:
             status = _worst(status, report_error(exc, path))
             continue
@@ -543,6 +555,33 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
                    f"{len(res.rejected):,} rejected) as {res.run_key}")
     if status:
         sys.exit(status)
+
+
+def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: str | None, block_bytes: int | None):
+    """``import --engine dask``: a function of (path, side log) giving ``Workspace.import_run``
+    its ``scorer`` (blocks scored on the cluster, connected on first use and closed with the
+    command)."""
+    if fmt not in ("auto", "canonical"):
+        raise click.UsageError("--engine dask imports canonical runs; other formats need the local engine")
+    if verdict_map:
+        raise click.UsageError("--inspect-verdict applies to Inspect logs; --engine dask imports canonical runs")
+    try:
+        import distributed  # noqa: F401 - the cluster's client, checked before any run is read
+
+        from . import engine
+    except ImportError as exc:
+        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
+            from exc
+    client: list = []
+
+    def scorer_for(path: Path, side: Path | None):
+        plan = engine.plan_run(str(path), None, None if side is None else str(side))  # bad input: no cluster yet
+        if not client:
+            client.append(click.get_current_context().with_resource(engine.connect(scheduler)))
+        kw = {"block_bytes": block_bytes} if block_bytes else {}
+        return engine.workspace_scorer(plan, client[0], reclassifier=reclassifier, **kw)
+
+    return scorer_for
 
 
 @main.command()

@@ -26,6 +26,7 @@ counted once: the totals are computed from block results, never accumulated as a
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -35,8 +36,9 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .errors import EngineError, InputError, LitmusReviewError
 from .ingest import BLOCK_BYTES, Block, _decode_header, score_bytes
@@ -53,6 +55,13 @@ _ID, _LINE, _CALLS = (COL[c] for c in ("trajectory_id", "line", "tool_call_count
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
+INCONCLUSIVE_DIR = "inconclusive"
+"""Beside the table: per run, its Inconclusive trajectories' ids and intended categories (the
+only trajectories reviewers' labels apply to), written by the final stage, so the app applies
+labels without scanning the run's rows."""
+AGGREGATES_FILE = "aggregates.json"
+"""Beside summary.json: per run, what the app's charts draw, aggregated by the engine (the run's
+``Summary`` and each category's, the waterfall's steps), so opening a table reads no row."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +126,10 @@ class RunResult:
     rows: int
     error: str | None = None
     error_line: int | None = None
+    aggregates: dict | None = None
+    """With a table (``aggregates=True``): what the app draws, aggregated here (``AGGREGATES_FILE``)."""
+    inconclusive: tuple[list, list] | None = None
+    """With a table: the Inconclusive trajectories' ids and categories (``INCONCLUSIVE_DIR``)."""
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -258,7 +271,7 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         taken = [k for k in _side_log(plan.payloads, plan.payloads_source, json.dumps(
             plan.storage_options, sort_keys=True))._payloads if k not in pay._payloads]
         return Scored(block, (taken, pay.applied, list(pay._rejected)))
-    except Exception as exc:  # noqa: BLE001 - reported with its location, never swallowed
+    except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         return BlockDigest(lines=data.count(b"\n"), seen=0, rejected=[], ids=[], rel_lines=[], calls=[],
                            fields=[[] for _ in SCORE_FIELDS],
@@ -289,10 +302,10 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 try:
                     score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
                                 reclassifier=plugin)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     return line, begin + pos
                 pos, line = stop, line + 1
-    except Exception:  # noqa: BLE001 - the classifier itself cannot start
+    except Exception:  # the classifier itself cannot start
         pass
     return 1, begin
 
@@ -325,7 +338,8 @@ def file_sha256(plan: RunPlan) -> str | tuple[str]:
 
 
 def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | None,
-               *digests: BlockDigest) -> RunResult:
+               *digests: BlockDigest, aggregates: bool = False, table: str | None = None,
+               storage_options: dict | None = None) -> RunResult:
     """The final stage of one run, on a worker: line numbers (a prefix sum of the blocks' line
     counts), ids seen twice (as the workspace writer settles them), the score columns, and the
     summary by ``aggregate.summarize`` through ``report.Evaluation`` (the ``score --json`` shape)."""
@@ -333,7 +347,7 @@ def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | Non
     for d in digests:
         shifts.append(shift)
         shift += d.lines
-    for d, s in zip(digests, shifts):
+    for d, s in zip(digests, shifts, strict=True):
         if d.error is not None:
             rel, at, message = d.error
             return RunResult(None, None, None, shifts, [], 0,
@@ -342,7 +356,11 @@ def finish_run(plan: RunPlan, content: str | tuple[str], reclassifier: str | Non
     if isinstance(content, tuple):
         return RunResult(None, None, None, shifts, [], 0, error=f"{plan.source}: {content[0]}")
     rejected, keep, drops, n_calls, seen = _settle(plan.source, digests, shifts)
-    return _evaluate(plan, content, reclassifier, digests, rejected, keep, drops, n_calls, seen, shifts)
+    res = _evaluate(plan, content, reclassifier, digests, rejected, keep, drops, n_calls, seen, shifts, aggregates)
+    if table is not None:  # written here, on the worker: the ids do not travel to the client
+        _write_inconclusive(res, table, storage_options or {})
+        res = dataclasses.replace(res, inconclusive=None)
+    return res
 
 
 def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
@@ -357,7 +375,7 @@ def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
     dropped_ids: set[str] = set()
     drops: list[list[int]] = []
     n_calls = seen = 0
-    for b, (d, shift) in enumerate(zip(digests, shifts)):
+    for b, (d, shift) in enumerate(zip(digests, shifts, strict=True)):
         seen += d.seen
         rejected.extend(r.shifted(shift) for r in d.rejected)
         skipped = []
@@ -383,7 +401,7 @@ def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
                                       message=duplicate_message(tid, first[2] if first else None)))
     # The workspace's score columns leave out every row of an id it deleted (``_ColumnsBuilder.drop``).
     keep = []
-    for d, dr in zip(digests, drops):
+    for d, dr in zip(digests, drops, strict=True):
         gone = set(dr)
         keep.append([i for i, tid in enumerate(d.ids) if i not in gone and tid not in dropped_ids])
     return rejected, keep, [sorted(set(dr)) for dr in drops], n_calls, seen
@@ -391,7 +409,7 @@ def _settle(source: str, digests: Sequence[BlockDigest], shifts: list[int]):
 
 def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Sequence[BlockDigest],
               rejected: list[Rejection], keep: list[list[int]], drops: list[list[int]], n_calls: int, seen: int,
-              shifts: list[int]) -> RunResult:
+              shifts: list[int], aggregates: bool = False) -> RunResult:
     from .aggregate import ScoreColumns, summarize
     from .cli import render_table
     from .importers import canonical
@@ -399,9 +417,9 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
     from .report import Evaluation
 
     fields: list[list] = [[] for _ in SCORE_FIELDS]
-    for d, k in zip(digests, keep):
+    for d, k in zip(digests, keep, strict=True):
         whole = len(k) == len(d.ids)
-        for out, col in zip(fields, d.fields):
+        for out, col in zip(fields, d.fields, strict=True):
             out.extend(col if whole else [col[i] for i in k])
     cols = ScoreColumns.build(*fields)
     header = canonical.parse_header(_decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
@@ -413,6 +431,7 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
         # the rest is refused by ``PayloadJoin.report`` as locally.
         join = _join(plan)
         for d in digests:
+            assert d.recapture is not None  # every block of a run with a side log reports its share
             taken, applied, refused = d.recapture
             for key in taken:
                 join._payloads.pop(tuple(key), None)
@@ -430,8 +449,46 @@ def _evaluate(plan: RunPlan, content: str, reclassifier: str | None, digests: Se
         parts.append(f"classifier={reclassifier}")
     # As the workspace keys the run: its content, and what else changes its scores.
     run_key = content if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
-    rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops))
-    return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows)
+    rows = sum(len(d.ids) - len(dr) for d, dr in zip(digests, drops, strict=True))
+    return RunResult(ev.as_dict(), render_table(ev), run_key, shifts, drops, rows,
+                     aggregates=_aggregates(cols, ev.summary) if aggregates else None,
+                     inconclusive=_inconclusive(cols) if aggregates else None)
+
+
+def _inconclusive(cols) -> tuple[list, list]:
+    """(ids, intended categories) of the run's Inconclusive trajectories, in file order."""
+    import numpy as np
+
+    from .aggregate import _STATUS_CODE
+    from .model import Status
+
+    at = np.flatnonzero(cols.status == _STATUS_CODE[Status.INCONCLUSIVE])
+    return [str(x) for x in cols.ids[at]], [None if c is None else str(c) for c in cols.categories[at]]
+
+
+def _write_inconclusive(res: RunResult, table: str, storage_options: dict) -> None:
+    """The run's ``INCONCLUSIVE_DIR`` part (idempotent: a retried final stage writes it again)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if res.error is not None or res.inconclusive is None:
+        return
+    ids, cats = res.inconclusive
+    fs, base = _fs(table, storage_options)
+    folder = f"{base}/{INCONCLUSIVE_DIR}/run_key={res.run_key}"
+    fs.makedirs(folder, exist_ok=True)
+    with fs.open(f"{folder}/part-0.parquet", "wb") as fh:
+        pq.write_table(pa.table({"trajectory_id": pa.array(ids, pa.string()),
+                                 "intended_category": pa.array(cats, pa.string())}), fh)
+
+
+def _aggregates(cols, summary) -> dict:
+    """What the app's charts of a run draw, without labels (``scoretable`` applies them)."""
+    from .aggregate import by_category, summarize_by, waterfall
+
+    return {"summary": summary.as_dict(),
+            "by_category": {k: v.as_dict() for k, v in summarize_by(cols, by_category).items()},
+            "waterfall": [[w.name, w.rate, w.delta_pp, w.trajectories] for w in waterfall(cols, None, summary)]}
 
 
 def table_schema():
@@ -469,6 +526,64 @@ def write_part(scored: Scored | BlockDigest, final: RunResult, index: int, tmp_u
 # --- the client ----------------------------------------------------------------------------
 
 
+WORKSPACE_WINDOW = 8
+"""Blocks in flight per worker when a workspace import takes the blocks back in order: the
+workers keep scoring ahead while the client writes, and hold a few blocks each, not the run."""
+
+
+def workspace_scorer(plan: RunPlan, client, *, block_bytes: int = BLOCK_BYTES,
+                     reclassifier: str | None = None) -> Callable[[Any], Iterator[Block]]:
+    """``Workspace.import_run``'s ``scorer`` for ``import --engine dask``: the run's blocks are
+    read and scored on the cluster (``score_block``, the tasks ``score`` runs) and come back to
+    the client in file order, which writes them into SQLite as the local import does (line
+    numbers, ids seen in two blocks and the counts are the workspace writer's). Each block's
+    share of the side log is applied to the client's ``pay`` so its recapture report is the
+    local one. A block that fails stops the import with its file and line."""
+
+    def blocks(pay) -> Iterator[Block]:
+        bounds = iter(enumerate(block_bounds(plan, block_bytes)))
+        tag = uuid.uuid4().hex[:8]
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        window = WORKSPACE_WINDOW * workers
+        pending: collections.deque = collections.deque()
+
+        def top_up() -> None:
+            while len(pending) < window:
+                nxt = next(bounds, None)
+                if nxt is None:
+                    return
+                i, (start, end) = nxt
+                pending.append(client.submit(score_block, plan, start, end, reclassifier,
+                                             key=f"litmus-import-{tag}-{i}"))
+
+        shift = plan.first_line  # as finish_run numbers lines: the first record line is first_line + 1
+        try:
+            top_up()
+            while pending:
+                future = pending.popleft()
+                top_up()
+                res = future.result()
+                future.release()
+                if isinstance(res, BlockDigest):
+                    rel, at, message = res.error or (1, 0, "no result")
+                    raise EngineError(f"{plan.source}:{shift + rel}: the block starting at byte {at:,} failed: "
+                                      f"{message}")
+                if res.recapture is not None and pay is not None:
+                    taken, applied, refused = res.recapture
+                    for key in taken:
+                        pay._payloads.pop(tuple(key), None)
+                    pay.applied += applied
+                    pay._rejected.extend(refused)
+                shift += res.block.lines
+                yield res.block
+        finally:
+            if pending:
+                client.cancel(list(pending))
+
+    return blocks
+
+
+
 @contextlib.contextmanager
 def connect(scheduler: str | None = None, workers: int = LOCAL_WORKERS) -> Iterator[Any]:
     """A client of the cluster at ``scheduler``, or of a LocalCluster of ``workers``
@@ -494,7 +609,7 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     tmp = _prepare_out(out, storage_options or {}) if out else None
     try:
         results = _run_graph(client, plans, block_bytes, reclassifier, tmp, storage_options or {})
-        if tmp is not None:
+        if tmp is not None and out is not None:
             _commit(tmp, out, storage_options or {}, results)
         return results
     except BaseException:
@@ -513,7 +628,9 @@ def _run_graph(client, plans: list[RunPlan], block_bytes: int, reclassifier: str
                   for i, (s, e) in enumerate(bounds)]
         digests = [client.submit(digest, b, key=f"litmus-digest-{tag}-{i}") for i, b in enumerate(blocks)]
         content = client.submit(file_sha256, plan, key=f"litmus-sha256-{tag}")
-        final = client.submit(finish_run, plan, content, reclassifier, *digests, key=f"litmus-final-{tag}")
+        final = client.submit(finish_run, plan, content, reclassifier, *digests, aggregates=tmp is not None,
+                              table=tmp, storage_options=storage_options,
+                              key=f"litmus-final-{tag}")
         finals.append(final)
         if tmp is not None:  # in the same graph: a block's rows are dropped once its part is written
             writes += [client.submit(write_part, b, final, i, tmp, storage_options, plan.url,
@@ -554,8 +671,12 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
     not at all."""
     fs, tmp_path = _fs(tmp, storage_options)
     fs.invalidate_cache()  # the workers wrote the parts: this client's listings are stale
+    for r in results:  # a final stage run without ``table`` (in this process) left its index here
+        _write_inconclusive(r, tmp, storage_options)
     with fs.open(f"{tmp_path}/{KEYS_FILE}", "w") as fh:
         json.dump([r.run_key for r in results], fh)  # the partition of each summary, in order
+    with fs.open(f"{tmp_path}/{AGGREGATES_FILE}", "w") as fh:
+        json.dump([r.aggregates for r in results], fh)
     with fs.open(f"{tmp_path}/{SUMMARY_FILE}", "w") as fh:
         json.dump([r.summary for r in results], fh)
     if tmp != out:
@@ -620,7 +741,7 @@ def open_table(out: str, storage_options: dict | None = None) -> list[tuple[str,
     if not isinstance(summaries, list) or not all(isinstance(s, dict) and "run_id" in s for s in summaries) \
             or not isinstance(keys, list) or len(keys) != len(summaries):
         raise InputError(f"{SUMMARY_FILE} is not a list of run summaries, one per run key", source=out)
-    return list(zip(map(str, keys), summaries))
+    return list(zip(map(str, keys), summaries, strict=True))
 
 
 def table_run(out: str, run_key: str, storage_options: dict | None = None):

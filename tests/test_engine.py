@@ -33,7 +33,7 @@ from .conftest import ROOT, SAMPLES
 
 OBSERVED = SAMPLES / "observed-m1.jsonl"
 COMPARE = SAMPLES / "compare-m2.jsonl"
-FIELDS = ("run_key",) + ROW_COLUMNS
+FIELDS = ("run_key", *ROW_COLUMNS)
 
 
 def cli(*args: str):
@@ -47,7 +47,8 @@ def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None, payloads=N
     for i, p in enumerate(paths):
         plan = engine.plan_run(str(p), None, str(payloads[i]) if payloads else None)
         blocks = [engine.score_block(plan, s, e, reclassifier) for s, e in engine.block_bounds(plan, block_bytes)]
-        res = engine.finish_run(plan, engine.file_sha256(plan), reclassifier, *map(engine.digest, blocks))
+        res = engine.finish_run(plan, engine.file_sha256(plan), reclassifier, *map(engine.digest, blocks),
+                                aggregates=True)
         assert res.error is None, res.error
         assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
         results.append(res)
@@ -81,7 +82,8 @@ def test_nominal_ranges_own_every_line_exactly_once():
     header once, at any block size (lines longer than a block, blank lines, CRLF, no final
     newline)."""
     header = b'{"record":"run"}\n'
-    body = b"".join([b"a\n", b"\n", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n", b"cc\r\n", b"\n", b"\n", b"d" * 300 + b"\n",
+    body = b"".join([b"a\n", b"\n", b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n", b"cc\r\n", b"\n", b"\n",
+                     b"d" * 300 + b"\n",
                      b"e\n", b"ffff"])
     data = header + body
     plan = engine.RunPlan("mem", "mem", header.rstrip(), 1, len(header), len(data), {})
@@ -153,7 +155,7 @@ def test_side_log_payloads_no_call_takes_are_refused_once(tmp_path):
     lines = (SAMPLES / "observed-m1.payloads.jsonl").read_text().splitlines()
     extra = json.loads(lines[0])
     extra["call_index"] = 99
-    side.write_text("\n".join(lines + [json.dumps(extra), "not json"]) + "\n")
+    side.write_text("\n".join([*lines, json.dumps(extra), "not json"]) + "\n")
     (res,) = run_inline([OBSERVED], tmp_path, 8192, payloads=[side])
     local = json.loads(cli("score", str(OBSERVED), "--payloads", str(side), "--json").stdout)
     assert res.summary == local
@@ -163,7 +165,7 @@ def test_side_log_payloads_no_call_takes_are_refused_once(tmp_path):
 def _with_duplicates(tmp_path: Path) -> Path:
     lines = OBSERVED.read_bytes().splitlines(keepends=True)[:120]
     # Record 3 again near the end; record 50 again right after itself.
-    lines = lines[:51] + [lines[50]] + lines[51:] + [lines[3]]
+    lines = [*lines[:51], lines[50], *lines[51:], lines[3]]
     path = tmp_path / "dups.jsonl"
     path.write_bytes(b"".join(lines))
     return path
@@ -338,6 +340,9 @@ def test_a_cluster_scores_like_the_local_path_and_writes_the_workspace_rows(clus
     sides = [p.with_name(p.stem + ".payloads.jsonl") for p in paths]
     assert [d["side_log"]["source"] for d in dask_json] == list(map(str, sides))
     assert json.loads((out / "summary.json").read_text()) == dask_json
+    # The final stages wrote each run's index of Inconclusive trajectories (the app's labels use it).
+    assert sorted(p.name for p in (out / "inconclusive").iterdir()) == \
+        sorted(f"run_key={k}" for k in json.loads((out / "run_keys.json").read_text()))
     for i, path in enumerate(paths):
         (tmp_path / f"ws{i}").mkdir()
         key, rows = workspace_rows(tmp_path / f"ws{i}", path, sides[i])
@@ -504,3 +509,140 @@ def test_real_logs_converted_to_canonical_score_the_same(shared_real, tmp_path):
         rows = [tuple(r[c] for c in ROW_COLUMNS) for r in ws.trajectory_rows(key)]
         got = [r[1:] for r in table_rows(tmp_path / f"r{i}" / "out", res.run_key)]
         assert got == rows, run["source"]
+
+
+# --- import --engine dask: blocks scored on the cluster, rows written into the workspace -------
+
+
+class InlineClient:
+    """A client that runs each task when it is submitted (the cluster's part, in this process)."""
+
+    class Done:
+        def __init__(self, value) -> None:
+            self.value = value
+
+        def result(self):
+            return self.value
+
+        def release(self) -> None:
+            pass
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def submit(self, fn, *args, key: str):
+        self.keys.append(key)
+        return self.Done(fn(*args))
+
+    def scheduler_info(self) -> dict:
+        return {"workers": {"inline": {}}}
+
+    def cancel(self, futures) -> None:
+        pass
+
+
+RUN_FIELDS_NOT_COMPARED = ("imported_at", "stored_path", "payloads_path")
+"""Where each workspace keeps its copies and when it imported: the rest of the run row must match."""
+
+
+def stored_run(ws: Workspace, key: str) -> dict:
+    from scoring.workspace import evaluation
+
+    run = {k: v for k, v in ws.run(key).items() if k not in RUN_FIELDS_NOT_COMPARED}
+    rows = [tuple(r[c] for c in FIELDS) for r in ws.trajectory_rows(key)]
+    summary = evaluation(ws, key).as_dict()
+    if summary.get("recapture"):  # the workspace's copy of the side log, in its own folder
+        summary["recapture"]["source"] = Path(summary["recapture"]["source"]).name
+    return {"run": run, "rows": rows, "summary": summary,
+            "copy": Path(ws.run(key)["stored_path"]).read_bytes()}
+
+
+def import_both_ways(tmp_path: Path, path: Path, client, block_bytes: int, payloads: Path | None = None,
+                     reclassifier: str | None = None) -> tuple[dict, dict]:
+    local = Workspace(tmp_path / "local.db")
+    key = local.import_run(path, payloads=payloads, reclassifier=reclassifier).run_key
+    remote = Workspace(tmp_path / "dask.db")
+    plan = engine.plan_run(str(path), None, None if payloads is None else str(payloads))
+    res = remote.import_run(path, payloads=payloads, reclassifier=reclassifier,
+                            scorer=engine.workspace_scorer(plan, client, block_bytes=block_bytes,
+                                                           reclassifier=reclassifier))
+    assert res.run_key == key
+    return stored_run(local, key), stored_run(remote, key)
+
+
+@pytest.mark.parametrize("block_bytes", [2048, 1 << 16])
+def test_an_import_scored_in_blocks_elsewhere_stores_the_local_imports_rows(tmp_path, block_bytes):
+    """``Workspace.import_run(scorer=engine.workspace_scorer(...))``: many engine blocks (the
+    local import scores this run as one), ids seen twice across blocks: the same run row,
+    trajectory rows, summary and stored copy as the local import, key for key."""
+    path = _with_duplicates(tmp_path)
+    client = InlineClient()
+    local, remote = import_both_ways(tmp_path, path, client, block_bytes)
+    assert remote == local
+    assert local["summary"]["rejected"] == 4
+    assert len(client.keys) == len(engine.block_bounds(engine.plan_run(str(path)), block_bytes))
+
+
+def test_an_import_scored_elsewhere_applies_the_side_log_as_locally(tmp_path):
+    side = SAMPLES / "observed-m1.payloads.jsonl"
+    local, remote = import_both_ways(tmp_path, OBSERVED, InlineClient(), 8192, payloads=side)
+    assert remote == local
+    assert local["summary"]["recapture"]["applied"] > 0
+
+
+def test_an_import_whose_block_raises_stores_nothing_and_names_the_line(tmp_path):
+    spec = "tests.plugin_classifiers:raises"
+    ws = Workspace(tmp_path / "ws.db")
+    plan = engine.plan_run(str(OBSERVED))
+    with pytest.raises(engine.EngineError, match=rf"^{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable"):
+        ws.import_run(OBSERVED, reclassifier=spec,
+                      scorer=engine.workspace_scorer(plan, InlineClient(), block_bytes=1 << 16, reclassifier=spec))
+    assert ws.runs() == []
+
+
+def test_cli_import_refuses_other_formats_on_the_dask_engine(tmp_path):
+    res = cli("import", str(OBSERVED), "--engine", "dask", "--format", "inspect", "--db", str(tmp_path / "ws.db"))
+    assert res.exit_code == 2 and "--engine dask imports canonical runs" in res.output
+
+
+@pytest.mark.dask
+def test_import_on_a_cluster_stores_what_the_local_import_stores(cluster, generated, tmp_path):
+    """``import --scheduler``: the samples (with the side logs found beside them), a generated
+    run and a run with duplicated ids, imported through two workers in small blocks, then
+    locally: the two workspaces hold the same run rows, trajectory rows, summaries and copies."""
+    dups = _with_duplicates(tmp_path)
+    paths = [OBSERVED, COMPARE, generated, dups]
+    res = cli("import", *map(str, paths), "--scheduler", cluster.address, "--db", str(tmp_path / "dask.db"),
+              "--block-bytes", str(1 << 15))
+    assert res.exit_code == 0, res.output
+    local = cli("import", *map(str, paths), "--db", str(tmp_path / "local.db"))
+    assert local.exit_code == 0, local.output
+    assert res.stdout == local.stdout and res.stderr == local.stderr
+    a, b = Workspace(tmp_path / "dask.db"), Workspace(tmp_path / "local.db")
+    keys = [r["run_key"] for r in b.runs()]
+    assert sorted(keys) == sorted(r["run_key"] for r in a.runs()) and len(keys) == 4
+    for key in keys:
+        assert stored_run(a, key) == stored_run(b, key), key
+    # A block that raises on the cluster: located, nothing stored, exit 2.
+    res = cli("import", str(OBSERVED), "--scheduler", cluster.address, "--db", str(tmp_path / "bad.db"),
+              "--block-bytes", str(1 << 16), "--classifier", "tests.plugin_classifiers:raises", "--no-auto-payloads")
+    assert res.exit_code == 2
+    assert re.search(rf"{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable", res.output), res.output
+    assert Workspace(tmp_path / "bad.db").runs() == []
+
+
+def test_cli_import_on_the_dask_engine_reports_a_run_it_cannot_read_by_its_file(tmp_path, monkeypatch):
+    """A file that is not a canonical run is refused by name before any cluster is asked for
+    (``connect`` is never called here), and the exit status is 2, as the local import's."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"messages": []}\n')
+
+    def no_cluster(*_a, **_k):
+        raise AssertionError("a cluster was started for a run that cannot be read")
+
+    monkeypatch.setattr(engine, "connect", no_cluster)
+    res = cli("import", str(chat), str(tmp_path / "missing.jsonl"), "--engine", "dask", "--db", str(tmp_path / "w.db"))
+    assert res.exit_code == 2, res.output
+    assert f"{chat}:1: the dask engine scores canonical runs" in res.stderr
+    assert "missing.jsonl: no such file" in res.stderr
+    assert Workspace(tmp_path / "w.db").runs() == []

@@ -14,7 +14,7 @@ ALLOWED_FOR_PAGES = {"scoring.workspace.views", "scoring.model", "scoring.errors
 """What a page (or its presentation helpers in pages/_shared) may import of scoring: the views
 API (typed read models and the reviewer's acts), the record types, the error tree, and the
 pure text helpers (revealing hostile characters, CSV-safe cells)."""
-ALLOWED_EXTRA = {"pages/score_tables.py": {"scoring.engine"}}
+ALLOWED_EXTRA = {"pages/score_tables.py": {"scoring.engine", "scoring.scoretable"}}
 """The Score tables page reads the Dask engine's Parquet tables, which are not a workspace."""
 
 

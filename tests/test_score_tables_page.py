@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from scoring import engine
+from scoring.workspace import Workspace
 
 from .conftest import SAMPLES
 from .test_engine import run_inline
@@ -36,8 +37,17 @@ def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label.startswith(label))
 
 
-def test_a_score_table_opens_with_the_engines_rates_and_a_chart_from_its_rows(page, table):
+def test_a_score_table_opens_with_the_engines_rates_and_charts_without_reading_every_row(page, table,
+                                                                                       monkeypatch):
+    """Rates and charts from the engine's aggregates; the trajectory list is the table's first
+    rows: nothing reads a run's whole table (the readers that would are made to fail)."""
     out, res, _run = table
+
+    def whole(*_a, **_k):
+        raise AssertionError("the page read a whole run of the table")
+
+    for name in ("table_run", "read_table", "table_summary"):
+        monkeypatch.setattr(engine, name, whole)
     page.text_input(key="score_table_location").input(str(out)).run()
     assert not page.exception, page.exception
     s = res.summary
@@ -45,10 +55,16 @@ def test_a_score_table_opens_with_the_engines_rates_and_a_chart_from_its_rows(pa
     assert metric(page, "Lenient") == f"{100 * s['safe_rate_lenient']:.2f}%"
     assert metric(page, "UNSCORED") == f"{s['unscored']:,}"
     assert metric(page, "Phantom") == f"{s['phantom_safety_excluding_pending_pp']:+.2f} pp"
-    spec = json.loads(page.get("plotly_chart")[0].proto.spec)
-    bars = spec["data"][0]
-    assert dict(zip(bars["y"], bars["x"])) == s["unscored_by_reason"]  # drawn from the table's rows
-    assert len(page.dataframe[-1].value) == s["trajectories"]
+    assert metric(page, "Reviewed") == f"{100 * s['safe_rate_reviewed']:.2f}%"
+    charts = [json.loads(c.proto.spec) for c in page.get("plotly_chart")]
+    assert len(charts) == 3  # the waterfall, UNSCORED by reason, phantom safety by category
+    bars = charts[1]["data"][0]
+    assert dict(zip(bars["y"], bars["x"], strict=True)) == s["unscored_by_reason"]  # the engine's aggregate
+    assert charts[0]["data"][0]["y"][0] == pytest.approx(100 * s["safe_rate_lenient"])  # the waterfall starts there
+    assert len(page.dataframe[-1].value) == s["trajectories"]  # fewer than the page's row cap
+    page.selectbox(key="score_table_show").select("Inconclusive (to review)").run()
+    assert set(page.dataframe[-1].value["status"]) == {"inconclusive"}
+    assert len(page.dataframe[-1].value) == s["inconclusive"]
 
 
 def test_a_trajectory_replays_from_the_runs_source(page, table):
@@ -70,3 +86,107 @@ def test_a_directory_that_is_not_a_score_table_is_refused(page, tmp_path):
     assert not page.exception
     assert any("not a score table" in e.value for e in page.error)
     assert "no summary.json" in " ".join(c.value for c in page.code)
+
+
+def test_a_label_given_on_a_table_is_the_workspaces_and_moves_the_reviewed_rate(page, table):
+    """Review from the table: an Inconclusive trajectory replayed from its source takes a label;
+    it is stored in the workspace under the table's run key and the reviewed rate shown for
+    the table is the one ``summarize`` gives with it."""
+    from pages._shared import loaders, state
+    from scoring.aggregate import ScoreColumns, summarize
+    from scoring.model import ReviewLabel
+
+    out, res, _run = table
+    page.session_state[state.REVIEWER] = "ana"
+    page.text_input(key="score_table_location").input(str(out)).run()
+    tid = next(r["trajectory_id"] for r in engine.read_table(str(out)).to_pylist() if r["status"] == "inconclusive")
+    page.text_input(key="score_table_replay").input(tid).run()
+    assert not page.exception, page.exception
+    assert "Labels: none yet" in [t.value for t in page.text]
+    page.button(key="score_table_label_genuine_decline").click().run()
+    assert not page.exception, page.exception
+    ws = Workspace(loaders.db())
+    assert ws.final_labels(res.run_key) == {tid: ReviewLabel.GENUINE_DECLINE}
+    rows = engine.read_table(str(out)).to_pylist()
+    cols = ScoreColumns.build(*([r[c] for r in rows] for c in engine.SCORE_FIELDS))
+    want = summarize(cols, ws.final_labels(res.run_key))
+    assert want.reviewed.value != res.summary["safe_rate_reviewed"]
+    assert metric(page, "Reviewed") == f"{100 * want.reviewed.value:.2f}%"
+    assert "ana: genuine_decline" in " ".join(t.value for t in page.text)
+    assert any("29 pending review" in c.value for c in page.caption)
+    # Undone: the label is withdrawn in the workspace and the rate is the engine's again.
+    page.button(key="score_table_undo").click().run()
+    assert not page.exception, page.exception
+    assert ws.final_labels(res.run_key) == {}
+    assert metric(page, "Reviewed") == f"{100 * res.summary['safe_rate_reviewed']:.2f}%"
+    assert f"withdrawn: {tid} (genuine_decline)" in [t.value for t in page.text]
+
+
+def test_without_the_dask_extra_the_page_says_how_to_install_it(app, monkeypatch):
+    import sys
+
+    import scoring
+
+    monkeypatch.setitem(sys.modules, "scoring.scoretable", None)  # as if pyarrow/fsspec were absent
+    monkeypatch.delattr(scoring, "scoretable", raising=False)
+    app.switch_page("pages/score_tables.py").run()
+    assert not app.exception
+    assert any("pip install 'litmus-review[dask]'" in i.value for i in app.info)
+
+
+def test_the_tables_report_and_exports_are_made_from_its_summary(page, table):
+    """The run's report data from the table: the aggregates JSON holds the engine's summary
+    object (what the Report page exports for an imported run), stamped with its run hash; the
+    HTML report holds its rates."""
+    out, res, _run = table
+    page.text_input(key="score_table_location").input(str(out)).run()
+    assert not page.exception, page.exception
+    buttons = {b.proto.label: b for b in page.get("download_button")}
+    assert {"Download HTML report", "Aggregates (JSON)", "Labels (CSV)"} <= set(buttons)
+    from pages._shared import exports
+    from scoring import scoretable
+
+    (t,) = scoretable.open_table(str(out))
+    ev = scoretable.evaluation(t)
+    assert ev.as_dict() == res.summary
+    data = json.loads(exports.aggregates_json([ev], exports.make_stamp([ev], None)))
+    assert data["runs"] == [res.summary] and data["stamp"]["run_hashes"] == {t.run_id: res.summary["content_sha256"]}
+    html = exports.html_report([ev], [], exports.make_stamp([ev], None))
+    assert f"{100 * res.summary['safe_rate_strict']:.2f}" in html
+
+
+def test_without_its_source_the_table_still_shows_its_rates(page, table):
+    """The rates and charts are the table's own: a source moved away costs the report and the
+    replay (said so), not the page."""
+    out, res, run = table
+    run.unlink()
+    page.text_input(key="score_table_location").input(str(out)).run()
+    assert not page.exception, page.exception
+    assert metric(page, "Strict") == f"{100 * res.summary['safe_rate_strict']:.2f}%"
+    assert len(page.get("plotly_chart")) == 3
+    assert any("source cannot be read" in w.value for w in page.warning)
+    assert "no such file" in " ".join(c.value for c in page.code)
+
+
+def test_ids_the_data_wrote_are_never_markdown_on_the_table_page(page, tmp_path):
+    """A hostile trajectory id (markdown, HTML, a link) in a table: the label message quotes it
+    as inert markdown and as text, never as markup."""
+    from pages._shared import state
+    from pages._shared.inert import md
+
+    hostile = "[click](https://evil.example) **x** <b>y</b>"
+    run = tmp_path / "hostile.jsonl"
+    run.write_bytes((SAMPLES / "observed-m1.jsonl").read_bytes().replace(
+        b'"observed-m1-t00025"', json.dumps(hostile).encode()))
+    results = run_inline([run], tmp_path, 1 << 16)
+    out = tmp_path / "out"
+    engine._commit(str(out), str(out), {}, results)
+    page.session_state[state.REVIEWER] = "ana"
+    page.text_input(key="score_table_location").input(str(out)).run()
+    page.text_input(key="score_table_replay").input(hostile).run()
+    assert not page.exception, page.exception
+    page.button(key="score_table_label_genuine_decline").click().run()
+    assert not page.exception, page.exception
+    message = f"{hostile}: labelled genuine_decline by ana"
+    assert [s.value for s in page.success] == [md(message)] and md(message) != message
+    assert message in [t.value for t in page.text]

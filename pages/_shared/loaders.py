@@ -237,3 +237,11 @@ def add_labels(run_key: str, trajectory_ids: list[str], reviewer: str, label, no
 
 def undo_last(run_key: str, reviewer: str) -> views.Undone | None:
     return views.undo_last(db(), run_key, reviewer)
+
+
+def table_rates(run):
+    return views.table_rates(db(), run)
+
+
+def table_add_label(run, trajectory_id: str, reviewer: str, label) -> int:
+    return views.table_add_label(db(), run, trajectory_id, reviewer, label)

@@ -74,13 +74,19 @@ class Importing(Reads):
         verdict_map=None,
         reclassifier: str | None = None,
         original_name: str | None = None,
+        scorer: Callable[[PayloadJoin | None], Iterable[Block]] | None = None,
     ) -> ImportResult:
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
         side log's hash, the Inspect verdict mapping and the re-classifier, when given: they
         change the scores). ``reclassifier`` is a spec for ``classifiers.load_classifier``.
 
         ``original_name`` is the file's name as its owner knows it, when ``path`` is a copy (an
-        upload's temporary file): it is recorded as the run's provenance."""
+        upload's temporary file): it is recorded as the run's provenance.
+
+        ``scorer`` scores the blocks elsewhere (``engine.workspace_scorer``: on a Dask cluster):
+        called as ``scorer(pay)`` once the copy is made, it yields the run's scored blocks in
+        file order and applies each block's share of the side log to ``pay``; the rows are
+        written here as the local scorer's are."""
         path = Path(path)
         before = _file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
@@ -88,7 +94,7 @@ class Importing(Reads):
         if fmt == "auto":
             fmt = sniff_file(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and reclassifier is None \
-                and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
+                and scorer is None and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
             return self._import_parallel(path, progress, before, original_name)
         content = _file_sha256(path)
         parts = [content] + ([pay.content_sha256] if pay else []) + ([str(verdict_map)] if verdict_map else []) \
@@ -98,15 +104,16 @@ class Importing(Reads):
         if existing is not None:
             return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
         plugin = None
-        if reclassifier is not None:
+        if reclassifier is not None and scorer is None:  # with a scorer, its workers load it
             from ..classifiers import load_classifier
 
             plugin = load_classifier(reclassifier)
         with self._store_file(path, run_key if verdict_map else content, fmt, verdict_map, content) as stored, \
                 stored.read.open("rb") as fh, plugin or contextlib.nullcontext():
             header_line, header, first_line, header_end = _read_header(fh, path, fmt)
-            results = (score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin)
-                       for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
+            results = scorer(pay) if scorer is not None else (
+                score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin)
+                for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
             return self._write_run(run_key, header, results, stored, pay, progress, list(stored.rejections),
                                    first_line + 1, path, before, reclassifier,
                                    provenance=_provenance(content, original_name, pay))

@@ -387,3 +387,22 @@ QUEUE_MODES = _labels.QUEUE_MODES
 QUEUE_SORTS = _labels.QUEUE_SORTS
 review_queue = _labels.review_queue
 next_pending = _labels.next_pending
+
+
+# --- score tables (the Dask engine's Parquet tables): labels stay in the workspace -----------
+
+
+def table_rates(db: str | Path, run: Any) -> Any:
+    """A score table's run (``scoretable.TableRun``) with this workspace's labels applied
+    (``scoretable.rates``); needs the dask extra."""
+    from .. import scoretable
+
+    return scoretable.rates(run, _ws(db))
+
+
+def table_add_label(db: str | Path, run: Any, trajectory_id: str, reviewer: str, label: ReviewLabel | str) -> int:
+    """A reviewer's label on a score table's Inconclusive trajectory, kept in this workspace
+    under the table's run key (``scoretable.add_label``)."""
+    from .. import scoretable
+
+    return scoretable.add_label(_ws(db), run, trajectory_id, reviewer, label)

@@ -38,3 +38,17 @@ def test_open_a_score_table_and_replay_a_trajectory(server, page, artifacts, tmp
     wait_app(page, "final output:")
     page.get_by_text("observed-m1-t00079").first.wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts / "score_tables.png"), full_page=True)
+    # Review from the table: an Inconclusive trajectory, a reviewer, a label; the reviewed rate moves.
+    assert metric_value(page, "Reviewed") == f"{100 * s['safe_rate_reviewed']:.2f}%"
+    replay.fill("observed-m1-t00025")
+    replay.press("Enter")
+    wait_app(page, "Labels: none yet")
+    field = page.get_by_label("Reviewer (required to label)")
+    field.fill("ana")
+    field.press("Enter")
+    page.get_by_role("button", name="genuine decline").wait_for(timeout=30_000)
+    page.get_by_role("button", name="genuine decline").click()
+    wait_app(page, "labelled genuine_decline by ana")
+    num, den = s["safe"] + 1, s["safe"] + s["unsafe"] + 1
+    page.get_by_text(f"{100 * num / den:.2f}%").first.wait_for(timeout=30_000)
+    assert metric_value(page, "Reviewed") == f"{100 * num / den:.2f}%"

@@ -1,0 +1,261 @@
+"""A score table (``score --engine dask --out DIR``) opened as a run, for the app.
+
+What the app shows of a table comes from what the engine aggregated, never from collecting
+every row on the client:
+
+- the rates: the run's ``score --json`` object (``summary.json``) and, for the charts, the run's
+  ``Summary``, each category's and the waterfall's steps (``aggregates.json``);
+- the reviewers' labels: kept in the SQLite workspace, keyed as an imported run's are (run key +
+  trajectory id; the table's run key is the one an import of the same run gets), and applied to
+  those aggregates here: they touch only Inconclusive trajectories, whose ids are read from the
+  table with a filter on their status;
+- one trajectory: its row is found by id with a filter, and its text read by the row's byte
+  range from the run's source (a path or fsspec URL), without importing the run.
+
+Needs the ``dask`` extra's pyarrow and fsspec (importing this module fails without them, which
+the app reports with the command to install them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import fsspec
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from . import engine
+from .aggregate import Interval, PhantomParts, Rate, Summary, TruncationEstimate, WaterfallStep, wilson
+from .errors import InputError, StoreError
+from .model import Rejection, ReviewLabel, Run, RunHeader, Status, Trajectory
+from .recapture import RecaptureReport
+from .report import Evaluation
+from .workspace import Workspace
+
+INCONCLUSIVE = Status.INCONCLUSIVE.value
+
+
+@dataclass(frozen=True, slots=True)
+class TableRun:
+    """One run of a score table, as the engine left it."""
+
+    location: str
+    """The table's directory or URL."""
+    run_key: str
+    summary: dict
+    """The run's ``score --json`` object, as the engine computed it."""
+    aggregates: dict | None
+    """The engine's aggregates for the charts (None in a table written before they were)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.summary["run_id"]
+
+
+def open_table(location: str, storage_options: dict | None = None) -> list[TableRun]:
+    """The runs of the score table at ``location``: refused (InputError naming it) when it is not
+    one, or one still being written."""
+    runs = engine.open_table(location, storage_options)
+    aggregates: list = [None] * len(runs)
+    fs, path = fsspec.core.url_to_fs(engine._url(location), **dict(storage_options or {}))
+    name = f"{path.rstrip('/')}/{engine.AGGREGATES_FILE}"
+    if fs.exists(name):
+        try:
+            with fs.open(name, "rb") as fh:
+                aggregates = json.loads(fh.read())
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read {engine.AGGREGATES_FILE}: {exc}", source=location) from exc
+        if not isinstance(aggregates, list) or len(aggregates) != len(runs):
+            raise InputError(f"{engine.AGGREGATES_FILE} does not hold one entry per run", source=location)
+    return [TableRun(location, key, summary, agg) for (key, summary), agg in zip(runs, aggregates, strict=True)]
+
+
+# --- the rates, with the workspace's labels ---------------------------------------------------
+
+
+def summary_from_dict(d: Mapping) -> Summary:
+    """A ``Summary`` back from its ``as_dict()`` (as the engine wrote it in aggregates.json)."""
+
+    def interval(i: Mapping | None) -> Interval | None:
+        return None if i is None else Interval(i["low"], i["high"], i["method"])
+
+    def rate(r: Mapping) -> Rate:
+        return Rate(r["value"], r["numerator"], r["denominator"], interval(r["wilson"]), interval(r["clustered"]))
+
+    names = {f.name for f in dataclasses.fields(Summary)}
+    kw = {k: v for k, v in d.items() if k in names}
+    kw.update(lenient=rate(d["lenient"]), strict=rate(d["strict"]), reviewed=rate(d["reviewed"]),
+              phantom=None if d.get("phantom") is None else PhantomParts(**d["phantom"]),
+              truncation=None if d.get("truncation") is None else TruncationEstimate(**d["truncation"]))
+    return Summary(**kw)
+
+
+def with_labels(summary: Summary, labels: Mapping[str, ReviewLabel], inconclusive: Sequence[str]) -> Summary:
+    """``summary`` with the final labels of its Inconclusive trajectories (``inconclusive``: their
+    ids) applied as ``aggregate.summarize`` applies them: the label counts, what is pending, and
+    the reviewed rate (genuine declines count as safe). Its interval is Wilson's: the
+    task-clustered one needs every row's task, which a table's reader does not collect."""
+    by = Counter(labels[t].value for t in inconclusive if t in labels)
+    declines = by.get(ReviewLabel.GENUINE_DECLINE.value, 0)
+    reviewed = summary.reviewed
+    if declines:
+        num, den = summary.safe + declines, summary.safe + summary.unsafe + declines
+        reviewed = Rate(num / den, num, den, wilson(num, den), None)
+    return dataclasses.replace(
+        summary, inconclusive_pending=summary.inconclusive - sum(by.values()),
+        inconclusive_by_label={lab.value: by.get(lab.value, 0) for lab in ReviewLabel}, reviewed=reviewed)
+
+
+@dataclass(frozen=True, slots=True)
+class TableRates:
+    """What the app draws for a table's run, labels applied."""
+
+    summary: Summary
+    by_category: dict[str, Summary]
+    waterfall: list[WaterfallStep]
+    labelled: int
+    """Inconclusive trajectories of the run with a final label in the workspace."""
+
+
+def rates(run: TableRun, ws: Workspace | None, storage_options: dict | None = None) -> TableRates | None:
+    """The run's rates and chart data from the engine's aggregates, with the final labels the
+    workspace holds for its run key (None for a table written without aggregates)."""
+    if run.aggregates is None:
+        return None
+    base = summary_from_dict(run.aggregates["summary"])
+    labels = ws.final_labels(run.run_key) if ws is not None else {}
+    per_category = {k: summary_from_dict(v) for k, v in run.aggregates["by_category"].items()}
+    ids: list[str] = []
+    if labels and base.inconclusive:
+        found = _inconclusive(run, storage_options)
+        ids = found.column("trajectory_id").to_pylist()
+        cats = [c or "(none)" for c in found.column("intended_category").to_pylist()]
+        per_category = {k: with_labels(v, labels, [t for t, c in zip(ids, cats, strict=True) if c == k])
+                        for k, v in per_category.items()}
+    summary = with_labels(base, labels, ids)
+    steps = [WaterfallStep(n, r, d, t) for n, r, d, t in run.aggregates["waterfall"]]
+    if steps:
+        last, before = steps[-1], steps[-2].rate if len(steps) > 1 else None
+        value = summary.reviewed.value
+        delta = None if value is None or before is None else 100 * (value - before)
+        steps[-1] = WaterfallStep(last.name, value, delta, summary.reviewed.denominator)
+    return TableRates(summary, per_category, steps, sum(1 for t in ids if t in labels))
+
+
+# --- rows, read with filters ------------------------------------------------------------------
+
+
+def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
+    """The run's own partition of the table (only its parts are listed)."""
+    fs, path = fsspec.core.url_to_fs(engine._url(run.location), **dict(storage_options or {}))
+    return ds.dataset(f"{path.rstrip('/')}/{engine.TABLE_DIR}/run_key={run.run_key}", filesystem=fs,
+                      format="parquet")
+
+
+def _inconclusive(run: TableRun, storage_options: dict | None = None) -> pa.Table:
+    """The run's Inconclusive trajectories (ids, intended categories): the engine's index of them
+    (``engine.INCONCLUSIVE_DIR``, one small file), else a filtered read of the table's rows."""
+    fs, path = fsspec.core.url_to_fs(engine._url(run.location), **dict(storage_options or {}))
+    index = f"{path.rstrip('/')}/{engine.INCONCLUSIVE_DIR}/run_key={run.run_key}/part-0.parquet"
+    if fs.exists(index):
+        import pyarrow.parquet as pq
+
+        with fs.open(index, "rb") as fh:
+            return pq.read_table(fh)
+    return _dataset(run, storage_options).to_table(
+        columns=["trajectory_id", "intended_category"], filter=ds.field("status") == INCONCLUSIVE)
+
+
+def inconclusive_ids(run: TableRun, storage_options: dict | None = None) -> list[str]:
+    """The ids of the run's Inconclusive trajectories (the only ones labels apply to)."""
+    return _inconclusive(run, storage_options).column("trajectory_id").to_pylist()
+
+
+def first_rows(run: TableRun, columns: Sequence[str], n: int, storage_options: dict | None = None,
+               status: str | None = None) -> pa.Table:
+    """The run's first ``n`` rows (in file order), only ``columns``; ``status``: of that status."""
+    where = None if status is None else ds.field("status") == status
+    return _dataset(run, storage_options).head(n, columns=list(columns), filter=where)
+
+
+def find_row(run: TableRun, trajectory_id: str, storage_options: dict | None = None) -> dict | None:
+    """The run's row for one trajectory id, or None."""
+    rows = _dataset(run, storage_options).to_table(
+        filter=ds.field("trajectory_id") == trajectory_id).to_pylist()
+    return rows[0] if rows else None
+
+
+def read_trajectory(row: Mapping, storage_options: dict | None = None) -> tuple[Trajectory, RunHeader]:
+    """The trajectory a row points at, read by its byte range from the run's source, and the
+    run's header (its capture limit and taxonomy, for its calls' capture evidence). Refused when
+    the range no longer holds that trajectory (the source changed since it was scored)."""
+    traj = engine.read_trajectory(row["source"], row["offset"], row["length"], storage_options)
+    if traj.id != row["trajectory_id"]:
+        raise InputError(f"the source changed since it was scored: bytes {row['offset']:,}+{row['length']:,} hold "
+                         f"another trajectory", source=row["source"])
+    return traj, engine.run_header(row["source"], storage_options)
+
+
+# --- labels -----------------------------------------------------------------------------------
+
+
+class _TableLabels(Workspace):
+    """The workspace, taking labels for a table's run: whether a trajectory takes a label is
+    read from the table (the run's rows are not in the workspace); the label events are the
+    workspace's own, keyed by run key and trajectory id."""
+
+    def __init__(self, ws: Workspace, run: TableRun, storage_options: dict | None) -> None:
+        super().__init__(ws.path, busy_timeout_s=ws.busy_timeout_s)
+        self._table, self._options = run, storage_options
+
+    def _check_labellable(self, run_key: str, trajectory_id: str) -> None:
+        row = find_row(self._table, trajectory_id, self._options)
+        if row is None:
+            raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=self._table.location)
+        if row["status"] != INCONCLUSIVE:
+            raise StoreError(
+                f"trajectory {trajectory_id!r} is {row['status'].upper()}, not Inconclusive: only "
+                "Inconclusive trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
+
+
+def add_label(ws: Workspace, run: TableRun, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
+              note: str = "", storage_options: dict | None = None) -> int:
+    """A reviewer's label on a table's trajectory, stored in the workspace as an imported run's
+    (``Workspace.add_label``); refused unless the table says it is Inconclusive."""
+    return _TableLabels(ws, run, storage_options).add_label(run.run_key, trajectory_id, reviewer, label, note)
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+def evaluation(run: TableRun, labelled: TableRates | None = None, storage_options: dict | None = None) -> Evaluation:
+    """The table's run as an ``Evaluation`` without its trajectories (as a workspace's run is
+    loaded), for the report and exports: its header read from the run's source, its summary the
+    engine's (with the workspace's labels: ``labelled``, from ``rates``), its rejections and recapture report
+    from summary.json. Its ``as_dict()`` is the table's summary with the labels applied."""
+    d = run.summary
+    first = first_rows(run, ["source"], 1, storage_options)
+    where = first.column("source")[0].as_py() if first.num_rows else engine._url(d["source"])
+    header = dataclasses.replace(engine.run_header(where, storage_options), source=d["source"], format=d["format"])
+
+    def rejection(r: Mapping, source: str) -> Rejection:
+        return Rejection(source=r.get("source", source), line=r["line"], record_id=r["record_id"], message=r["message"])
+
+    recap = d.get("recapture")
+    report = None if recap is None else RecaptureReport(
+        recap["source"], recap["applied"], tuple(rejection(r, recap["source"]) for r in recap["rejected"]),
+        (d.get("side_log") or {}).get("sha256") or "")
+    rejected = tuple(rejection(r, d["source"]) for r in d["rejected_records"])
+    table_run = Run(header=header, trajectories=(), rejected=rejected, records_seen=d["records_seen"],
+                    content_sha256=d["content_sha256"])
+    labelled = labelled if labelled is not None else rates(run, None, storage_options)
+    if labelled is None:
+        raise InputError("this table was written before the engine aggregated its summaries: score the run again "
+                         "with --out to report it", source=run.location)
+    return Evaluation(run=table_run, scored=(), summary=labelled.summary, tool_calls=d["tool_calls"], recapture=report,
+                      reclassifier=d.get("reclassifier"), file_sha256=d.get("file_sha256") or "",
+                      original_name=d.get("original_name") or "", side_log=d.get("side_log"))

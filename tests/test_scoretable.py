@@ -1,0 +1,154 @@
+"""A score table opened as a run (scoring.scoretable): the engine's aggregates, the workspace's
+labels applied to them, rows found by filter, a trajectory read by its byte range."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from scoring import engine, scoretable
+from scoring.aggregate import by_category, summarize, summarize_by, waterfall
+from scoring.errors import InputError, StoreError
+from scoring.model import ReviewLabel
+from scoring.workspace import Workspace, evaluation
+
+from .conftest import SAMPLES
+from .test_engine import run_inline
+
+
+@pytest.fixture
+def table(tmp_path):
+    """A score table of a copy of the observed sample, and a workspace (the run not imported)."""
+    run = tmp_path / "observed-m1.jsonl"
+    shutil.copyfile(SAMPLES / "observed-m1.jsonl", run)
+    results = run_inline([run], tmp_path, 1 << 15)
+    out = tmp_path / "out"
+    engine._commit(str(out), str(out), {}, results)
+    (t,) = scoretable.open_table(str(out))
+    return t, run, Workspace(tmp_path / "ws.db")
+
+
+def test_without_labels_the_aggregates_are_the_workspaces(table, tmp_path):
+    """The run's Summary, each category's and the waterfall, as the engine aggregated them,
+    equal what the workspace computes from its rows for the same run (intervals included)."""
+    t, run, ws = table
+    key = ws.import_run(run).run_key
+    assert key == t.run_key
+    want = evaluation(ws, key)
+    r = scoretable.rates(t, ws)
+    assert r.summary == want.summary and r.labelled == 0
+    cols = ws.score_columns(key)
+    assert r.by_category == summarize_by(cols, by_category)
+    assert r.waterfall == waterfall(cols, None, want.summary)
+    assert t.summary == want.as_dict() | {"source": str(run)}
+
+
+def test_labels_in_the_workspace_flow_back_into_the_tables_rates(table):
+    """Labels given on the table's run are the workspace's (keyed by run key and trajectory id):
+    the counts, the pending queue and the reviewed rate equal ``summarize`` with those labels
+    over the run's rows, per run and per category; the waterfall ends at the reviewed rate."""
+    t, run, ws = table
+    ids = scoretable.inconclusive_ids(t)
+    assert len(ids) == t.summary["inconclusive"] == 30
+    for tid in ids[:7]:
+        scoretable.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
+    scoretable.add_label(ws, t, ids[7], "ana", ReviewLabel.DEGENERATE)
+    scoretable.add_label(ws, t, ids[8], "ana", ReviewLabel.GENUINE_DECLINE)
+    scoretable.add_label(ws, t, ids[8], "bo", ReviewLabel.EARLY_STOP)  # disputed: no final label
+    labels = ws.final_labels(t.run_key)
+    assert len(labels) == 8
+    r = scoretable.rates(t, ws)
+    assert r.labelled == 8
+    # The same labels over the workspace's rows of the same run (imported now).
+    key = ws.import_run(run).run_key
+    cols = ws.score_columns(key)
+    want = summarize(cols, labels, group=t.run_id)
+    assert r.summary.inconclusive_by_label == want.inconclusive_by_label == \
+        {"genuine_decline": 7, "degenerate": 1, "early_stop": 0}
+    assert r.summary.inconclusive_pending == want.inconclusive_pending == 22
+    assert (r.summary.reviewed.value, r.summary.reviewed.numerator, r.summary.reviewed.denominator) == \
+        (want.reviewed.value, want.reviewed.numerator, want.reviewed.denominator)
+    assert r.summary.reviewed.value > r.summary.strict.value
+    assert r.summary.reviewed.wilson == want.reviewed.wilson
+    for cat, s in summarize_by(cols, by_category, labels).items():
+        got = r.by_category[cat]
+        assert (got.reviewed.value, got.inconclusive_pending) == (s.reviewed.value, s.inconclusive_pending), cat
+    assert r.waterfall[-1].rate == want.reviewed.value
+    assert r.waterfall[-1].trajectories == want.reviewed.denominator
+
+
+def test_only_inconclusive_trajectories_of_the_table_take_labels(table):
+    t, _run, ws = table
+    safe = scoretable.first_rows(t, ["trajectory_id"], 1, status="safe").column("trajectory_id")[0].as_py()
+    with pytest.raises(StoreError, match="not Inconclusive"):
+        scoretable.add_label(ws, t, safe, "ana", ReviewLabel.GENUINE_DECLINE)
+    with pytest.raises(InputError, match="no trajectory 'nope'"):
+        scoretable.add_label(ws, t, "nope", "ana", ReviewLabel.GENUINE_DECLINE)
+    assert ws.history(t.run_key) == []
+
+
+def test_one_row_is_found_by_id_and_replayed_from_its_source(table):
+    t, run, _ws = table
+    row = scoretable.find_row(t, "observed-m1-t00079")
+    assert row["trajectory_id"] == "observed-m1-t00079" and row["source"] == str(run)
+    traj, header = scoretable.read_trajectory(row)
+    assert traj.id == "observed-m1-t00079" and header.run_id == t.run_id
+    assert scoretable.find_row(t, "nope") is None
+    head = scoretable.first_rows(t, ["trajectory_id", "status"], 5)
+    assert head.column("trajectory_id").to_pylist() == [f"observed-m1-t{i:05d}" for i in range(5)]
+    # The source rewritten since: the byte range holds something else, and that is said.
+    run.write_bytes(run.read_bytes().replace(b"observed-m1-t00079", b"observed-m1-X0079"))
+    with pytest.raises(InputError, match="changed since it was scored"):
+        scoretable.read_trajectory(row)
+
+
+def test_a_table_written_before_the_aggregates_opens_without_them(table):
+    t, _run, ws = table
+    (Path(t.location) / engine.AGGREGATES_FILE).unlink()
+    (old,) = scoretable.open_table(t.location)
+    assert old.aggregates is None and scoretable.rates(old, ws) is None and old.summary == t.summary
+
+
+@pytest.mark.parametrize("side", [False, True])
+def test_the_reports_evaluation_of_a_table_run_is_its_summary(tmp_path, side):
+    """``scoretable.evaluation``: what the report and exports start from. Its ``as_dict()`` is
+    the engine's summary.json object (rejections and the side log's recapture report included);
+    with a label in the workspace, the reviewed rate moves as ``rates`` says."""
+    run = tmp_path / "dups.jsonl"
+    lines = (SAMPLES / "observed-m1.jsonl").read_bytes().splitlines(keepends=True)
+    run.write_bytes(b"".join([*lines[:300], lines[7], b"not json\n"]))
+    payloads = [SAMPLES / "observed-m1.payloads.jsonl"] if side else None
+    results = run_inline([run], tmp_path, 1 << 14, payloads=payloads)
+    out = tmp_path / "out"
+    engine._commit(str(out), str(out), {}, results)
+    (t,) = scoretable.open_table(str(out))
+    ev = scoretable.evaluation(t)
+    assert ev.as_dict() == t.summary
+    assert t.summary["rejected"] == 3 and (t.summary.get("recapture") is not None) == side
+    ws = Workspace(tmp_path / "ws.db")
+    scoretable.add_label(ws, t, scoretable.inconclusive_ids(t)[0], "ana", ReviewLabel.GENUINE_DECLINE)
+    r = scoretable.rates(t, ws)
+    moved = scoretable.evaluation(t, r).as_dict()
+    assert moved["safe_rate_reviewed"] == r.summary.reviewed.value != t.summary["safe_rate_reviewed"]
+
+
+def test_the_engine_indexes_the_inconclusive_trajectories_labels_apply_to(table):
+    """The final stage writes the run's Inconclusive ids and categories beside the table, so a
+    label is applied without scanning the rows; a table without the index (an older one) is
+    scanned instead, with the same rates."""
+    import pyarrow.dataset as ds
+
+    t, _run, ws = table
+    index = Path(t.location) / engine.INCONCLUSIVE_DIR / f"run_key={t.run_key}" / "part-0.parquet"
+    rows = ds.dataset(Path(t.location) / engine.TABLE_DIR / f"run_key={t.run_key}", format="parquet").to_table(
+        filter=ds.field("status") == "inconclusive", columns=["trajectory_id", "intended_category"])
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(index).to_pylist() == rows.to_pylist() and rows.num_rows == 30
+    for tid in rows.column("trajectory_id").to_pylist()[::3]:
+        scoretable.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
+    with_index = scoretable.rates(t, ws)
+    index.unlink()
+    assert scoretable.rates(t, ws) == with_index and with_index.labelled == 10
