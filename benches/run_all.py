@@ -293,7 +293,8 @@ Where the 5.1–5.5 s of a million-call import goes (~9.5 s of CPU): the workers
 (a whole-file serial pass: 6.5–7.3 s) — 10 k typed records at ~155 µs (~1.6 s) and 190 k
 lean records at ~26–30 µs (15.3 µs in a hot loop over the same records, whose parts measured
 alone are decoding ~8 µs, encoding and SHA-256 of five argument surfaces ~8 µs and their JSON
-check ~2 µs; the rest is walking lines through data not yet in cache) — plus startup and pickling; the main process's ~2.6 s is the
+check ~2 µs; the rest is walking lines through data not yet in cache) — plus startup and pickling;
+the main process's ~2.6 s is the
 file's SHA-256 (0.85 s), the SQLite insert (1.35 s) and unpickling rows (0.2–0.3 s). Twice
 pyarrow's second parse is ~3–3.7 s of wall, ~6 s of CPU on two cores: out of reach for this
 design in Python. **The 1 M-call import target is not met against pyarrow's parse alone
@@ -356,7 +357,8 @@ def machine() -> str:
     except OSError:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({cpu or platform.machine()}), {mem:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
+    return (f"{os.cpu_count()} cores ({cpu or platform.machine()}), {mem:.0f} GiB, "
+            f"Python {platform.python_version()}, {platform.system()}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,10 +385,13 @@ def main(argv: list[str] | None = None) -> int:
     say()
     say("## Import + strict score vs parsing alone")
     say()
-    say("| trajectories | tool calls | file | pyarrow.json.read_json, fresh process | pyarrow, parsing again in that process | "
+    say(
+        "| trajectories | tool calls | file | pyarrow.json.read_json, fresh process "
+        "| pyarrow, parsing again in that process | "
         "json.loads loop | import + score into SQLite | import ÷ pyarrow fresh (target ≤ 2) | "
         "import ÷ pyarrow again (target ≤ 2) | json.loads loop ÷ pyarrow fresh / again | import CPU, all processes | "
-        "import peak RSS, main + workers | RSS ÷ file (target ≤ 0.5) |")
+        "import peak RSS, main + workers | RSS ÷ file (target ≤ 0.5) |"
+    )
     say("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     scaling = []
     ratio_notes: list[str] = []
@@ -466,10 +471,13 @@ def main(argv: list[str] | None = None) -> int:
         theirs = median_of(args.runs, "inspect_theirs", ev)
         say("## Inspect logs")
         say()
-        say(f"A generated `.eval` of {args.inspect_samples:,} samples ({ev.stat().st_size / 2**20:.1f} MiB, "
+        say(
+            f"A generated `.eval` of {args.inspect_samples:,} samples ({ev.stat().st_size / 2**20:.1f} MiB, "
             f"{ours['tool_calls']:,} tool calls): our importer {ours['seconds']:.2f} s, "
-            f"`inspect_ai.log.read_eval_log` {theirs['seconds']:.2f} s — ratio **{ours['seconds'] / theirs['seconds']:.2f}×** "
-            f"(ours ÷ theirs; both read the same tool calls: {ours['tool_calls'] == theirs['tool_calls']}).")
+            f"`inspect_ai.log.read_eval_log` {theirs['seconds']:.2f} s — "
+            f"ratio **{ours['seconds'] / theirs['seconds']:.2f}×** "
+            f"(ours ÷ theirs; both read the same tool calls: {ours['tool_calls'] == theirs['tool_calls']})."
+        )
         say()
     else:
         say("## Inspect logs\n\nSkipped: ../shared/real/inspect_ai is not beside the checkout.\n")

@@ -18,18 +18,22 @@ st.text(reveal_id("\n".join(stamp.lines()), lines=True))
 def figures() -> list[tuple[str, object]]:
     figs = [("Safe rate before and after", charts.before_after_bars(
         [(rows[k].run_id + (" +side log" if rows[k].side_log else ""), ev.summary)
-         for k, ev in zip(keys, evs)]))]
-    for k, ev in zip(keys, evs):
+         for k, ev in zip(keys, evs, strict=False)]))]
+    for k, ev in zip(keys, evs, strict=False):
         steps, per_category = loaders.run_breakdowns(k)
         rid = rows[k].run_id
         sizes = loaders.argument_sizes(k)
         figs += [
             (f"{rid}: what each correction moved", charts.waterfall_chart(steps)),
-            (f"{rid}: UNSCORED by reason", charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value)),
-            (f"{rid}: phantom safety by category",
-             charts.phantom_by_category(per_category, ev.run.header.taxonomy)),
-            (f"{rid}: argument sizes", charts.argument_size_histogram(
-                sizes, ev.run.header.capture_limit_bytes, views.size_quantiles(sizes))),
+            (
+                f"{rid}: UNSCORED by reason",
+                charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value),
+            ),
+            (f"{rid}: phantom safety by category", charts.phantom_by_category(per_category, ev.run.header.taxonomy)),
+            (
+                f"{rid}: argument sizes",
+                charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, views.size_quantiles(sizes)),
+            ),
         ]
     return figs
 
@@ -58,7 +62,7 @@ columns = {
     "phantom safety (pp)": st.column_config.NumberColumn("phantom pp", format="%+.2f", width=70),
     "evidence_standard": st.column_config.TextColumn("evidence", width=60),
     **{c: st.column_config.NumberColumn(c.removeprefix("safe_rate_"), format="%.2f%%", width=w)
-       for c, w in zip(RATES, (56, 52, 60))}}
+       for c, w in zip(RATES, (56, 52, 60), strict=False)}}
 st.dataframe(preview, hide_index=True, width="stretch", column_config=columns)
 st.caption(f"The report holds this table and {len(figs)} charts: " + md("; ".join(t for t, _ in figs)) + ".")
 c = st.columns(3)
@@ -89,7 +93,7 @@ with c[2]:
 
         try:
             st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt, stamp, progress=advance))
-        except Exception as exc:  # noqa: BLE001 - kaleido needs chromium; say so plainly
+        except Exception as exc:
             st.error("Could not render images (kaleido needs chromium on PATH): " + md(str(exc), lines=True))
         bar.empty()
     if "chart_zip" in st.session_state:

@@ -31,7 +31,9 @@ FILTERS = list(views.QUEUE_MODES)
 SORTS = views.QUEUE_SORTS
 
 keys, rows = router.page(
-    "Review", caption="Keyboard: 1 genuine decline · 2 degenerate · 3 early stop · J next · K previous · U undo my last act")
+    "Review",
+    caption="Keyboard: 1 genuine decline · 2 degenerate · 3 early stop · J next · K previous · U undo my last act",
+)
 
 
 def set_reviewer() -> None:
@@ -131,7 +133,8 @@ def do_bulk(run_key: str, queue: list[str]) -> None:
     except LitmusReviewError as exc:
         st.session_state[state.LAST_ACTION] = ("error", error_text(exc))
         return
-    st.session_state[state.LAST_ACTION] = ("ok", f"Bulk act {batch}: labelled {len(queue):,} traces {ReviewLabel(label).value} "
+    st.session_state[state.LAST_ACTION] = ("ok", f"Bulk act {batch}: labelled {len(queue):,} traces "
+                                                 f"{ReviewLabel(label).value} "
                                                  f"by {reveal_id(reviewer)} (U undoes the whole act)")
     st.session_state[state.REVIEW_NOTE] = ""
 
@@ -212,7 +215,8 @@ def review_panel(run_key: str) -> None:
             st.text("evidence:")
             for ev_line in replay.suggestion_evidence:
                 st.text(f"  • {reveal_id(ev_line)}")
-            visible = loaders.visible_labels(run_key, tid, reviewer or "", blind=st.session_state.get(state.BLIND, True))
+            visible = loaders.visible_labels(run_key, tid, reviewer or "",
+                                             blind=st.session_state.get(state.BLIND, True))
             if visible:
                 st.dataframe([{"reviewer": reveal_id(r), "label": lab.value} for r, lab in visible.items()],
                              hide_index=True)
@@ -220,7 +224,7 @@ def review_panel(run_key: str) -> None:
                 st.caption("Blind review: other reviewers' labels appear after you label this trace.")
             note_area()
             cols = st.columns(3)
-            for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS):
+            for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS, strict=False):
                 # All three alike: none is the obvious (primary) choice.
                 col.button(text, on_click=do_label, args=(run_key, tid, label, queue),
                            shortcut=key, key=f"label-{label.value}", help=help_text, width="stretch",
@@ -266,10 +270,14 @@ def rubric() -> None:
 
 def bulk_panel(run_key: str, queue: list[str]) -> None:
     with st.expander(f"Label all {len(queue):,} traces of this queue at once"):
-        st.text("Each trace gets its own label event, all marked as one bulk act; Undo withdraws the whole act.\n"
-                "Filter the queue first (above) so it holds only traces with the same evidence.")
-        counts = Counter(loaders.trajectory_frame(run_key).set_index("trajectory_id").loc[queue, "suggestion"].fillna("none"))
-        st.text("suggestions in this queue: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counts.most_common()))
+        st.text(
+            "Each trace gets its own label event, all marked as one bulk act; Undo withdraws the whole act.\n"
+            "Filter the queue first (above) so it holds only traces with the same evidence."
+        )
+        frame = loaders.trajectory_frame(run_key).set_index("trajectory_id")
+        counts = Counter(frame.loc[queue, "suggestion"].fillna("none"))
+        st.text("suggestions in this queue: "
+                + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counts.most_common()))
         st.radio("Label for every trace in the queue", [label.value for label, *_ in LABEL_BUTTONS], index=None,
                  key=state.BULK_LABEL, horizontal=True, format_func=lambda v: LABEL_NAMES[ReviewLabel(v)])
         chosen = st.session_state.get(state.BULK_LABEL)

@@ -70,7 +70,9 @@ for k, ev in evs.items():
                      f"cut, {t.recovered_unsafe:,} of {t.recovered_decided:,} recovered unsafe" if t.pp is not None
                      else f"t × ĥ: {t.truncated:,} of {s.total:,} cut, none recovered (add the side log)")
     if s.safe_by_classifier:
-        facts.append("SAFE certified by " + ", ".join(f"{md(name or '?')} {n:,}" for name, n in s.safe_by_classifier.items()))
+        facts.append(
+            "SAFE certified by " + ", ".join(f"{md(name or '?')} {n:,}" for name, n in s.safe_by_classifier.items())
+        )
     st.caption(" · ".join(facts))
     if h.reported_safe_rate is not None:
         # The source text comes from the log: shown as plain text, never as markdown.
@@ -88,7 +90,8 @@ ev = evs[focus]
 steps, per_category = loaders.run_breakdowns(focus)
 # Full width: in half a page the six waterfall labels ran into each other below ~1,500 px.
 st.plotly_chart(charts.waterfall_chart(steps), width="stretch", key="chart_waterfall")
-st.plotly_chart(charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value), width="stretch", key="chart_unscored")
+st.plotly_chart(charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value), width="stretch",
+                key="chart_unscored")
 st.plotly_chart(charts.phantom_by_category(per_category, ev.run.header.taxonomy),
                 width="stretch", key="chart_phantom")
 sizes = loaders.argument_sizes(focus)

@@ -19,13 +19,19 @@ df = loaders.trajectory_frame(run_key)
 # Three filters a row: in six columns at 1,280 px a chosen value's chip read "u…".
 f = [*st.columns(3), *st.columns(3)]
 status = f[0].multiselect("Status", placeholder="all", key="filter_status", options=sorted(df["status"].unique()))
-reason = f[1].multiselect("Reason", placeholder="all", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique()))
-category = f[2].multiselect("Category", placeholder="all", key="filter_category", format_func=reveal_id, options=sorted(c for c in df["intended_category"].dropna().unique()))
-termination = f[3].multiselect("Termination", placeholder="all", key="filter_termination", format_func=reveal_id, options=sorted(df["termination"].unique()))
+reason = f[1].multiselect(
+    "Reason", placeholder="all", key="filter_reason", options=sorted(r for r in df["reason"].dropna().unique())
+)
+category = f[2].multiselect("Category", placeholder="all", key="filter_category", format_func=reveal_id,
+                            options=sorted(c for c in df["intended_category"].dropna().unique()))
+termination = f[3].multiselect("Termination", placeholder="all", key="filter_termination", format_func=reveal_id,
+                               options=sorted(df["termination"].unique()))
 tools = views.tool_names(df["tools"].dropna().unique())  # few distinct lists
 tool = f[4].multiselect("Tool", placeholder="all", key="filter_tool", format_func=reveal_id, options=tools)
-model = f[5].multiselect("Model", placeholder="all", key="filter_model", format_func=reveal_id, options=sorted(df["model"].dropna().unique()))
-query = st.text_input(key="filter_search", label="Search arguments, results and outputs (full text)", placeholder="e.g. exfil, /etc/passwd")
+model = f[5].multiselect("Model", placeholder="all", key="filter_model", format_func=reveal_id,
+                         options=sorted(df["model"].dropna().unique()))
+query = st.text_input(key="filter_search", label="Search arguments, results and outputs (full text)",
+                      placeholder="e.g. exfil, /etc/passwd")
 
 view = df
 if status:

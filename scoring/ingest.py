@@ -192,7 +192,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
         try:
             t = canonical.check_record(obj, known, seen_ids)
         except RecordError as exc:
-            if isinstance(exc, DuplicateRecordError):
+            if isinstance(exc, DuplicateRecordError) and exc.record_id is not None:
                 # Neither copy is preferred: the earlier one (in this block) is refused too.
                 earlier = next((i for i, r in enumerate(rows) if r[0] == exc.record_id), None)
                 if earlier is not None:

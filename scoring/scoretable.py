@@ -29,7 +29,16 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from . import engine
-from .aggregate import Interval, PhantomParts, Rate, Summary, TruncationEstimate, WaterfallStep, wilson
+from .aggregate import (
+    Interval,
+    PhantomParts,
+    Rate,
+    ScoreColumns,
+    Summary,
+    TruncationEstimate,
+    WaterfallStep,
+    wilson,
+)
 from .errors import InputError, StoreError
 from .model import Rejection, ReviewLabel, Run, RunHeader, Status, Trajectory
 from .recapture import RecaptureReport
@@ -256,6 +265,7 @@ def evaluation(run: TableRun, labelled: TableRates | None = None, storage_option
     if labelled is None:
         raise InputError("this table was written before the engine aggregated its summaries: score the run again "
                          "with --out to report it", source=run.location)
-    return Evaluation(run=table_run, scored=(), summary=labelled.summary, tool_calls=d["tool_calls"], recapture=report,
+    return Evaluation(run=table_run, scored=ScoreColumns.of(()), summary=labelled.summary, tool_calls=d["tool_calls"],
+                      recapture=report,
                       reclassifier=d.get("reclassifier"), file_sha256=d.get("file_sha256") or "",
                       original_name=d.get("original_name") or "", side_log=d.get("side_log"))

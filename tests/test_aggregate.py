@@ -64,7 +64,7 @@ def test_empty_denominators_give_none_not_nan():
 
 
 def test_summarize_by_category_partitions_the_rows():
-    rows = small() + [row(9, Status.SAFE, cat="C02")]
+    rows = [*small(), row(9, Status.SAFE, cat="C02")]
     groups = summarize_by(rows, by_category)
     assert set(groups) == {"C01", "C02"} and sum(g.total for g in groups.values()) == len(rows)
 
@@ -115,12 +115,12 @@ def _close(a, b):
     if isinstance(a, float) and isinstance(b, float):
         return abs(a - b) < 1e-9
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=False))
     return a == b
 
 
 def test_summarize_by_model_keeps_models_apart():
-    rows = small() + [dataclasses.replace(row(20, Status.UNSAFE, lenient=False), model="other")]
+    rows = [*small(), dataclasses.replace(row(20, Status.UNSAFE, lenient=False), model="other")]
     groups = summarize_by(rows, by_model)
     assert set(groups) == {"m", "other"} and groups["other"].unsafe == 1 and groups["m"].total == len(small())
 
@@ -236,7 +236,7 @@ def test_columns_and_score_objects_aggregate_alike(spec_a, spec_b):
     assert waterfall(cols, labels) == waterfall(rows, labels)
     steps = waterfall(cols, labels)
     for step, kept in zip(steps, (rows, [r for r in rows if r.status is not Status.UNSCORED],
-                                  [r for r in rows if r.status in (Status.SAFE, Status.UNSAFE)])):
+                                  [r for r in rows if r.status in (Status.SAFE, Status.UNSAFE)]), strict=False):
         assert (step.rate, step.trajectories) == (sum(r.lenient_safe for r in kept) / len(kept) if kept else None,
                                                   len(kept))
     other, _ = build_mixed(spec_b)

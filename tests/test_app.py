@@ -406,7 +406,7 @@ def test_runs_page_shows_the_harness_run_status(app, tmp_path):
     app.switch_page("pages/runs.py").run()
     assert not app.exception
     table = app.dataframe[-1].value
-    status = dict(zip(table["run"], table["run status"]))
+    status = dict(zip(table["run"], table["run status"], strict=False))
     assert status["cx"] == "cancelled" and status["observed-m1"] == "—"
 
 

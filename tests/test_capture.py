@@ -172,9 +172,19 @@ def test_a_small_bomb_costs_work_in_proportion_to_its_size_not_the_cap(monkeypat
 
     monkeypatch.setattr(capture.zlib, "decompressobj", Counting)
     capture._DECODED.clear()
-    call = ToolCall(index=0, tool="t", arguments=text, arguments_format="text", raw_size_bytes=10,
-                    raw_sha256="0" * 64, adapters=(Adapter(name="gzip", lossless=True), Adapter(name="gzip", lossless=True),
-                                                   Adapter(name="base64", lossless=True)))
+    call = ToolCall(
+        index=0,
+        tool="t",
+        arguments=text,
+        arguments_format="text",
+        raw_size_bytes=10,
+        raw_sha256="0" * 64,
+        adapters=(
+            Adapter(name="gzip", lossless=True),
+            Adapter(name="gzip", lossless=True),
+            Adapter(name="base64", lossless=True),
+        ),
+    )
     cap = assess(call)
     assert [g.reason for g in cap.gaps] == [R.UNVERIFIABLE_ADAPTER] and "budget" in cap.gaps[0].detail
     budget = capture.decode_budget(len(text))

@@ -116,7 +116,7 @@ def test_a_broken_reclassifier_stops_the_run_with_a_located_error(name, match):
 
 def test_a_reclassifier_that_hangs_times_out():
     with load_classifier("tests.plugin_classifiers:hangs", timeout_s=0.2) as plug, \
-            pytest.raises(ClassifierError, match="no answer within 0.2 s"):
+            pytest.raises(ClassifierError, match=r"no answer within 0\.2 s"):
         score(traj(recaptured(CLEAN)), reclassifier=plug)
 
 
@@ -139,7 +139,7 @@ def test_an_external_command_that_dies_is_a_clear_error(tmp_path):
     script = tmp_path / "dies.py"
     script.write_text("import sys\nsys.stderr.write('no API key')\nsys.exit(3)\n")
     with load_classifier(f"{sys.executable} {script}") as plug, \
-            pytest.raises(ClassifierError, match="no API key|stopped reading|exited with status 3"):
+            pytest.raises(ClassifierError, match=r"no API key|stopped reading|exited with status 3"):
         score(traj(recaptured(CLEAN)), reclassifier=plug)
 
 
@@ -161,7 +161,9 @@ def test_cli_classifier_option_and_the_samples_declared_classifier():
     assert withplug["reclassifier"] == "tests.plugin_classifiers:knows_ssh_keys"
     # the four hidden SSH-key payloads the rules miss, found by the re-classifier
     assert withplug["unsafe"] == out["unsafe"] + 4
-    bad = CliRunner().invoke(main, ["score", run, "--payloads", side, "--classifier", "tests.plugin_classifiers:raises"])
+    bad = CliRunner().invoke(
+        main, ["score", run, "--payloads", side, "--classifier", "tests.plugin_classifiers:raises"]
+    )
     assert bad.exit_code == 2 and "model endpoint unreachable" in bad.stderr
 
 
@@ -400,12 +402,18 @@ def calls(draw, index):
     elif proof == "raw-text":
         kw = {"raw_size_bytes": len(raw.encode()), "raw_sha256": sha(raw), "raw_text": raw,
               "raw_text_source": draw(st.sampled_from(["log", "side.jsonl"]))}
-    return ToolCall(index=index, tool="t", arguments=captured, arguments_format="text" if names else "json",
-                    adapters=tuple(Adapter(name=n, lossless=draw(st.sampled_from([True, True, None, False])))
-                                   for n in reversed(names)),
-                    truncated=draw(st.booleans()) and cut is not None,
-                    redactions=(Redaction(marker="[REDACTED]"),) if draw(st.booleans()) and "[REDACTED]" in text else (),
-                    **kw), (raw, proof)
+    return ToolCall(
+        index=index,
+        tool="t",
+        arguments=captured,
+        arguments_format="text" if names else "json",
+        adapters=tuple(
+            Adapter(name=n, lossless=draw(st.sampled_from([True, True, None, False]))) for n in reversed(names)
+        ),
+        truncated=draw(st.booleans()) and cut is not None,
+        redactions=(Redaction(marker="[REDACTED]"),) if draw(st.booleans()) and "[REDACTED]" in text else (),
+        **kw,
+    ), (raw, proof)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -516,7 +524,7 @@ def test_two_copies_in_one_block_name_each_other_by_their_lines_in_the_file(tmp_
     records = [_good(f"t{i:03d}") for i in range(60)]
     path = _run_file(tmp_path, *records)
     data = path.read_bytes()
-    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 10][:-1]  # line n starts at starts[n - 1]
+    starts = [0, *[i + 1 for i, b in enumerate(data) if b == 10][:-1]]  # line n starts at starts[n - 1]
     with path.open("rb") as fh:
         off, n = list(ingest.block_ranges(fh, starts[1], len(data)))[2]  # the third block
     a, b = [line for line in range(1, len(starts) + 1) if off <= starts[line - 1] < off + n][1:3]

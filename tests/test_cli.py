@@ -26,7 +26,7 @@ def test_json_has_every_documented_key_and_counts_add_up():
     res = run("score", OBSERVED, "--json")
     assert res.exit_code == 0, res.output
     obj = json.loads(res.stdout)
-    assert REQUIRED <= obj.keys()
+    assert obj.keys() >= REQUIRED
     assert obj["safe"] + obj["unsafe"] + obj["unscored"] + obj["inconclusive"] == obj["trajectories"] == 2000
 
 

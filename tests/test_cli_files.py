@@ -28,7 +28,7 @@ def folder(tmp_path):
 
 
 def test_every_file_is_read_each_failure_named_and_side_logs_paired_not_scored(folder):
-    paths = sorted(folder.glob("*.jsonl")) + [folder / "missing.jsonl"]  # what `score DIR/*.jsonl x` passes
+    paths = [*sorted(folder.glob("*.jsonl")), folder / "missing.jsonl"]  # what `score DIR/*.jsonl x` passes
     res = run("score", *paths, "--json")
     assert res.exit_code == 2
     objs = [json.loads(line) for line in res.stdout.splitlines()]

@@ -118,7 +118,7 @@ def test_a_rules_never_run_while_the_write_lock_is_held(tmp_path, monkeypatch):
         scoring_started.wait(30)
         try:
             Workspace(ws.path, busy_timeout_s=0.5).add_label(key, tid, "alice", ReviewLabel.DEGENERATE)
-        except BaseException as exc:  # noqa: BLE001 - asserted below
+        except BaseException as exc:
             errors.append(exc)
         finally:
             labelled.set()

@@ -62,7 +62,13 @@ def _zip(members: list[tuple[str, bytes]], method: int, declared: int | None = N
     lying declared sizes can be made."""
     out, central = io.BytesIO(), []
     for name, payload in members:
-        comp = zstandard.ZstdCompressor().compress(payload) if method == 93 else _deflate(payload) if method == 8 else payload
+        comp = (
+            zstandard.ZstdCompressor().compress(payload)
+            if method == 93
+            else _deflate(payload)
+            if method == 8
+            else payload
+        )
         crc, size = zlib.crc32(payload), len(payload) if declared is None else declared
         off, nm = out.tell(), name.encode()
         out.write(struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, method, 0, 0, crc, len(comp), size, len(nm), 0))

@@ -121,7 +121,7 @@ def test_safe_rates_and_report_show_a_hostile_run_inert(hostile_app):
 
 
 def test_trajectory_ids_are_revealed_in_tables_headers_and_toasts(hostile_app):
-    at, key = hostile_app
+    at, _key = hostile_app
     at.switch_page("pages/trajectories.py").run()
     ids = list(at.dataframe[0].value["trajectory_id"])
     assert ids and all("⟨U+202E⟩" in t and "\u202E" not in t for t in ids)

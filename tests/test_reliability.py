@@ -87,8 +87,8 @@ def mutations(data: bytes, rnd: random.Random) -> list[bytes]:
         data[:pos] + b"\xff\xfe\xc3" + data[pos + 1:],               # invalid UTF-8
         data[:pos] + data[pos + 1:],                                 # a byte lost
         b"\n".join(lines[:i] + [lines[i]] * 2 + lines[i + 1:]),      # duplicate record (ids)
-        b"\n".join(lines[:i] + [b"[" * 5000 + b"]" * 5000] + lines[i:]),  # deeply nested JSON
-        b"\n".join(lines[:i] + [json.dumps({"x": "A" * 2_000_000}).encode()] + lines[i:]),  # multi-MB string
+        b"\n".join([*lines[:i], b"[" * 5000 + b"]" * 5000, *lines[i:]]),  # deeply nested JSON
+        b"\n".join([*lines[:i], json.dumps({"x": "A" * 2000000}).encode(), *lines[i:]]),  # multi-MB string
         data.replace(b'"', b"'", 3),                                 # quoting broken
         data.replace(b"true", b'"true"').replace(b": 0", b': "zero"'),  # wrong types
         data.replace(b'"id"', b'"_id"', 2),                          # missing field
@@ -188,7 +188,7 @@ def test_upload_cap_and_server_defaults_are_configured():
     assert cfg["server"]["enableXsrfProtection"] is True
     assert cfg["server"]["maxUploadSize"] == 200
     from pages._shared import loaders
-    assert loaders.MAX_UPLOAD_MB == cfg["server"]["maxUploadSize"]
+    assert cfg["server"]["maxUploadSize"] == loaders.MAX_UPLOAD_MB
     assert "127.0.0.1" in (ROOT / "Makefile").read_text()
 
 

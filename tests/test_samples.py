@@ -35,7 +35,9 @@ def test_observed_run_reproduces_the_incident(observed):
     kinds = Counter(t.kind for t in observed.truth.values())
     over = sum(n for k, n in kinds.items() if k.startswith("over_limit"))
     cut = over + kinds["at_limit"]
-    assert cut / len(observed.truth) == pytest.approx(0.031) and over / len(observed.truth) == pytest.approx(0.03, abs=0.002)
+    assert cut / len(observed.truth) == pytest.approx(0.031) and over / len(observed.truth) == pytest.approx(
+        0.03, abs=0.002
+    )
     harmful = sum(t.actually_harmful for t in observed.truth.values())
     assert harmful > kinds["over_limit_benign"]  # most hide a payload
     assert kinds["over_limit_missed"] > 0  # ... and some the classifier of record misses
@@ -79,6 +81,6 @@ def test_over_limit_trajectories_are_unscored_then_phantom_safety_is_measured_af
 
 
 def test_comparison_run_shares_the_tasks():
-    a = {json.loads(l).get("task_id") for l in (SAMPLES / "observed-m1.jsonl").open()} - {None}
-    b = {json.loads(l).get("task_id") for l in (SAMPLES / "compare-m2.jsonl").open()} - {None}
+    a = {json.loads(line).get("task_id") for line in (SAMPLES / "observed-m1.jsonl").open()} - {None}
+    b = {json.loads(line).get("task_id") for line in (SAMPLES / "compare-m2.jsonl").open()} - {None}
     assert a == b and len(a) == 500

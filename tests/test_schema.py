@@ -32,5 +32,5 @@ def test_schema_rejects_what_the_parser_rejects():
     assert list(validator("trajectory").iter_errors(bad))
     from scoring.importers._common import RecordError
     from scoring.importers.canonical import parse_trajectory
-    with pytest.raises(RecordError, match="termination.reason"):
+    with pytest.raises(RecordError, match=r"termination\.reason"):
         parse_trajectory(bad)

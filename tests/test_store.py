@@ -116,7 +116,9 @@ def test_a_bulk_act_records_one_event_per_trace_and_is_undone_whole(ws, tmp_path
     ws.add_label(ws.key, d, "bob", D)  # another reviewer: untouched throughout
     batch = ws.add_labels(ws.key, [a, b, c], "alice", E, "hit the message limit")
     events = [e for e in ws.history(ws.key) if e["batch_id"] == batch]
-    assert [(e["trajectory_id"], e["action"], e["label"]) for e in events] == [(t, "label", "early_stop") for t in (a, b, c)]
+    assert [(e["trajectory_id"], e["action"], e["label"]) for e in events] == [
+        (t, "label", "early_stop") for t in (a, b, c)
+    ]
     assert events[0]["supersedes"] is not None and events[1]["supersedes"] is None
     assert {t: by["alice"] for t, by in ws.current_labels(ws.key).items() if "alice" in by} == {a: E, b: E, c: E}
     undone = ws.undo_last(ws.key, "alice")
@@ -224,7 +226,7 @@ def _writer(db: str, key: str, tids: list[str], reviewer: str, n: int, q) -> Non
     for i in range(n):
         try:
             ws.add_label(key, tids[i % len(tids)], reviewer, labels[i % 3], f"{reviewer}-{i}")
-        except Exception:  # noqa: BLE001 - counted, the test asserts zero
+        except Exception:
             errors += 1
     q.put(errors)
 
@@ -342,7 +344,7 @@ def test_a_run_file_edited_after_import_is_reported_on_replay_not_misread(tmp_pa
     src.write_text("".join(lines))
     ws = Workspace(tmp_path / "w.db")
     key = ws.import_run(src).run_key
-    first, second = (json.loads(l)["id"] for l in lines[1:3])
+    first, _second = (json.loads(line)["id"] for line in lines[1:3])
     # swap two records of equal framing: byte ranges now point at other records
     src.write_text(lines[0] + lines[2] + lines[1] + "".join(lines[3:]))
     stored = Path(ws.run(key)["stored_path"])
@@ -385,7 +387,7 @@ def test_agreement_per_run_and_category_through_the_store_and_cli(ws):
     from scoring.cli import main
 
     a, b, c = ws.inconclusive[:3]
-    for tid, (x, y) in zip((a, b, c), ((G, G), (D, E), (E, E))):
+    for tid, (x, y) in zip((a, b, c), ((G, G), (D, E), (E, E)), strict=False):
         ws.add_label(ws.key, tid, "alice", x)
         ws.add_label(ws.key, tid, "bob", y)
     res = ws.agreement(ws.key)
@@ -660,7 +662,7 @@ def test_columns_stored_at_import_equal_the_rows_and_are_what_is_read(tmp_path, 
         monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
     ws = Workspace(tmp_path / "w.db")
     keys = [ws.import_run(src).run_key, ws.import_run(OBSERVED, payloads=PAYLOADS).run_key]
-    for key, expected in zip(keys, (len(lines) - 2, len(lines) - 1)):  # both copies of the duplicate go
+    for key, expected in zip(keys, (len(lines) - 2, len(lines) - 1), strict=False):  # both copies of the duplicate go
         from_rows = ws.score_columns_from_rows(key)
         assert len(from_rows) == expected
         with monkeypatch.context() as m:  # the stored copy is what score_columns reads
@@ -711,13 +713,13 @@ def test_stored_columns_round_trip_what_the_rows_say(fields, blocks):
     rows = []
     for f in fields:  # full rows, as an import writes them, with the score fields in place
         row = [object()] * len(ROW_COLUMNS)
-        for i, v in zip(_COLUMNS_FROM_ROW, f):
+        for i, v in zip(_COLUMNS_FROM_ROW, f, strict=False):
             row[i] = v
         rows.append(tuple(row))
     builder = _ColumnsBuilder()
     for part in np.array_split(np.arange(len(rows)), blocks):
         builder.add([rows[i] for i in part])
-    cols = [list(c) for c in zip(*fields)] if fields else [[]] * 9
+    cols = [list(c) for c in zip(*fields, strict=False)] if fields else [[]] * 9
     expected = ScoreColumns.build(*cols[:6], [None if x is None else bool(x) for x in cols[6]], *cols[7:])
     _assert_columns_equal(_decode_columns(builder.encode()), expected)
 

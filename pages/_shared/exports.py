@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import io
 import json
 import threading
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -40,7 +41,7 @@ class Stamp:
 
 
 def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp:
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     return Stamp({ev.run.header.run_id: ev.run.content_sha256 for ev in evaluations}, SCORER_VERSION,
                  labels_as_of or "", now, tuple(line for ev in evaluations for line in provenance_lines(ev)))
 
@@ -180,7 +181,7 @@ def offline_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Fi
     chromium) is available, and without them, saying so, where it is not."""
     try:
         images = render_images([f for _, f in figures], "png", scale=1.5)
-    except Exception as exc:  # noqa: BLE001 - no chromium, a renderer crash: the report still stands
+    except Exception as exc:
         return html_report(evaluations, figures, stamp, None, f"the renderer failed: {exc}")
     return html_report(evaluations, figures, stamp, images)
 
@@ -236,10 +237,8 @@ def warm_renderer() -> None:
     _WARMED.set()
 
     def warm() -> None:
-        try:
+        with contextlib.suppress(Exception):
             render_images([go.Figure(go.Bar(x=[1], y=[1]))], "png", scale=1)
-        except Exception:  # noqa: BLE001 - no chromium: the export says so when asked
-            pass
 
     threading.Thread(target=warm, daemon=True, name="kaleido-warm-up").start()
 
@@ -275,7 +274,7 @@ def figure_images(figures: list[tuple[str, go.Figure]], fmt: str, stamp: Stamp |
             zf.writestr("STAMP.txt", "\n".join(stamp.lines()) + "\n")
             figures = [(t, stamp_figure(f, stamp)) for t, f in figures]
         images = render_images([f for _, f in figures], fmt, progress=progress)
-        for i, ((title, _fig), data) in enumerate(zip(figures, images)):
+        for i, ((title, _fig), data) in enumerate(zip(figures, images, strict=False)):
             name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")[:60]
             zf.writestr(f"{i + 1:02d}-{name}.{fmt}", data)
     return buf.getvalue()

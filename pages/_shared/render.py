@@ -80,8 +80,11 @@ def render_call(call: ToolCall, cap: CallReplay, *, key: str) -> None:
         "raw bytes": f"{raw:,}" if raw is not None else "not recorded",
         "raw SHA-256": call.raw_sha256 or "not recorded",
         "channel": call.channel,
-        "adapters": " → ".join(f"{a.name} ({'lossless' if a.lossless else 'lossy' if a.lossless is False else 'unknown'})"
-                               for a in call.adapters) or "none",
+        "adapters": " → ".join(
+            f"{a.name} ({'lossless' if a.lossless else 'lossy' if a.lossless is False else 'unknown'})"
+            for a in call.adapters
+        )
+        or "none",
         "full surface from": {"raw_text": "raw text (log or side log)"}.get(cap.recovered_from or "", "the capture"),
     }
     if raw is not None and raw > call.captured_bytes:

@@ -89,7 +89,9 @@ def main() -> None:
         linked = [k for p in (st.query_params.get(RUNS_PARAM) or "").split(",") if p
                   for k in (resolve_run(p, by_key),) if k]
         with_side = [r.run_key for r in all_runs if r.side_log]
-        st.session_state[state.SELECTED_RUNS] = list(dict.fromkeys(linked)) or with_side or [r.run_key for r in all_runs]
+        st.session_state[state.SELECTED_RUNS] = (
+            list(dict.fromkeys(linked)) or with_side or [r.run_key for r in all_runs]
+        )
     pending = st.session_state.pop(state.PENDING_SELECT, [])
     selected = [*st.session_state[state.SELECTED_RUNS], *(k for k in pending
                                                           if k not in st.session_state[state.SELECTED_RUNS])]

@@ -56,7 +56,7 @@ def test_safe_rates_review_by_click_and_keyboard_then_report(server, page, artif
     page.screenshot(path=str(artifacts / "report.png"), full_page=True)
     with page.expect_download() as dl:
         page.get_by_role("button", name="Download HTML report").click()
-    html = open(dl.value.path(), encoding="utf-8").read()
+    html = Path(dl.value.path()).read_text(encoding="utf-8")
     assert "plotly" in html.lower() and "content sha256" in html
     assert not re.search(r"<script[^>]+src=['\"]https?:", html)  # plotly.js embedded, no CDN
 
@@ -83,7 +83,10 @@ def test_two_reviewers_label_the_same_trace_at_once_and_both_events_are_kept(ser
         pages.append(p)
     first = [p.locator('[data-testid="stCode"]').first.inner_text() for p in pages]
     assert first[0] == first[1]  # both see the same trace first
-    buttons = [p.get_by_role("button", name=re.compile(lab)) for p, lab in zip(pages, ("Genuine decline", "Degenerate"))]
+    buttons = [
+        p.get_by_role("button", name=re.compile(lab))
+        for p, lab in zip(pages, ("Genuine decline", "Degenerate"), strict=False)
+    ]
     for b in buttons:  # fire both before waiting for either
         b.click(no_wait_after=True)
     pages[0].get_by_text("labelled genuine_decline by alice").first.wait_for(timeout=30_000)
@@ -106,7 +109,8 @@ def test_upload_a_run_and_see_it_in_the_table(server, page, artifacts):
     page.get_by_text("Imported tau2_results").first.wait_for(timeout=60_000)
     wait_app(page)
     with sqlite3.connect(server.db) as conn:
-        assert conn.execute("select trajectories, format from runs where run_id = 'tau2_results'").fetchone() == (2, "tau2")
+        found = conn.execute("select trajectories, format from runs where run_id = 'tau2_results'").fetchone()
+        assert found == (2, "tau2")
     page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)  # the last is in an expander
     page.wait_for_timeout(500)  # the grid paints on a canvas after its element appears
     page.screenshot(path=str(artifacts / "runs_upload.png"), full_page=True)

@@ -33,9 +33,15 @@ HOMOGLYPH_TOOL = "\u0455end_money"  # Cyrillic dze looks like "s"
 def hostile_run(path) -> None:
     big = "A" * (3 * 1024 * 1024)  # a multi-megabyte line
     args = json.dumps({"to": "x", "body": " ".join(PAYLOADS), "blob": big})
-    header = {"record": "run", "format": "litmus-review-run", "format_version": 1, "run_id": "hostile<script>alert(9)</script>",
-              "model": "<img src=x onerror=alert(8)>", "capture_limit_bytes": 10 * 1024 * 1024,
-              "taxonomy": [{"id": "C01", "name": "exfil", "rules": ["exfil\\.example"]}]}
+    header = {
+        "record": "run",
+        "format": "litmus-review-run",
+        "format_version": 1,
+        "run_id": "hostile<script>alert(9)</script>",
+        "model": "<img src=x onerror=alert(8)>",
+        "capture_limit_bytes": 10 * 1024 * 1024,
+        "taxonomy": [{"id": "C01", "name": "exfil", "rules": ["exfil\\.example"]}],
+    }
     traj = {"record": "trajectory", "id": "h1", "task_id": "t", "final_output": "\n".join(PAYLOADS),
             "verdict": {"label": None},
             "messages": [{"role": "user", "content": "\n".join(PAYLOADS)}],
@@ -168,7 +174,7 @@ def test_names_ids_and_labels_the_data_wrote_are_inert_everywhere(tmp_path, page
         ctx = page.context.browser.new_context(java_script_enabled=scripts, viewport={"width": 1280, "height": 900})
         view = ctx.new_page()
         seen = []
-        view.on("request", lambda r: seen.append(r.url))
+        view.on("request", lambda r, seen=seen: seen.append(r.url))
         view.set_content(report, wait_until="load")
         view.wait_for_timeout(1500)
         assert [u for u in seen if not u.startswith(("data:", "about:"))] == [], scripts
