@@ -40,3 +40,29 @@ def traj(*calls: ToolCall, id: str = "t1", task: str = "task-1", label: str | No
         verdict=HarnessVerdict(label=label, confidence=confidence) if verdict else None,
         tool_calls=tuple(calls),
     )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody is listening on (for a server a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_health(port: int, seconds: float, alive=lambda: True) -> bool:
+    """Whether a Streamlit server on ``port`` answers /_stcore/health within ``seconds``;
+    ``alive`` is asked between tries (a server that exited fails at once, with its log)."""
+    import time
+    import urllib.request
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        alive()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            time.sleep(0.3)
+    return False

@@ -82,25 +82,15 @@ def test_large_canonical_files_are_scored_streaming_with_the_same_numbers(monkey
 
 
 def test_serve_starts_the_app_on_localhost(tmp_path):
-    import socket
-    import time
     import urllib.request
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from .helpers import free_port, wait_for_health
+
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "scoring", "serve", "--port", str(port)], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
+        if not wait_for_health(port, 60):
             pytest.fail("the app did not answer /_stcore/health within 60 s")
     finally:
         proc.terminate()

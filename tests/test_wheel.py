@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from .helpers import free_port, wait_for_health
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,23 +70,15 @@ def test_the_installed_cli_finds_the_app_it_carries(installed):
 
 
 def test_serve_from_the_wheel_answers_health(installed):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = (installed / "serve.log").open("w")
     proc = subprocess.Popen([str(installed / "venv" / "bin" / "litmus-review"), "serve", "--port", str(port)],
                             cwd=installed, env=_clean_env(installed), stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
+        def alive() -> None:
             assert proc.poll() is None, (installed / "serve.log").read_text()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
+
+        if not wait_for_health(port, 90, alive):
             pytest.fail("the installed app did not answer /_stcore/health within 90 s:\n"
                         + (installed / "serve.log").read_text())
     finally:
