@@ -656,18 +656,19 @@ APP_PACKAGE = "litmus_review_app"
 
 
 def app_script() -> Path:
-    """The review app's main script: the installed copy (``litmus_review_app/app.py``, found with
-    importlib.resources), else a source checkout's ``app.py`` beside ``scoring/`` (an editable
-    install, where the wheel's copy does not exist)."""
+    """The review app's main script: a source checkout's ``app.py`` beside ``scoring/`` when this
+    package runs from one (an editable install also copies the app into site-packages, and that
+    copy goes stale with every edit), else the installed copy (``litmus_review_app/app.py``,
+    found with importlib.resources)."""
+    checkout = Path(__file__).resolve().parent.parent / "app.py"
+    if checkout.is_file():
+        return checkout
     try:
         installed = importlib.resources.files(APP_PACKAGE).joinpath("app.py")
     except ModuleNotFoundError:
         installed = None
     if isinstance(installed, Path) and installed.is_file():
         return installed
-    checkout = Path(__file__).resolve().parent.parent / "app.py"
-    if checkout.is_file():
-        return checkout
     raise click.ClickException(f"the review app is not installed: neither the {APP_PACKAGE} package nor {checkout} "
                                "exists (reinstall litmus-review)")
 

@@ -13,6 +13,7 @@ import pytest
 
 from pages._shared import charts, exports
 from scoring.report import evaluate
+from scoring.score import SCORER_VERSION
 
 from .conftest import SAMPLES
 
@@ -59,7 +60,7 @@ def test_stamped_figure_names_the_runs_and_scorer(ev):
     stamp = exports.make_stamp([ev], "2026-11-29T10:00:00+00:00")
     fig = exports.stamp_figure(charts.before_after_bars([("r", ev.summary)]), stamp).to_dict()
     text = fig["layout"]["annotations"][-1]["text"]
-    assert ev.run.content_sha256[:12] in text and "scorer 2.0" in text and "2026-11-29T10:00:00" in text
+    assert ev.run.content_sha256[:12] in text and f"scorer {SCORER_VERSION}" in text and "2026-11-29T10:00:00" in text
 
 
 def test_report_stamp_names_the_file_hash_the_side_log_and_the_run_status(ev):

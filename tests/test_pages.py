@@ -320,9 +320,9 @@ def test_the_address_keeps_the_selected_runs_and_opens_a_review_item(tmp_path, m
 
 
 def test_every_page_has_its_own_address():
-    from pages._shared import router
+    import app
 
-    assert [url for _, _, url in router.PAGES] == ["runs", "safe_rates", "trajectories", "review", "report",
+    assert [url for _, _, url in app.PAGES] == ["runs", "safe_rates", "trajectories", "review", "report",
                                                    "score_tables"]
 
 
