@@ -386,20 +386,30 @@ def _dask_inputs(engine: ModuleType, paths: tuple[str, ...], payloads: tuple[Pat
     return out
 
 
+def _dask_engine(fmt: str, verdict_map: VerdictMap | None, verb: str) -> ModuleType:
+    """``scoring.engine``, once the options allow ``--engine dask`` (canonical runs, no Inspect
+    verdict map) and the dask extra is installed; a usage error naming what is missing otherwise.
+    Checked before any run is read or any cluster starts."""
+    if fmt not in ("auto", "canonical"):
+        raise click.UsageError(f"--engine dask {verb} canonical runs; other formats need the local engine")
+    if verdict_map:
+        raise click.UsageError(f"--inspect-verdict applies to Inspect logs; --engine dask {verb} canonical runs")
+    try:
+        import distributed  # noqa: F401 - the cluster's client
+
+        from . import engine
+    except ImportError as exc:
+        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
+            from exc
+    return engine
+
+
 def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...], auto_payloads: bool,
                 verdict_map: VerdictMap | None, as_json: bool,
                 fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
                 block_bytes: int | None, storage_options: dict[str, str]) -> None:
     """``score --engine dask``: every run in one Dask graph (scoring.engine)."""
-    if fmt not in ("auto", "canonical"):
-        raise click.UsageError("--engine dask scores canonical runs; other formats need the local engine")
-    if verdict_map:
-        raise click.UsageError("--inspect-verdict applies to Inspect logs; --engine dask scores canonical runs")
-    try:
-        from . import engine
-    except ImportError as exc:
-        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
-            from exc
+    engine = _dask_engine(fmt, verdict_map, "scores")
     inputs = _dask_inputs(engine, paths, payloads, auto_payloads, storage_options)
     for path, side, how in inputs:
         if side is not None and how != "--payloads":
@@ -561,17 +571,7 @@ def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: st
     """``import --engine dask``: a function of (path, side log) giving ``Workspace.import_run``
     its ``scorer`` (blocks scored on the cluster, connected on first use and closed with the
     command)."""
-    if fmt not in ("auto", "canonical"):
-        raise click.UsageError("--engine dask imports canonical runs; other formats need the local engine")
-    if verdict_map:
-        raise click.UsageError("--inspect-verdict applies to Inspect logs; --engine dask imports canonical runs")
-    try:
-        import distributed  # noqa: F401 - the cluster's client, checked before any run is read
-
-        from . import engine
-    except ImportError as exc:
-        raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
-            from exc
+    engine = _dask_engine(fmt, verdict_map, "imports")
     client: list = []
 
     def scorer_for(path: Path, side: Path | None):
