@@ -200,6 +200,12 @@ def test_the_first_click_on_import_path_imports_a_pasted_path_with_spaces(server
     page.get_by_label("Path on this machine").fill(f"  {fixture} \t")
     page.get_by_role("button", name="Import path").click()
     page.get_by_text("Imported tau2_results").first.wait_for(timeout=90_000)
+    # The import's report is drawn above the tabs: the tab it came from stays open (and named in
+    # the address), so the next path is pasted without a click back to it.
+    wait_app(page)
+    expect(page.get_by_role("tab", name="Import from a path")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_label("Path on this machine")).to_be_visible()
+    assert "import=Import" in page.url, page.url
 
 
 def test_a_filter_and_a_search_survive_a_reload(server, page):
@@ -230,3 +236,31 @@ def test_a_filter_and_a_search_survive_a_reload(server, page):
     # Streamlit mounts the box empty and fills it from its state a moment after the count is drawn:
     # the value is waited for, not read at the first paint.
     expect(page.get_by_label("Search arguments, results and outputs (full text)")).to_have_value("curl", timeout=10_000)
+
+
+def test_the_review_queue_s_mode_order_and_search_survive_a_reload(server, page):
+    page.goto(server.url + "/review")
+    wait_app(page, "Keyboard:")
+    page.get_by_text("Filter, search and sort the queue").click()
+    page.get_by_role("combobox", name="Sort by").click()
+    page.get_by_role("option", name="largest call first").click()
+    page.wait_for_url(re.compile(r"sort=largest_call_first"), timeout=60_000)
+    wait_app(page)
+    whole = page.get_by_text(re.compile(r"trace \d+ of [\d,]+ in this queue")).first.inner_text()
+    search = page.get_by_label("Search the queue (arguments, results and outputs; full text)")
+    search.fill("sorry")
+    search.press("Enter")
+    page.wait_for_url(re.compile(r"q=sorry"), timeout=60_000)
+    wait_app(page)
+    position = page.get_by_text(re.compile(r"trace \d+ of [\d,]+ in this queue")).first
+    position.wait_for(timeout=60_000)
+    shown = position.inner_text()
+    assert shown.split(" of ")[1] != whole.split(" of ")[1], (whole, shown)  # the search narrowed the queue
+    trace = re.search(r"trace=([^&]+)", page.url)
+    assert trace, page.url
+    page.reload()
+    page.get_by_text(shown).first.wait_for(timeout=60_000)
+    wait_app(page)
+    assert f"trace={trace.group(1)}" in page.url and "sort=largest_call_first" in page.url, page.url
+    expect(page.get_by_label("Search the queue (arguments, results and outputs; full text)")).to_have_value(
+        "sorry", timeout=10_000)
