@@ -10,7 +10,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages._shared import charts, exports, loaders, names, router, state
+from pages._shared import charts, exports, loaders, names, state
 from pages._shared.inert import md, plot, reveal_id
 from pages._shared.render import result_owners
 from scoring.aggregate import summarize
