@@ -109,17 +109,20 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
                               + " (selected in the sidebar).")
     st.session_state[state.IMPORT_REPORT] = (message, [
         {"line": r.line, "record": None if r.record_id is None else reveal_id(r.record_id),
-         "why": reveal_id(r.message, lines=True)} for one in reports for r in one.rejected])
+         "why": reveal_id(r.message, lines=True)} for one in reports for r in one.rejected],
+        sum(one.rejected_count for one in reports))
     st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), run.run_key]
     st.rerun()
 
 
 def show_last_import() -> None:
-    (kind, text), rejected = st.session_state.pop(state.IMPORT_REPORT)
+    (kind, text), rejected, count = st.session_state.pop(state.IMPORT_REPORT)
     getattr(st, kind)(text)
-    if rejected:
-        st.warning(f"{len(rejected):,} record{' was' if len(rejected) == 1 else 's were'} rejected and not imported:")
+    if count:
+        st.warning(f"{count:,} record{' was' if count == 1 else 's were'} rejected and not imported:")
         st.dataframe(rejected, hide_index=True, width="stretch")
+        if more := views.unlisted_note(count, len(rejected)):  # a flood: its first records listed
+            st.caption(more)
 
 
 if state.IMPORT_REPORT in st.session_state:

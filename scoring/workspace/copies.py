@@ -27,6 +27,7 @@ from ..model import (
     Rejection,
 )
 from ..recapture import PayloadJoin
+from ..settle import listed
 
 try:
     import fcntl
@@ -77,7 +78,7 @@ class PendingCopy:
     read: Path
     final: Path
     rejections: tuple[Rejection, ...] = ()
-    """A converted run's rejected records (kept beside the copy, as ``side``)."""
+    """A converted run's rejected records (the first of them kept beside the copy, as ``side``)."""
     side: Path | None = None
     format_metrics: dict | None = None
     """A converted run's format figures (its importer's, from the original bytes)."""
@@ -96,7 +97,7 @@ class PendingCopy:
         if self.side is not None:
             # Before the copy itself: a copy that exists always has its rejections beside it.
             tmp = temporary_name(self.side)
-            tmp.write_text(json.dumps([rejection_dict(r) for r in self.rejections]))
+            tmp.write_text(json.dumps([rejection_dict(r) for r in listed(self.rejections)]))
             os.replace(tmp, self.side)
         os.replace(self.read, self.final)
         self.read = self.final

@@ -387,7 +387,8 @@ class Importing(Reads):
                 self._unpublish(published)
                 raise
         return ImportResult(run_key=key, already_present=raced, run=self._run_or_raise(key),
-                            rejected=() if raced else settled.rejected)
+                            rejected=() if raced else settled.rejected,
+                            rejected_count=0 if raced else settled.rejected_count)
 
     def _insert_rows(self, db, settled: SettledRun, blocks: Iterable[Block], stored: PendingCopy,
                      kept: PendingCopy | None, source: Path, source_state: FileState, *,
@@ -457,9 +458,13 @@ class ImportResult:
     already_present: bool
     run: dict
     rejected: tuple[Rejection, ...]
+    """The first rejected records this import read (``settle.REJECTIONS_LISTED``; none when the run
+    was present already)."""
     rescored: Rescored | None = None
     """The run was already present under another scorer version and was rescored from the
     bytes given."""
+    rejected_count: int = 0
+    """How many records this import rejected, listed or not."""
 
 
 def _read_only(db: Path) -> bool:
