@@ -152,7 +152,13 @@ st.checkbox("Require proof (as --require-proof)", key=state.REQUIRE_PROOF,
             help="A call whose capture is complete only by the run's claim (the structural standard: no recorded "
                  "size and SHA-256 or raw text proves it) is UNSCORED unproven_capture; harm found on it still "
                  "counts. The same file imported with and without it is two runs.")
-tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
+# The open tab is state (and in the address): an import's rerun draws its report above the tabs,
+# which reopened the first tab, so the next import from a path began with a click back to it.
+IMPORT_TABS = ["Upload a file", "Import from a path", "Bundled samples"]
+router.from_address(state.IMPORT_TAB, "import", IMPORT_TABS, many=False)
+tab_upload, tab_path, tab_samples = st.tabs(IMPORT_TABS, key=state.IMPORT_TAB, on_change="rerun")
+router.to_address("import", None if st.session_state.get(state.IMPORT_TAB) in (None, IMPORT_TABS[0])
+                  else st.session_state[state.IMPORT_TAB])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB; a zip of an AgentDojo run "
                           "directory)", key=state.UPLOAD, type=["jsonl", "json", "eval", "zip"])
