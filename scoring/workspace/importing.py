@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import (
     InputError,
@@ -389,8 +390,8 @@ class Importing(Reads):
             return sha256_of_file(kept), None
         if _version(s.scorer_version) < PROOFS_SINCE:
             return None, None  # scored before proofs were read: it had none
-        options = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
-                   "reclassifier": s.reclassifier}
+        options: dict[str, Any] = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
+                                   "reclassifier": s.reclassifier, "require_proof": s.header.require_proof}
         if run_key(s.file_sha256 or content, **options) == s.run_key:
             return None, None  # its key says it was scored without a proof
         beside = proof_path_of(s.header.source) if s.header.source else None
