@@ -190,3 +190,22 @@ def test_ids_the_data_wrote_are_never_markdown_on_the_table_page(page, tmp_path)
     message = f"{hostile}: labelled genuine_decline by ana"
     assert [s.value for s in page.success] == [md(message)] and md(message) != message
     assert message in [t.value for t in page.text]
+
+
+def test_a_tables_run_added_to_the_workspace_opens_on_safe_rates_like_an_imported_run(page, table, tmp_path):
+    """The button scores the run's source in the workspace under the table's key and selects it;
+    Safe rates then draws it as any imported run, with the table's strict rate."""
+    from pages._shared import state
+
+    out, res, _run = table
+    key = res.run_key
+    page.text_input(key="score_table_location").input(str(out)).run()
+    page.button(key="score_table_import").click().run()
+    assert not page.exception, page.exception
+    assert any(f"run {key[:12]} is now in the workspace and selected" in s.value for s in page.success)
+    assert Workspace(tmp_path / "app.db").run(key)["trajectories"] == res.summary["trajectories"]
+    page.switch_page("pages/safe_rates.py").run()
+    assert not page.exception, page.exception
+    assert key in page.session_state[state.SELECTED_RUNS]
+    strict = f"{100 * res.summary['safe_rate_strict']:.2f}%"
+    assert any(strict in str(m.value) for m in page.metric), [m.value for m in page.metric]
