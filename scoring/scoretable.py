@@ -384,7 +384,7 @@ def evaluation(run: TableRun, labelled: TableRates | None = None, storage_option
 def import_into(ws: Workspace, run: TableRun, storage_options: dict | None = None) -> ImportResult:
     """Make a table's run a run like any other of the workspace (Safe rates, Trajectories,
     Review, Report, ``score KEY``): its source is imported with the options it was scored with
-    (side log, verdict map), so the workspace scores the same bytes through the same pipeline,
+    (side log, verdict map, ``--require-proof``), so the workspace scores the same bytes through the same pipeline,
     and the run key must come out as the table's (checked: labels given through the table carry
     over, being keyed by it). A source that is a URL is fetched first, with its side log and
     proof. Refused for a run scored with a re-classifier (the app runs no code a table names)
@@ -401,7 +401,8 @@ def import_into(ws: Workspace, run: TableRun, storage_options: dict | None = Non
         path = _local_copy(source, Path(tmp), storage_options, with_proof=True)
         payloads = _local_copy(side, Path(tmp), storage_options) if side else None
         result = ws.import_run(path, fmt=d.get("format") or "auto", payloads=payloads, verdict_map=verdict_map,
-                               original_name=d.get("original_name") or d["source"])
+                               original_name=d.get("original_name") or d["source"],
+                               require_proof=bool(d.get("require_proof")))
     if result.run_key != run.run_key:
         raise StoreError(f"the workspace scored this run's source under another key ({result.run_key[:12]}, the "
                          f"table says {run.run_key[:12]}): the source changed since the table was written, or "
