@@ -472,6 +472,16 @@ def table_add_label(db: str | Path, run: Any, trajectory_id: str, reviewer: str,
     return scoretable.add_label(_ws(db), run, trajectory_id, reviewer, label)
 
 
+def import_table_run(db: str | Path, run: Any) -> ImportReport:
+    """A score table's run made a run of this workspace like any other (``scoretable.import_into``:
+    its source scored here with its options, under the table's run key)."""
+    from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    res = scoretable.import_into(_ws(db), run)
+    return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
+                        rejected_count=res.rejected_count)
+
+
 def check_workspace(db: str | Path) -> None:
     """DatabaseUnavailableError (the CLI's message) unless the workspace is sound: SQLite's
     quick_check, its schema and tables (``Connection.check_workspace``)."""
