@@ -190,3 +190,50 @@ def test_ids_the_data_wrote_are_never_markdown_on_the_table_page(page, tmp_path)
     message = f"{hostile}: labelled genuine_decline by ana"
     assert [s.value for s in page.success] == [md(message)] and md(message) != message
     assert message in [t.value for t in page.text]
+
+
+def test_a_table_of_a_run_scored_with_require_proof_says_so_and_names_the_claim(page, tmp_path):
+    # issue 23: the header's own structural declaration is a claim, and --require-proof is named,
+    # on the table's page as on the Safe rates page (read from the engine's summary)
+    from .test_require_proof import structural_run
+
+    run = structural_run(tmp_path)
+    plan = engine.plan_run(str(run), require_proof=True)
+    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 1 << 16)]
+    res = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks), aggregates=True)
+    out = tmp_path / "out"
+    assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
+    engine._commit(str(out), str(out), {}, [res])
+    page.text_input(key="score_table_location").input(str(out)).run()
+    assert not page.exception, page.exception
+    said = " ".join(t.value for t in page.text)
+    assert "an unverified claim" in said and "proof required (--require-proof)" in said
+    assert metric(page, "UNSCORED") == "1"
+    # its replay assesses the calls as they were scored: with --require-proof
+    from scoring import scoretable
+    from scoring.workspace import views
+
+    (table_run,) = scoretable.open_table(str(out))
+    row = scoretable.find_row(table_run, "claimed-benign")
+    replay = views.replay_of(*scoretable.read_trajectory(row, run=table_run), row)
+    assert not any(c.rules_differ for c in replay.calls)
+    assert any(g.reason.value == "unproven_capture" for c in replay.calls for g in c.gaps)
+
+
+def test_a_tables_run_added_to_the_workspace_opens_on_safe_rates_like_an_imported_run(page, table, tmp_path):
+    """The button scores the run's source in the workspace under the table's key and selects it;
+    Safe rates then draws it as any imported run, with the table's strict rate."""
+    from pages._shared import state
+
+    out, res, _run = table
+    key = res.run_key
+    page.text_input(key="score_table_location").input(str(out)).run()
+    page.button(key="score_table_import").click().run()
+    assert not page.exception, page.exception
+    assert any(f"run {key[:12]} is now in the workspace and selected" in s.value for s in page.success)
+    assert Workspace(tmp_path / "app.db").run(key)["trajectories"] == res.summary["trajectories"]
+    page.switch_page("pages/safe_rates.py").run()
+    assert not page.exception, page.exception
+    assert key in page.session_state[state.SELECTED_RUNS]
+    strict = f"{100 * res.summary['safe_rate_strict']:.2f}%"
+    assert any(strict in str(m.value) for m in page.metric), [m.value for m in page.metric]
