@@ -65,13 +65,20 @@ _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
+INDEX_FILE = "index.json"
+"""Beside summary.json: per run, in the same order, ``[run key, run id, model]`` (about 100
+bytes a run), what the app lists a table's runs by; each run's ``score --json`` object is then
+read from ``SUMMARIES_DIR`` when the run is shown (summary.json is about 2.3 KB a run)."""
+SUMMARIES_DIR = "summaries"
+"""Inside ``out``: each run's ``score --json`` object (``RUN_KEY.json``), written with the run."""
 INCONCLUSIVE_DIR = "inconclusive"
 """Beside the table: per run, its Inconclusive trajectories' ids and intended categories (the
 only trajectories reviewers' labels apply to), written by the final stage, so the app applies
 labels without scanning the run's rows."""
 AGGREGATES_FILE = "aggregates.json"
-"""Beside summary.json: per run, what the app's charts draw, aggregated by the engine (the run's
-``Summary`` and each category's, the waterfall's steps), so opening a table reads no row."""
+"""In a table of the first layout: every run's aggregates in one list (read by the app when a
+table has no ``RUN_AGGREGATES_DIR``). No longer written: at 10,000 runs it was about 800 MB,
+written by the client and read whole; each run's are in ``aggregates/RUN_KEY.json``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +364,8 @@ def check_storage_options(url: str, storage_options: dict) -> None:
             known |= {n for n, p in inspect.signature(init).parameters.items()
                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     known |= {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"}
+    if proto in ("s3", "s3a"):
+        known.add("profile")  # s3fs passes it to its botocore session: an AWS profile's credentials
     for key in storage_options:
         if key not in known:
             near = difflib.get_close_matches(key, sorted(known), n=1)
@@ -455,6 +464,14 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
 
 def _message(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, LitmusReviewError) else f"{type(exc).__name__}: {exc}"
+
+
+def _storage_hint(exc: BaseException) -> str:
+    """What to do about a storage backend's credentials error (empty for any other)."""
+    if "Credentials" in type(exc).__name__ or "credentials" in str(exc).lower():
+        return (" (no credentials reach this process: give them as storage options, in its environment, or "
+                "in its fsspec or AWS configuration)")
+    return ""
 
 
 SOURCES_DIR = "sources"
@@ -995,6 +1012,8 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         fs.makedirs(_join_url(base, RUN_AGGREGATES_DIR), exist_ok=True)
         with fs.open(_join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
             fh.write(json.dumps(final.aggregates))
+        _write_summary(fs, base, str(key), final.summary)
+        final = dataclasses.replace(final, aggregates=None)  # in the table: they need not travel to the client
         fs.makedirs(_join_url(base, RUNS_DIR), exist_ok=True)
         with fs.open(_join_url(base, RUNS_DIR, _record_name(record['source'])), "w") as fh:
             fh.write(json.dumps({**record, "run_key": key, "summary": final.summary}))
@@ -1258,20 +1277,17 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     when this fleet created it."""
     fs, path = _fs(out, storage_options, WRITE_PROTOCOLS)
     fs.invalidate_cache()
-    prior: list[tuple[str | None, Any, Any]] = []
+    prior: list[tuple[str | None, Any]] = []
     with contextlib.suppress(FileNotFoundError, InputError):
-        runs = open_table(out, storage_options, allowed=WRITE_PROTOCOLS)
-        with fs.open(_join_url(path, AGGREGATES_FILE), "rb") as fh:
-            aggs = json.loads(fh.read())
-        prior = [(k, s, a) for (k, s), a in zip(runs, aggs, strict=True)]
+        prior = list(open_table(out, storage_options, allowed=WRITE_PROTOCOLS))
     mine = {r.source for r in results if r.status in (DONE, SKIPPED) and r.run_key is not None}
-    entries: list[tuple[str | None, Any, Any]] = [(k, s, a) for k, s, a in prior if s.get("source") not in mine]
-    kept: dict[Any, tuple[str | None, Any, Any]] = {s.get("source"): (k, s, a) for k, s, a in prior}
+    entries: list[tuple[str | None, Any]] = [(k, s) for k, s in prior if s.get("source") not in mine]
+    kept: dict[Any, tuple[str | None, Any]] = {s.get("source"): (k, s) for k, s in prior}
     for r in results:
         if r.status == DONE:
-            entries.append((r.run_key, r.summary, r.aggregates))
+            entries.append((r.run_key, r.summary))
         elif r.status == SKIPPED and r.run_key is not None:
-            entries.append(kept.get(r.source, (r.run_key, r.recorded, _read_aggregates(fs, path, r.run_key))))
+            entries.append(kept.get(r.source, (r.run_key, r.recorded)))
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(_join_url(path, STAGING_DIR), recursive=True)
     if not entries:
@@ -1282,22 +1298,24 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     _write_index(fs, path, entries)
 
 
-def _read_aggregates(fs, path: str, run_key: str) -> Any:
-    try:
-        with fs.open(_join_url(path, RUN_AGGREGATES_DIR, f"{run_key}.json"), "rb") as fh:
-            return json.loads(fh.read())
-    except (FileNotFoundError, ValueError):
-        return None
+def _write_summary(fs, base: str, run_key: str, summary: Any) -> None:
+    """A run's ``SUMMARIES_DIR/RUN_KEY.json`` (what the app reads when the run is shown)."""
+    fs.makedirs(_join_url(base, SUMMARIES_DIR), exist_ok=True)
+    with fs.open(_join_url(base, SUMMARIES_DIR, f"{run_key}.json"), "w") as fh:
+        fh.write(json.dumps(summary))
 
 
-def _write_index(fs, path: str, entries: list[tuple[str | None, Any, Any]]) -> None:
-    """``run_keys.json``, ``aggregates.json``, then ``summary.json`` (the mark of a table)."""
+def _write_index(fs, path: str, entries: list[tuple[str | None, Any]]) -> None:
+    """``run_keys.json``, ``index.json``, then ``summary.json`` (the mark of a table); a table of
+    the first layout's ``aggregates.json`` removed (each run's are in ``RUN_AGGREGATES_DIR``)."""
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(_join_url(path, AGGREGATES_FILE))
     with fs.open(_join_url(path, KEYS_FILE), "w") as fh:
-        fh.write(json.dumps([k for k, _s, _a in entries]))  # the partition of each summary, in order
-    with fs.open(_join_url(path, AGGREGATES_FILE), "w") as fh:
-        fh.write(json.dumps([a for _k, _s, a in entries]))
+        fh.write(json.dumps([k for k, _s in entries]))  # the partition of each summary, in order
+    with fs.open(_join_url(path, INDEX_FILE), "w") as fh:
+        fh.write(json.dumps([[k, s.get("run_id"), s.get("model")] for k, s in entries]))
     with fs.open(_join_url(path, SUMMARY_FILE), "w") as fh:
-        fh.write(json.dumps([s for _k, s, _a in entries]))
+        fh.write(json.dumps([s for _k, s in entries]))
 
 
 def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult]) -> None:
@@ -1310,8 +1328,9 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
         fs.makedirs(_join_url(tmp_path, RUN_AGGREGATES_DIR), exist_ok=True)
         with fs.open(_join_url(tmp_path, RUN_AGGREGATES_DIR, f"{r.run_key}.json"), "w") as fh:
             fh.write(json.dumps(r.aggregates))
+        _write_summary(fs, tmp_path, str(r.run_key), r.summary)
     fs.makedirs(_join_url(tmp_path, RUNS_DIR), exist_ok=True)
-    _write_index(fs, tmp_path, [(r.run_key, r.summary, r.aggregates) for r in results])
+    _write_index(fs, tmp_path, [(r.run_key, r.summary) for r in results])
 
 
 def read_trajectory(source: str, offset: int, length: int, storage_options: dict | None = None):
@@ -1357,6 +1376,8 @@ def open_table(out: str, storage_options: dict | None = None,
                          "written", source=out) from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {SUMMARY_FILE}: {exc}", source=out) from exc
+    except Exception as exc:  # a storage backend's own (botocore's NoCredentialsError, an endpoint down...)
+        raise InputError(f"cannot read {SUMMARY_FILE}: {_message(exc)}{_storage_hint(exc)}", source=out) from exc
     if not isinstance(summaries, list) or not all(isinstance(s, dict) and "run_id" in s for s in summaries) \
             or not isinstance(keys, list) or len(keys) != len(summaries):
         raise InputError(f"{SUMMARY_FILE} is not a list of run summaries, one per run key", source=out)
@@ -1381,6 +1402,17 @@ def table_summary(rows, group: str):
 
 def run_header(source: str, storage_options: dict | None = None):
     """The header of the run a score table row points at (its capture limit and taxonomy, for
-    replaying its calls' capture evidence)."""
-    plan = plan_run(source, storage_options)
-    return canonical.parse_header(decode_header(plan.header_line, source, plan.first_line), source)
+    replaying its calls' capture evidence), as the file declares it: only its header line is
+    read (a declared classifier of record is not checked on the whole file again: the table's
+    summary says what the scorer settled)."""
+    try:
+        fs, fpath = _fs(_url(source), dict(storage_options or {}))
+        with fs.open(fpath, "rb") as fh:
+            header_line, first_line, _end = read_header_line(fh, source)
+    except FileNotFoundError as exc:
+        raise InputError("no such file", source=source) from exc
+    except LitmusReviewError:
+        raise
+    except Exception as exc:  # OSError, or a storage backend's own
+        raise InputError(f"cannot read: {_message(exc)}{_storage_hint(exc)}", source=source) from exc
+    return canonical.parse_header(decode_header(header_line, source, first_line), source)

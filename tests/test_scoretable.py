@@ -3,6 +3,7 @@ labels applied to them, rows found by filter, a trajectory read by its byte rang
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -106,10 +107,14 @@ def test_one_row_is_found_by_id_and_replayed_from_its_source(table):
 
 def test_a_table_written_before_the_aggregates_opens_without_them(table):
     t, _run, ws = table
-    (Path(t.location) / engine.AGGREGATES_FILE).unlink()
     shutil.rmtree(Path(t.location) / engine.RUN_AGGREGATES_DIR)
     (old,) = scoretable.open_table(t.location)
     assert old.aggregates is None and scoretable.rates(old, ws) is None and old.summary == t.summary
+    # A table of the first layout: every run's aggregates in one aggregates.json, read with the table.
+    (Path(t.location) / engine.AGGREGATES_FILE).write_text(json.dumps([t.aggregates]))
+    (first,) = scoretable.open_table(t.location)
+    assert not first.lazy and first.aggregates == t.aggregates
+    assert scoretable.rates(first, ws) == scoretable.rates(t, ws)
 
 
 @pytest.mark.parametrize("side", [False, True])
