@@ -102,17 +102,20 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
                               + " (selected in the sidebar).")
     st.session_state[state.IMPORT_REPORT] = (message, [
         {"line": r.line, "record": None if r.record_id is None else reveal_id(r.record_id),
-         "why": reveal_id(r.message, lines=True)} for one in reports for r in one.rejected])
+         "why": reveal_id(r.message, lines=True)} for one in reports for r in one.rejected],
+        sum(one.rejected_count for one in reports))
     st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), run.run_key]
     st.rerun()
 
 
 def show_last_import() -> None:
-    (kind, text), rejected = st.session_state.pop(state.IMPORT_REPORT)
+    (kind, text), rejected, count = st.session_state.pop(state.IMPORT_REPORT)
     getattr(st, kind)(text)
-    if rejected:
-        st.warning(f"{len(rejected):,} record{' was' if len(rejected) == 1 else 's were'} rejected and not imported:")
+    if count:
+        st.warning(f"{count:,} record{' was' if count == 1 else 's were'} rejected and not imported:")
         st.dataframe(rejected, hide_index=True, width="stretch")
+        if more := views.unlisted_note(count, len(rejected)):  # a flood: its first records listed
+            st.caption(more)
 
 
 if state.IMPORT_REPORT in st.session_state:
@@ -138,7 +141,13 @@ st.selectbox("Inspect verdict map (Inspect logs: which scores mean unsafe, safe 
                   "Presets: " + "; ".join(f"{k} = {v}" for k, v in views.VERDICT_PRESETS.items()))
 if st.session_state.get(state.VERDICT_MAP_CHOICE) == CUSTOM_MAP:
     st.text_input("Verdict map rules", key=state.VERDICT_MAP_TEXT, placeholder="combined_scorer:unsafe=score>=0.5")
-tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
+# The open tab is state (and in the address): an import's rerun draws its report above the tabs,
+# which reopened the first tab, so the next import from a path began with a click back to it.
+IMPORT_TABS = ["Upload a file", "Import from a path", "Bundled samples"]
+router.from_address(state.IMPORT_TAB, "import", IMPORT_TABS, many=False)
+tab_upload, tab_path, tab_samples = st.tabs(IMPORT_TABS, key=state.IMPORT_TAB, on_change="rerun")
+router.to_address("import", None if st.session_state.get(state.IMPORT_TAB) in (None, IMPORT_TABS[0])
+                  else st.session_state[state.IMPORT_TAB])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB; a zip of an AgentDojo run "
                           "directory)", key=state.UPLOAD, type=["jsonl", "json", "eval", "zip"])

@@ -33,6 +33,7 @@ from .proof import SUFFIX as PROOF_SUFFIX
 from .recapture import SIDE_LOG_SUFFIX, is_side_log, side_log_beside
 from .report import Evaluation, evaluate, evaluate_all
 from .score import SCORER_VERSION
+from .settle import unlisted_note
 from .summary_text import count_noun, render_table
 from .text import reveal, terminal_safe
 from .workspace import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
@@ -59,10 +60,16 @@ def _rejection(prefix: str, r: Rejection) -> str:
 
 
 def _rejections(ev: Evaluation) -> list[str]:
-    out = [_rejection("rejected", r) for r in ev.run.rejected]
+    out = _listed(ev.run.rejected, ev.run.rejected_count)
     if ev.recapture:
         out += [_rejection("payload not used", r) for r in ev.recapture.rejected]
     return out
+
+
+def _listed(rejected: tuple[Rejection, ...], count: int) -> list[str]:
+    """A run's rejections as printed: the ones it lists, then "and M more" past the cap."""
+    more = unlisted_note(count, len(rejected))
+    return [_rejection("rejected", r) for r in rejected] + ([more] if more else [])
 
 
 def report_error(exc: Exception, path: Path | None = None) -> int:
@@ -301,7 +308,7 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
     out = []
     s = ev.summary
     why = None if fail_on_unscored is None else gate_failure(
-        unscored=s.unscored, rejected=len(ev.run.rejected), total=s.total, no_verdict=s.no_verdict,
+        unscored=s.unscored, rejected=ev.run.rejected_count, total=s.total, no_verdict=s.no_verdict,
         strict_rate=s.strict.value, threshold=fail_on_unscored)
     if why is not None:
         out.append(("fail-on-unscored", EXIT_UNSCORED, f"{_t(ev.run.header.run_id)}: {why}"))
@@ -613,8 +620,8 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
             status = _worst(status, report_error(exc, path))
             continue
         for res in results:
-            for r in res.rejected:
-                click.echo(_rejection("rejected", r), err=True)
+            for line in _listed(res.rejected, res.rejected_count):
+                click.echo(line, err=True)
             if res.rescored is not None:
                 redo = res.rescored
                 state = (f"rescored (scorer {redo.was} to {SCORER_VERSION})" if redo.done
@@ -622,7 +629,7 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
             else:
                 state = "already imported" if res.already_present else "imported"
             click.echo(f"{state} {_t(res.run['run_id'])} ({res.run['trajectories']:,} trajectories, "
-                       f"{len(res.rejected):,} rejected) as {res.run_key}")
+                       f"{res.rejected_count:,} rejected) as {res.run_key}")
             if res.run["records_seen"] and not res.run["trajectories"]:  # as `score`: unusable input exits 2
                 click.echo(f"error: {_t(str(path))}: every one of its {res.run['records_seen']:,} records was "
                            "rejected; nothing was scored", err=True)

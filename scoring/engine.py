@@ -52,7 +52,7 @@ from .model import Status
 from .recapture import SIDE_LOG_SUFFIX, PayloadJoin
 from .recapture import side_log_beside as recapture_side_log_beside
 from .report import Evaluation
-from .rows import INTEGER_COLUMNS, ROW_COLUMNS, SCORE_FIELDS
+from .rows import ROW_COLUMNS, SCHEMA, SCORE_FIELDS, Column, Encoding
 from .settle import BlockDigest, SettledRun, settle
 from .settle import digest as settle_digest
 
@@ -640,12 +640,15 @@ def _aggregates(cols, summary) -> dict:
 
 TABLE_SCHEMA_VERSION = "2"
 """The score table's row schema (docs/score-table.md): 2 = typed (list columns, a boolean)."""
-_TEXT_LISTS = ("reasons", "tools")
-"""Comma-joined text in a workspace row; a list of strings in the table."""
-_INT_LISTS = ("recaptured_calls", "call_sizes")
-"""Comma-joined integers in a workspace row; a list of integers in the table."""
-_JSON_LISTS = ("classifier_evidence", "suggestion_evidence")
-"""A JSON list of strings in a workspace row (NULL for no suggestion); a list of strings in the table."""
+def _encoded(encoding: Encoding) -> tuple[str, ...]:
+    return tuple(c.name for c in SCHEMA if c.encoding is encoding)
+
+
+_TEXT_LISTS = _encoded(Encoding.NAMES)
+_INT_LISTS = _encoded(Encoding.NUMBERS)
+_JSON_LISTS = _encoded(Encoding.EVIDENCE)
+_FLAGS = _encoded(Encoding.FLAG)
+_GAPS = _encoded(Encoding.GAPS)
 
 
 def table_schema(run_key: str | None = None, run_id: str | None = None, scorer_version: str | None = None):
@@ -653,20 +656,18 @@ def table_schema(run_key: str | None = None, run_id: str | None = None, scorer_v
     and scorer version, and the schema's version, in the file's metadata when given."""
     import pyarrow as pa
 
-    def kind(c: str):
-        if c == "lenient_safe":
-            return pa.bool_()
-        if c in _TEXT_LISTS or c in _JSON_LISTS:
-            return pa.list_(pa.string())
-        if c in _INT_LISTS:
-            return pa.list_(pa.int64())
-        if c == "call_gaps":
-            return pa.list_(pa.list_(pa.string()))
-        return pa.int64() if c in INTEGER_COLUMNS else pa.string()
+    kinds = {Encoding.FLAG: pa.bool_(), Encoding.NAMES: pa.list_(pa.string()),
+             Encoding.EVIDENCE: pa.list_(pa.string()), Encoding.NUMBERS: pa.list_(pa.int64()),
+             Encoding.GAPS: pa.list_(pa.list_(pa.string()))}
+
+    def kind(c: Column):
+        if c.encoding is Encoding.PLAIN:
+            return pa.int64() if c.kind is int else pa.string()
+        return kinds[c.encoding]
 
     meta = {"litmus.schema_version": TABLE_SCHEMA_VERSION, "litmus.run_key": run_key, "litmus.run_id": run_id,
             "litmus.scorer_version": scorer_version}
-    return pa.schema([pa.field(c, kind(c)) for c in ROW_COLUMNS] + [pa.field("source", pa.string())],
+    return pa.schema([pa.field(c.name, kind(c)) for c in SCHEMA] + [pa.field("source", pa.string())],
                      metadata={k: v for k, v in meta.items() if v is not None})
 
 
@@ -674,14 +675,16 @@ def _typed(columns: dict[str, list]) -> dict[str, list]:
     """A block's row columns (the workspace's text encodings) as the table types them."""
     split = lambda t: t.split(",") if t else []  # noqa: E731
     out = dict(columns)
-    out["lenient_safe"] = [None if v is None else bool(v) for v in columns["lenient_safe"]]
+    for c in _FLAGS:
+        out[c] = [None if v is None else bool(v) for v in columns[c]]
     for c in _TEXT_LISTS:
         out[c] = [split(v or "") for v in columns[c]]
     for c in _INT_LISTS:
         out[c] = [[int(x) for x in split(v or "")] for v in columns[c]]
     for c in _JSON_LISTS:
         out[c] = [None if v is None else json.loads(v) for v in columns[c]]
-    out["call_gaps"] = [[split(call) for call in v.split("|")] if v else [] for v in columns["call_gaps"]]
+    for c in _GAPS:
+        out[c] = [[split(call) for call in v.split("|")] if v else [] for v in columns[c]]
     return out
 
 
@@ -691,12 +694,14 @@ def row_text(row: dict) -> dict:
     if not isinstance(row.get("reasons"), list):
         return row
     out = dict(row)
-    out["lenient_safe"] = None if row["lenient_safe"] is None else int(row["lenient_safe"])
+    for c in _FLAGS:
+        out[c] = None if row[c] is None else int(row[c])
     for c in (*_TEXT_LISTS, *_INT_LISTS):
         out[c] = ",".join(map(str, row[c] or []))
     for c in _JSON_LISTS:
         out[c] = None if row[c] is None else json.dumps(row[c])
-    out["call_gaps"] = "|".join(",".join(call) for call in row["call_gaps"]) if row["call_gaps"] else ""
+    for c in _GAPS:
+        out[c] = "|".join(",".join(call) for call in row[c]) if row[c] else ""
     return out
 
 

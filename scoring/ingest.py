@@ -41,6 +41,7 @@ from .score import (
     verdict_evidence,
     vouched,
 )
+from .settle import REJECTIONS_LISTED
 from .strict_rules import plain_calls_proven, verdict_abstention
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
@@ -61,6 +62,8 @@ class Block:
     """In ``ROW_COLUMNS`` order, ``line`` counted from the block's first line (the writer
     adds the run key and shifts line numbers in its INSERT)."""
     rejected: list[Rejection]
+    """The block's first rejections, ``settle.REJECTIONS_LISTED`` at most: it rejected
+    ``seen - len(rows)`` records in all."""
     seen: int
     lines: int = 0
     """How many lines the block spans (the writer numbers the next block's lines from it)."""
@@ -203,7 +206,9 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
     known = {c.id for c in header.taxonomy}
     if reclassifier is not None:
         reclassifier.known = frozenset(known)
-    rows, rejected, seen, n_lean = [], [], 0, 0
+    rows: list[tuple] = []
+    rejected: list[Rejection] = []
+    seen = n_lean = 0
     share = pay.share() if pay is not None else None  # the block's own (settle.settle joins the shares)
     lean = lean and pay is None
     # Lines are walked as memoryview slices (msgspec decodes them in place): splitting a 16 MB
@@ -233,7 +238,8 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
             # Ids repeated in the run are refused by settle.settle, across blocks and within one.
             t = canonical.check_record(obj, known, None)
         except RecordError as exc:
-            rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
+            if len(rejected) < REJECTIONS_LISTED:  # the rest are counted (seen, less the rows)
+                rejected.append(Rejection(source=source, line=lineno, record_id=exc.record_id, message=exc.message))
             continue
         if share is not None:
             t = share.apply(t)

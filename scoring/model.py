@@ -375,10 +375,17 @@ class Run:
     header: RunHeader
     trajectories: tuple[Trajectory, ...]
     rejected: tuple[Rejection, ...] = ()
+    """The rejected records (a settled run's: the first of them, ``settle.REJECTIONS_LISTED``)."""
     records_seen: int = 0
     """How many trajectory records the input held (imported + rejected)."""
     content_sha256: str = ""
     """SHA-256 of the input bytes: the run's identity for labels and exports."""
+    rejected_count: int = 0
+    """How many records were rejected, listed in ``rejected`` or not (never fewer than it lists)."""
+
+    def __post_init__(self) -> None:
+        if self.rejected_count < len(self.rejected):  # an importer's run lists every one
+            object.__setattr__(self, "rejected_count", len(self.rejected))
 
     @property
     def tool_call_count(self) -> int:

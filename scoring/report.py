@@ -68,9 +68,9 @@ class Evaluation:
         h = settled.header
         columns = settled.columns
         run = Run(header=h, trajectories=(), rejected=settled.rejected, records_seen=settled.records_seen,
-                  content_sha256=settled.run_key)
+                  content_sha256=settled.run_key, rejected_count=settled.rejected_count)
         return cls(run=run, scored=columns, trajectories=trajectories,
-                   summary=summarize(columns, labels, group=h.run_id, rejected=len(settled.rejected)),
+                   summary=summarize(columns, labels, group=h.run_id, rejected=settled.rejected_count),
                    tool_calls=settled.tool_calls, recapture=settled.recapture, reclassifier=settled.reclassifier,
                    file_sha256=settled.file_sha256, original_name=original_name, side_log=settled.side_log,
                    format_metrics=settled.format_metrics, verdict_map=settled.verdict_map,
@@ -127,7 +127,7 @@ class Evaluation:
             "strict_bounds": {"if_unscored_and_pending_unsafe": s.strict_if_undecided_unsafe,
                               "if_unscored_and_pending_safe": s.strict_if_undecided_safe},
             "records_seen": self.run.records_seen,
-            "rejected": len(self.run.rejected),
+            "rejected": self.run.rejected_count,
             "no_verdict": s.no_verdict,
             "harness_judged": s.judged,
             "lenient_note": lenient_note(s),
@@ -149,10 +149,12 @@ class Evaluation:
             },
             "harness_reported": harness_reported(self.run, s),
             "terminations": self.terminations,
+            # the first settle.REJECTIONS_LISTED of them; "rejected" counts them all
             "rejected_records": [
                 {"source": r.source, "line": r.line, "record_id": r.record_id, "message": r.message}
                 for r in self.run.rejected
             ],
+            "rejected_records_unlisted": self.run.rejected_count - len(self.run.rejected),
         }
         if self.format_metrics:
             out["format_metrics"] = self.format_metrics

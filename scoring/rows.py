@@ -6,20 +6,16 @@ reads them back (``scoring.workspace``), the Dask engine writes them to Parquet
 (``scoring.engine``): all three take the layout from here. Worker processes import this
 module, so it needs only the model and the standard library (no sqlite_utils, no pandas).
 
-Encodings of the text columns (the database's, so they never change):
-
-- lists of names or numbers (``reasons``, ``tools``, ``recaptured_calls``, ``call_sizes``):
-  comma-joined, ``""`` for none;
-- evidence (``suggestion_evidence``, ``classifier_evidence``): a JSON array of strings;
-- ``call_gaps``: per call, its gap reason codes comma-joined, the calls joined by ``|``;
-  ``""`` when no call has a gap.
+The columns, their types and encodings are ``SCHEMA`` (the database's encodings never change).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ReasonCode
@@ -35,42 +31,101 @@ from .model import (
 )
 
 
-def row(trajectory_id: str, task_id: str, model: str | None, intended_category: str | None,
-        fired_category: str | None, status: str, reason: str | None, reasons: str, lenient_safe: int | None,
-        termination: str, tool_call_count: int, max_raw_bytes: int, tools: str, suggestion: str | None,
-        suggestion_evidence: str | None, classifier: str, classifier_evidence: str, incomplete_call: int | None,
-        recaptured_calls: str, evidence_standard: str, final_output_preview: str, line: int, offset: int,
-        length: int, call_sizes: str, call_gaps: str, truncation: str) -> tuple:
-    """One stored trajectory row, as a plain tuple in ``ROW_COLUMNS`` order (this signature is
-    that order). The import's lean path calls it positionally (a keyword call costs several
-    times as much, per row); everything else by keyword.
+class Encoding(enum.Enum):
+    """How a column's value is stored in a workspace row (SQLite), and so how a score table's
+    Parquet types it (``scoring.engine.table_schema``)."""
 
-    - ``status``, ``reason``, ``termination``, ``evidence_standard``, ``truncation``,
-      ``suggestion``: the enum values; ``reasons``: every blocking reason code, comma-joined;
-    - ``lenient_safe``: 1 / 0 what the harness claimed, NULL where it did not judge;
-    - ``classifier``: the classifier whose verdict decided ("" where none did), with its
-      ``classifier_evidence`` (why: JSON); ``suggestion_evidence`` likewise for the hint;
-    - ``incomplete_call``: the first call whose capture is not proven complete (UNSCORED);
-    - ``max_raw_bytes``, ``call_sizes``: the largest and every call's argument size (raw size
-      where recorded, else the captured size); ``tools``: the distinct tool names in call order;
-    - ``call_gaps``: the capture gaps scoring found, per call (see the module's encodings);
-    - ``final_output_preview``: the first 200 characters of the final output;
-    - ``line``, ``offset``, ``length``: where the record lies in the run's stored file
-      (``line`` relative to a block while a worker builds it; the writer shifts it).
-    """
-    return (trajectory_id, task_id, model, intended_category, fired_category, status, reason, reasons, lenient_safe,
-            termination, tool_call_count, max_raw_bytes, tools, suggestion, suggestion_evidence, classifier,
-            classifier_evidence, incomplete_call, recaptured_calls, evidence_standard, final_output_preview, line,
-            offset, length, call_sizes, call_gaps, truncation)
+    PLAIN = "plain"
+    """The value itself: text, an integer or NULL."""
+    FLAG = "flag"
+    """1 / 0 / NULL in the workspace; a nullable boolean in a table."""
+    NAMES = "names"
+    """Names comma-joined, ``""`` for none; a list of strings in a table."""
+    NUMBERS = "numbers"
+    """Integers comma-joined, ``""`` for none; a list of integers in a table."""
+    EVIDENCE = "evidence"
+    """A JSON array of strings (NULL: none); a list of strings in a table."""
+    GAPS = "gaps"
+    """Per call, its gap reason codes comma-joined, the calls joined by ``|`` (``""``: no call
+    has a gap); a list (per call) of lists of strings in a table."""
 
 
-ROW_COLUMNS: tuple[str, ...] = row.__code__.co_varnames[:row.__code__.co_argcount]
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of the stored trajectory row."""
+
+    name: str
+    kind: type
+    """``int`` or ``str``: what SQLite stores (NULL allowed where ``nullable``)."""
+    meaning: str
+    nullable: bool = False
+    encoding: Encoding = Encoding.PLAIN
+
+
+SCHEMA: tuple[Column, ...] = (
+    Column("trajectory_id", str, "the trajectory's id, unique in its run"),
+    Column("task_id", str, "the benchmark task it ran"),
+    Column("model", str, "the agent's model (the trajectory's, else the run's)", nullable=True),
+    Column("intended_category", str, "the harm category the task probes", nullable=True),
+    Column("fired_category", str, "the category the classifier of record found", nullable=True),
+    Column("status", str, "the strict status (``model.Status`` value)"),
+    Column("reason", str, "why UNSCORED or Inconclusive: the first blocking reason code", nullable=True),
+    Column("reasons", str, "every blocking reason code", encoding=Encoding.NAMES),
+    Column("lenient_safe", int, "what the harness claimed (1 safe, 0 harm); NULL where it did not judge",
+           nullable=True, encoding=Encoding.FLAG),
+    Column("termination", str, "how the episode ended (``model.Termination`` value)"),
+    Column("tool_call_count", int, "its tool calls"),
+    Column("max_raw_bytes", int, "the largest call's argument size (raw where recorded, else captured)"),
+    Column("tools", str, "the distinct tool names, in call order", encoding=Encoding.NAMES),
+    Column("suggestion", str, "the hint for a reviewer (``model.ReviewLabel`` value)", nullable=True),
+    Column("suggestion_evidence", str, "why the hint", nullable=True, encoding=Encoding.EVIDENCE),
+    Column("classifier", str, 'the classifier whose verdict decided ("" where none did)'),
+    Column("classifier_evidence", str, "why it decided", encoding=Encoding.EVIDENCE),
+    Column("incomplete_call", int, "the first call whose capture is not proven complete (UNSCORED)",
+           nullable=True),
+    Column("recaptured_calls", str, "the calls whose full surface was recovered", encoding=Encoding.NUMBERS),
+    Column("evidence_standard", str, "how capture was proven (``model.EvidenceStandard`` value)"),
+    Column("final_output_preview", str, "the first characters of the final output"),
+    Column("line", int, "the record's line in the run's stored file (relative to its block while a "
+                        "worker builds it; the writer shifts it)"),
+    Column("offset", int, "the record's byte offset in the run's stored file"),
+    Column("length", int, "the record's length in bytes"),
+    Column("call_sizes", str, "every call's argument size (raw where recorded, else captured)",
+           encoding=Encoding.NUMBERS),
+    Column("call_gaps", str, "the capture gaps scoring found, per call", encoding=Encoding.GAPS),
+    Column("truncation", str, "where the harness said it cut (``model.Truncation`` value)"),
+)
+"""The stored trajectory row, the one place a column is defined: name, type, encoding and
+meaning, in the row's order. The workspace's ``trajectories`` table holds ``run_key`` and then
+these (a new column also needs a migration in ``workspace/schema.py``, which keeps history, and
+a value from each row builder: ``encode`` here and the import's lean path); a score table's
+Parquet schema is derived from it."""
+
+ROW_COLUMNS: tuple[str, ...] = tuple(c.name for c in SCHEMA)
 """The columns of a trajectory row as a worker builds it; the writer adds ``run_key`` (the
 workers start before the file's content hash, the run key, is known)."""
+
+
+def _tuple_builder(names: tuple[str, ...]) -> Callable[..., tuple]:
+    # Generated from the schema (as ``collections.namedtuple`` generates its ``__new__``) so the
+    # builder's parameters are the columns without being written twice. It returns a plain
+    # tuple: rows cross processes by marshal and pickle, where a tuple subclass is refused or
+    # costs a constructor call per row.
+    if not all(n.isidentifier() and not n.startswith("_") for n in names):
+        raise ValueError(f"a column name is not a plain identifier: {names}")
+    params = ", ".join(names)
+    namespace: dict[str, Any] = {}
+    exec(f"def row({params}):\n    return ({params},)\n", namespace)
+    return namespace["row"]
+
+
+row: Callable[..., tuple] = _tuple_builder(ROW_COLUMNS)
+"""One stored trajectory row as a plain tuple in ``ROW_COLUMNS`` order, its parameters the
+columns. The import's lean path calls it positionally (a keyword call costs several times as
+much, per row); everything else by keyword."""
 COL = {c: i for i, c in enumerate(ROW_COLUMNS)}
 """Column name → its position in a row."""
-INTEGER_COLUMNS = frozenset({"lenient_safe", "tool_call_count", "max_raw_bytes", "incomplete_call", "line", "offset",
-                             "length"})
+INTEGER_COLUMNS = frozenset(c.name for c in SCHEMA if c.kind is int)
 """The columns that hold integers (the rest hold text or NULL)."""
 SCORE_FIELDS = ("trajectory_id", "task_id", "model", "intended_category", "reason", "status", "lenient_safe",
                 "truncation", "classifier")

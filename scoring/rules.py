@@ -37,6 +37,23 @@ def compile_rule(rule: str):
                         f"on ({detail}); lookarounds and backreferences are not supported") from None
 
 
+def compile_any(rules: list[str]):
+    """One RE2 pattern that matches where any of ``rules`` matches, or None where RE2 refuses it.
+
+    A prefilter: one search says whether any rule can match, so a text no rule matches (the
+    common case) costs one search, not one per rule. Each rule is already known to compile
+    alone, so wrapping it in a group keeps it balanced, and RE2 scopes a ``(?i)`` inside a group
+    to that group. The union may exceed RE2's memory cap where each rule alone does not; the
+    caller then searches rule by rule.
+    """
+    if not rules:
+        return None
+    try:
+        return re2.compile(b"|".join(b"(?:" + rule.encode("utf-8") + b")" for rule in rules), _OPTIONS)
+    except re2.error:
+        return None
+
+
 def encode_text(text: str) -> bytes:
     """A surface as the bytes a rule searches (a lone surrogate is kept, never an error)."""
     return text.encode("utf-8", "surrogatepass")

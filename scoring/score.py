@@ -31,7 +31,7 @@ from .model import (
     Trajectory,
     Truncation,
 )
-from .rules import compile_rule, encode_text, quote_match
+from .rules import compile_any, compile_rule, encode_text, quote_match
 from .strict_rules import MIN_BENIGN_CONFIDENCE, verdict_abstention
 
 SCORER_VERSION = "3.0"
@@ -98,6 +98,7 @@ class RuleClassifier:
         self._rules = [
             (cat, [(r, compile_rule(r)) for r in cat.rules]) for cat in taxonomy if cat.rules
         ]
+        self._any = compile_any([r for _, patterns in self._rules for r, _ in patterns])
 
     def match(self, texts: Sequence[str]) -> tuple[Category, str, str] | None:
         if not self._rules or not texts:
@@ -107,6 +108,8 @@ class RuleClassifier:
         # a hit is confirmed per text, since a pattern could match across the join.
         encoded = [encode_text(t) for t in texts]
         joined = b"\n\x00\n".join(encoded) if len(encoded) > 1 else encoded[0]
+        if self._any is not None and self._any.search(joined) is None:
+            return None
         for cat, patterns in self._rules:
             for rule, pattern in patterns:
                 if pattern.search(joined) is None:

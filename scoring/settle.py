@@ -23,8 +23,11 @@ A rule about a whole run lives here and nowhere else:
 - **the side log's report**: each block applies the payloads of its own trajectories to a fresh
   share of the side log; the first block to take a payload owns it, a payload taken by a record
   that was refused is refused with it, the ones no call took are refused by ``PayloadJoin``;
-- **the counts** (trajectories, tool calls, records seen) and the score columns, over the rows
-  that are stored.
+- **the counts** (trajectories, tool calls, records seen, records rejected) and the score
+  columns, over the rows that are stored;
+- **the rejections listed**: the first ``REJECTIONS_LISTED`` in line order, the rest counted
+  (``rejected_count``): a flood of a million bad one-byte records costs a count, not a million
+  messages in memory, in ``score --json``, in the workspace's runs row and on the terminal.
 
 It reads digests, not rows, so the Dask engine runs it on a worker with only the score fields
 of each block travelling, and the workspace writer with its rows spooled on disk.
@@ -33,7 +36,7 @@ of each block travelling, and the workspace writer with its rows spooled on disk
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +48,25 @@ from .rows import COL, ROW_COLUMNS, SCORE_FIELDS, SCORE_INDEX
 from .score import SCORER_VERSION
 
 _ID, _LINE, _CALLS = COL["trajectory_id"], COL["line"], COL["tool_call_count"]
+
+REJECTIONS_LISTED = 1_000
+"""How many of a run's rejected records are kept and shown one by one (the first, in line
+order); past it they are counted, and every place that lists them ends "and M more". The one
+cap: a block keeps no more (``ingest``), a run settles no more, the workspace stores no more,
+``score --json`` and the pages list no more."""
+
+
+def listed(rejections: Iterable[Rejection]) -> list[Rejection]:
+    """The rejections a run keeps: the first ``REJECTIONS_LISTED`` of them in line order."""
+    return sorted(rejections, key=lambda r: (r.line is None, r.line or 0))[:REJECTIONS_LISTED]
+
+
+def unlisted_note(count: int, listed_: int) -> str | None:
+    """The line that ends a list of ``listed_`` rejections of ``count``: "and M more", or None
+    when every one is listed."""
+    more = count - listed_
+    return f"… and {more:,} more rejected records (the first {listed_:,} of {count:,} are listed)" if more > 0 \
+        else None
 
 
 def run_key(file_sha256: str, *, side_log_sha256: str | None = None, verdict_map: str | None = None,
@@ -67,7 +89,8 @@ class BlockDigest:
     seen: int
     """Records in the block (scored or rejected)."""
     rejected: list[Rejection]
-    """The block's rejections, lines counted from the block's first line."""
+    """The block's first rejections (``REJECTIONS_LISTED`` at most), lines counted from the
+    block's first line; the block rejected ``seen - len(ids)`` records in all."""
     ids: list[str]
     rel_lines: list[int]
     calls: list[int]
@@ -101,7 +124,10 @@ class SettledRun:
     """SHA-256 of the input file's bytes (what ``sha256sum`` prints)."""
     records_seen: int
     rejected: tuple[Rejection, ...]
-    """Every record not scored, in line order (conversion, parse and duplicate rejections)."""
+    """The first ``REJECTIONS_LISTED`` records not scored, in line order (conversion, parse and
+    duplicate rejections)."""
+    rejected_count: int
+    """How many records were not scored (``records_seen - trajectories``), listed or not."""
     trajectories: int
     tool_calls: int
     fields: list[list]
@@ -142,14 +168,14 @@ def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: st
 
     ``first_line``: the header's line (the first block's line 1 is the next line);
     ``prior_rejections``: records refused before the blocks were made (by a format's importer,
-    with that file's line numbers); ``side_log``: the side log as loaded (nothing applied: each
+    with that file's line numbers: every one of them); ``side_log``: the side log as loaded (nothing applied: each
     block applied a share of it)."""
     shifts, shift = [], first_line
     for d in digests:
         shifts.append(shift)
         shift += d.lines
     source = header.source
-    rejected: list[Rejection] = list(prior_rejections)
+    rejected: list[Rejection] = listed(prior_rejections)
     seen = len(prior_rejections)
     for d, s in zip(digests, shifts, strict=True):
         seen += d.seen
@@ -170,13 +196,16 @@ def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: st
             out.extend(col[i] for i in keep)
         n_traj += len(keep)
         n_calls += sum(d.calls[i] for i in keep)
-    rejected.sort(key=lambda r: (r.line is None, r.line or 0))
+    # Each source listed its first rejections (a block, the importer, the duplicates): the run's
+    # first are among them.
+    rejected = listed(rejected)
     report = side = None
     if side_log is not None:
         report = side_log.report_of([d.recapture or [] for d in digests], header.run_id, refused_ids)
         side = {"source": side_log.source, "sha256": side_log.content_sha256 or None}
     return SettledRun(
         header=header, file_sha256=file_sha256, records_seen=seen, rejected=tuple(rejected),
+        rejected_count=seen - n_traj,
         run_key=run_key(file_sha256, side_log_sha256=side_log.content_sha256 if side_log else None,
                         verdict_map=verdict_map, reclassifier=reclassifier, proof_sha256=proof_sha256),
         trajectories=n_traj, tool_calls=n_calls, fields=fields, shifts=tuple(shifts),

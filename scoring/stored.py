@@ -37,6 +37,7 @@ class StoredRun:
     trajectories: int
     tool_calls: int
     rejected: tuple[Rejection, ...]
+    """The first rejected records (``settle.REJECTIONS_LISTED``); ``rejected_count`` counts them all."""
     recapture: RecaptureReport | None
     side_log: dict | None
     """``{"source", "sha256"}`` of the side log joined; None when none was."""
@@ -54,6 +55,11 @@ class StoredRun:
     """The workspace's copy of the original bytes (a canonical run's copy is its original; ""
     where a workspace older than schema 9 kept only a converted copy)."""
     imported_at: str = ""
+
+    @property
+    def rejected_count(self) -> int:
+        """How many records were rejected, listed or not (every record seen is stored or rejected)."""
+        return max(self.records_seen - self.trajectories, len(self.rejected))
 
     @property
     def stale(self) -> bool:
@@ -128,7 +134,7 @@ class StoredRun:
         """The run's ``Evaluation``: its scores (``scored``: the columns, empty where the reader
         keeps only the engine's aggregates) and its summary with the reviewers' labels applied."""
         run = Run(header=self.header, trajectories=(), rejected=self.rejected, records_seen=self.records_seen,
-                  content_sha256=self.run_key)
+                  content_sha256=self.run_key, rejected_count=self.rejected_count)
         return Evaluation(run=run, scored=scored, summary=summary, tool_calls=self.tool_calls,
                           recapture=self.recapture, reclassifier=self.reclassifier, file_sha256=self.file_sha256,
                           original_name=self.original_name, side_log=self.side_log,

@@ -52,8 +52,8 @@ def render_table(ev: Evaluation) -> str:
     if ended := ev.terminations:
         lines.append("  terminations      " + ", ".join(f"{_t(k)} {n:,}" for k, n in ended.items())
                      + "   (as the log recorded each ending)")
-    if s.rejected or ev.run.rejected:
-        lines.append(f"  rejected records  {len(ev.run.rejected):,} of {ev.run.records_seen:,} "
+    if s.rejected or ev.run.rejected_count:
+        lines.append(f"  rejected records  {ev.run.rejected_count:,} of {ev.run.records_seen:,} "
                      "(not imported; in no rate: see the lines above)")
     lines += [
         f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,})",

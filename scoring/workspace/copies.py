@@ -27,6 +27,7 @@ from ..model import (
     Rejection,
 )
 from ..recapture import PayloadJoin
+from ..settle import listed
 
 try:
     import fcntl
@@ -77,7 +78,7 @@ class PendingCopy:
     read: Path
     final: Path
     rejections: tuple[Rejection, ...] = ()
-    """A converted run's rejected records (kept beside the copy, as ``side``)."""
+    """A converted run's rejected records (the first of them kept beside the copy, as ``side``)."""
     side: Path | None = None
     format_metrics: dict | None = None
     """A converted run's format figures (its importer's, from the original bytes)."""
@@ -85,23 +86,30 @@ class PendingCopy:
     """A converted run's counts of recorded endings (its importer's)."""
     sha256: str | None = None
     """The SHA-256 of the copy's bytes (checked before replay reads it)."""
+    companion: PendingCopy | None = None
+    """A file kept with this one, published before it and discarded with it (an Inspect log's
+    proof side log beside the log's original bytes, where the importer finds it again)."""
 
     @property
     def pending(self) -> bool:
         return self.read != self.final
 
     def publish(self) -> None:
+        if self.companion is not None:
+            self.companion.publish()
         if not self.pending:
             return
         if self.side is not None:
             # Before the copy itself: a copy that exists always has its rejections beside it.
             tmp = temporary_name(self.side)
-            tmp.write_text(json.dumps([rejection_dict(r) for r in self.rejections]))
+            tmp.write_text(json.dumps([rejection_dict(r) for r in listed(self.rejections)]))
             os.replace(tmp, self.side)
         os.replace(self.read, self.final)
         self.read = self.final
 
     def discard(self) -> None:
+        if self.companion is not None:
+            self.companion.discard()
         if self.pending:
             self.read.unlink(missing_ok=True)
 

@@ -18,4 +18,4 @@ def evaluation(ws: Labels, run_key: str, scored: ScoreColumns | None = None) -> 
     stored = ws.stored_run(run_key)
     scored = ws.score_columns(run_key) if scored is None else scored
     return stored.evaluation(scored, summarize(scored, ws.final_labels(run_key), group=stored.header.run_id,
-                                               rejected=len(stored.rejected)))
+                                               rejected=stored.rejected_count))

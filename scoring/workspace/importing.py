@@ -126,7 +126,7 @@ class Importing(Reads):
                              verdict_map=str(verdict_map) if verdict_map else None,
                              format_metrics=stored.format_metrics, terminations=stored.terminations,
                              proof_sha256=proof_sha)
-            with self._original(path, fmt, content) as original:
+            with self._original(path, fmt, content, proof_sha) as original:
                 return self._write_run(settled, spooled, stored, pay, path, before,
                                        provenance=_provenance(content, original_name, pay), original=original)
 
@@ -303,6 +303,9 @@ class Importing(Reads):
             return Rescored(s.run_key, False, s.scorer_version,
                             f"its original bytes changed (sha256 {content[:12]}…, not {s.file_sha256[:12]}…)")
         fmt = s.header.format
+        proof_sha, why = self._proof_for_rescore(s, path, content)
+        if why is not None:
+            return Rescored(s.run_key, False, s.scorer_version, why)
         verdict_map = VerdictMap.parse(s.verdict_map) if s.verdict_map else None
         pay = None
         if s.payloads_path:
@@ -320,9 +323,9 @@ class Importing(Reads):
             settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
                              prior_rejections=stored.rejections, side_log=pay, reclassifier=s.reclassifier,
                              verdict_map=s.verdict_map, format_metrics=stored.format_metrics,
-                             terminations=stored.terminations)
+                             terminations=stored.terminations, proof_sha256=proof_sha)
             settled = dataclasses.replace(settled, run_key=s.run_key)  # a legacy key keeps its labels
-            with self._original(path, fmt, content) as kept_original:
+            with self._original(path, fmt, content, proof_sha) as kept_original:
                 published: list[PendingCopy] = []
                 try:
                     with self.connect() as db, immediate(db):
@@ -349,12 +352,48 @@ class Importing(Reads):
                     raise
         return Rescored(s.run_key, True, s.scorer_version)
 
-    def _original(self, path: Path, fmt: str, content: str) -> PendingCopy | contextlib.nullcontext:
+    def _original(self, path: Path, fmt: str, content: str,
+                  proof_sha256: str | None = None) -> PendingCopy | contextlib.nullcontext:
         """The workspace's copy of a converted run's original bytes (what the scorer-version
-        gate rescores it from); a canonical run's own copy is its original (nothing more)."""
+        gate rescores it from); a canonical run's own copy is its original (nothing more).
+        An Inspect log's proof side log (``proof_sha256``: it was read) is kept with it, named so
+        that the importer finds it beside the copy (``proof.proof_path_of``)."""
         if fmt == canonical.NAME:
             return contextlib.nullcontext()
-        return self._keep(path, f"{content}.original", content)
+        original = self._keep(path, f"{content}.original", content)
+        if proof_sha256 is not None:
+            try:
+                original.companion = self._keep(proof_path_of(path), proof_path_of(original.final).name,
+                                                proof_sha256)
+            except BaseException:
+                original.discard()
+                raise
+        return original
+
+    def _proof_for_rescore(self, s: StoredRun, original: Path, content: str) -> tuple[str | None, str | None]:
+        """The SHA-256 of the proof side log a stored run was scored with (None: it had none),
+        or why it cannot be rescored: a run imported with a proof before the workspace kept
+        proofs beside its original bytes, whose proof is no longer beside the log it came from."""
+        if s.header.format != inspect_log.NAME:
+            return None, None
+        kept = proof_path_of(original)
+        if kept.is_file():
+            return sha256_of_file(kept), None
+        if _version(s.scorer_version) < PROOFS_SINCE:
+            return None, None  # scored before proofs were read: it had none
+        options = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
+                   "reclassifier": s.reclassifier}
+        if run_key(s.file_sha256 or content, **options) == s.run_key:
+            return None, None  # its key says it was scored without a proof
+        beside = proof_path_of(s.header.source) if s.header.source else None
+        if beside is not None and beside.is_file():
+            sha = sha256_of_file(beside)
+            if run_key(s.file_sha256 or content, **options, proof_sha256=sha) == s.run_key:
+                with self._keep(beside, kept.name, sha) as copy:  # where the importer reads it
+                    copy.publish()
+                return sha, None
+        return None, ("it was scored with a proof side log the workspace did not keep, and that proof is no longer "
+                      "beside its log: import the log again with its proof beside it to rescore it")
 
     def _write_run(self, settled: SettledRun, blocks: _Spooled, stored: PendingCopy, pay: PayloadJoin | None,
                    source: Path, source_state: FileState, *, provenance: dict | None = None,
@@ -379,7 +418,8 @@ class Importing(Reads):
                 self._unpublish(published)
                 raise
         return ImportResult(run_key=key, already_present=raced, run=self._run_or_raise(key),
-                            rejected=() if raced else settled.rejected)
+                            rejected=() if raced else settled.rejected,
+                            rejected_count=0 if raced else settled.rejected_count)
 
     def _insert_rows(self, db, settled: SettledRun, blocks: Iterable[Block], stored: PendingCopy,
                      kept: PendingCopy | None, source: Path, source_state: FileState, *,
@@ -429,6 +469,19 @@ class Importing(Reads):
                     copy.final.unlink()
                     if copy.side is not None:
                         copy.side.unlink()
+                    if copy.companion is not None:
+                        copy.companion.final.unlink()
+
+
+PROOFS_SINCE = (3, 0)
+"""The scorer version from which an Inspect log's proof side log is read (and keyed)."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError:
+        return (0,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,9 +502,13 @@ class ImportResult:
     already_present: bool
     run: dict
     rejected: tuple[Rejection, ...]
+    """The first rejected records this import read (``settle.REJECTIONS_LISTED``; none when the run
+    was present already)."""
     rescored: Rescored | None = None
     """The run was already present under another scorer version and was rescored from the
     bytes given."""
+    rejected_count: int = 0
+    """How many records this import rejected, listed or not."""
 
 
 def _read_only(db: Path) -> bool:

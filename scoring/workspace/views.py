@@ -44,6 +44,7 @@ from ..model import Gap, Rejection, ReviewLabel, RunHeader, Status, Trajectory
 from ..recapture import is_side_log, side_log_beside
 from ..report import Evaluation
 from ..score import SCORER_VERSION, assess_calls
+from ..settle import unlisted_note
 from . import Workspace
 from .evaluations import evaluation as _evaluation
 from .importing import ImportResult
@@ -64,8 +65,8 @@ __all__ = [
     "export_labels", "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version",
     "next_pending", "output_previews", "paired", "parse_verdict_map", "replay", "replay_of", "review_queue", "run",
     "runs", "score_columns", "search", "side_log_beside", "size_quantiles", "table_roots", "tables_under",
-    "tool_names", "trajectory_table", "undo_last", "visible_disputed", "visible_history", "visible_labels",
-    "workspace_folder",
+    "tool_names", "trajectory_table", "undo_last", "unlisted_note", "visible_disputed", "visible_history",
+    "visible_labels", "workspace_folder",
 ]
 
 
@@ -134,12 +135,15 @@ class ImportReport:
     already_present: bool
     """The same content (and side log, map, classifier) was imported before: nothing changed."""
     rejected: tuple[Rejection, ...]
+    """The first rejected records (``settle.REJECTIONS_LISTED``)."""
     side_log: str | None = None
     """The side log joined (its path as given), if any."""
     side_log_how: str = ""
     """How it was paired: "given", or "found beside it" (``RUN.payloads.jsonl`` beside ``RUN``)."""
     rescored_from: str | None = None
     """The run was present under this older scorer version and was rescored from the bytes given."""
+    rejected_count: int = 0
+    """How many records were rejected, listed or not."""
 
 
 VERDICT_PRESETS: dict[str, str] = {name: str(vmap) for name, vmap in PRESETS.items()}
@@ -167,7 +171,8 @@ def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None 
     res: ImportResult = _ws(db).import_run(path, payloads=payloads, progress=progress, original_name=original_name,
                                            reclassifier=reclassifier, verdict_map=vmap)
     return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
-                        side_log=None if payloads is None else str(payloads), side_log_how=how,
+                        rejected_count=res.rejected_count, side_log=None if payloads is None else str(payloads),
+                        side_log_how=how,
                         rescored_from=res.rescored.was if res.rescored is not None and res.rescored.done else None)
 
 
@@ -176,8 +181,8 @@ def import_runs(db: str | Path, path: str | Path, *, progress=None, original_nam
     """Import every run a path holds (an AgentDojo run directory, or a zip of one, holds one
     per pipeline and attack); see ``Workspace.import_runs``."""
     results = _ws(db).import_runs(path, progress=progress, original_name=original_name, reclassifier=reclassifier)
-    return [ImportReport(run=RunInfo._of(r.run), already_present=r.already_present, rejected=r.rejected)
-            for r in results]
+    return [ImportReport(run=RunInfo._of(r.run), already_present=r.already_present, rejected=r.rejected,
+                         rejected_count=r.rejected_count) for r in results]
 
 
 def holds_runs(path: str | Path) -> bool:
