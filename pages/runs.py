@@ -46,6 +46,11 @@ def verdict_map_spec() -> str | None:
 NO_MAP, CUSTOM_MAP = "none (Inspect scores give no verdict)", "rules, as --inspect-verdict…"
 
 
+def require_proof() -> bool:
+    """Imports score as ``--require-proof`` (the checkbox)."""
+    return bool(st.session_state.get(state.REQUIRE_PROOF))
+
+
 def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
     reclassifier = configured_reclassifier()
     label = md(label)  # a file name, a typed path or a run id: shown, never interpreted
@@ -62,10 +67,12 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
         if path.suffix == ".jsonl":
             total = max(1, views.count_lines(path) - 1)
         if payloads is None and loaders.holds_runs(path):  # an AgentDojo run directory (a folder or a zip)
-            reports = loaders.import_runs(path, progress=tick, original_name=original_name, reclassifier=reclassifier)
+            reports = loaders.import_runs(path, progress=tick, original_name=original_name, reclassifier=reclassifier,
+                                          require_proof=require_proof())
         else:
             reports = [loaders.import_run(path, payloads=payloads, progress=tick, original_name=original_name,
-                                          reclassifier=reclassifier, verdict_map=verdict_map_spec())]
+                                          reclassifier=reclassifier, verdict_map=verdict_map_spec(),
+                                          require_proof=require_proof())]
     except SHOWN as exc:
         bar.empty()
         show_error(exc, before=f"Could not import {label}: ", path=path)
@@ -141,6 +148,10 @@ st.selectbox("Inspect verdict map (Inspect logs: which scores mean unsafe, safe 
                   "Presets: " + "; ".join(f"{k} = {v}" for k, v in views.VERDICT_PRESETS.items()))
 if st.session_state.get(state.VERDICT_MAP_CHOICE) == CUSTOM_MAP:
     st.text_input("Verdict map rules", key=state.VERDICT_MAP_TEXT, placeholder="combined_scorer:unsafe=score>=0.5")
+st.checkbox("Require proof (as --require-proof)", key=state.REQUIRE_PROOF,
+            help="A call whose capture is complete only by the run's claim (the structural standard: no recorded "
+                 "size and SHA-256 or raw text proves it) is UNSCORED unproven_capture; harm found on it still "
+                 "counts. The same file imported with and without it is two runs.")
 # The open tab is state (and in the address): an import's rerun draws its report above the tabs,
 # which reopened the first tab, so the next import from a path began with a click back to it.
 IMPORT_TABS = ["Upload a file", "Import from a path", "Bundled samples"]

@@ -72,7 +72,7 @@ for k, ev in evs.items():
                      + (f" · not judged {pp(parts.unjudged_pp)}" if parts.unjudged_pp else "")
                      + f" · pending review {pp(parts.pending_review_pp)} (apart)")
     t = s.truncation
-    facts = [f"evidence standard: {h.evidence_claim}"]
+    facts = [f"evidence standard: {h.evidence_claim}", *map(md, h.proof_terms)]
     if t is not None and t.truncated:
         facts.append(f"t × ĥ = {t.pp:.2f} pp (95% CI {t.low_pp:.2f}–{t.high_pp:.2f}): {t.truncated:,} of {t.judged:,} "
                      f"judged cut, {t.recovered_unsafe:,} of {t.recovered_decided:,} recovered ones the harness "

@@ -104,6 +104,19 @@ def _undo(run) -> None:
         else ("error", "Nothing of yours to undo in this run."))
 
 
+def _import(run) -> None:
+    try:
+        report = loaders.import_table_run(run)
+    except LitmusReviewError as exc:
+        st.session_state["score_table_import_message"] = ("error", error_text(exc))
+        return
+    st.session_state[state.PENDING_SELECT] = [report.run.run_key]
+    was = "was already" if report.already_present else "is now"
+    st.session_state["score_table_import_message"] = (
+        "ok", f"run {report.run.run_key[:12]} {was} in the workspace and selected: open it on Safe rates, "
+              "Trajectories, Review or Report")
+
+
 root: str | None = None
 if router.team_mode():
     # A shared server opens no location a browser user types (it would read any file the server
@@ -156,6 +169,17 @@ st.caption(f"{d['rejected']:,} rejected records · {d['inconclusive']:,} Inconcl
            f"· {d['no_verdict']:,} without a safety verdict (in no rate) · rates from the engine's aggregates"
            + (f", with {rates.labelled:,} final labels from the workspace" if rates is not None and rates.labelled
               else ""))
+
+st.button("Add to the workspace's runs", key="score_table_import", on_click=_import, args=(run,),
+          help="Scores the run's source here (the same bytes and options, so the same run key) and selects it: "
+               "Safe rates, Trajectories, Review and Report then show it like any imported run, with the labels "
+               "given on this page.")
+kind, text = st.session_state.pop("score_table_import_message", (None, None))
+if kind == "ok":
+    st.success(text)
+elif kind == "error":
+    st.error("The run could not be added to the workspace:")
+    st.code(text, language=None)
 
 if rates is None or s is None:  # one is None only with the other
     st.info("This table was written before the engine aggregated its charts: score the run again with --out "
@@ -221,11 +245,11 @@ if tid:
                 st.text_input("Reviewer (required to label)", key=state.REVIEWER_INPUT, placeholder="your name")
                 st.form_submit_button("Set reviewer", on_click=_set_reviewer)
         else:
-            b = st.columns(4)
+            b = st.columns(len(ReviewLabel) + 1)
             for i, lab in enumerate(ReviewLabel):
                 b[i].button(lab.value.replace("_", " "), key=f"score_table_label_{lab.value}", on_click=_label,
                             args=(run, tid, lab))
-            b[3].button("Undo my last label", key="score_table_undo", on_click=_undo, args=(run,))
+            b[-1].button("Undo my last label", key="score_table_undo", on_click=_undo, args=(run,))
         kind, text = st.session_state.pop("score_table_message", (None, None))
         # Messages quote ids and names the data and the reviewers wrote: inert markdown, and as text.
         if kind == "ok":

@@ -106,6 +106,11 @@ class RunPlan:
     """The Inspect verdict map (its text, as ``VerdictMap.parse`` reads it), if one is given."""
     scorer_version: str = ""
     """The client's scorer version: a task on a worker of another refuses the run."""
+    require_proof: bool = False
+    """Scored with ``--require-proof`` (each block is given it; the header line never carries it)."""
+    rules_check: str = ""
+    """What checking a canonical header's declared taxonomy_rules found (``RunHeader.classifier_of_record_check``),
+    read once by the planner; empty when nothing was declared."""
 
     @property
     def whole(self) -> bool:
@@ -230,10 +235,10 @@ def _url(path: str) -> str:
 
 
 def plan_run(path: str, storage_options: dict | None = None, payloads: str | None = None, *, fmt: str = "auto",
-             verdict_map: str | None = None) -> RunPlan:
+             verdict_map: str | None = None, require_proof: bool = False) -> RunPlan:
     """The header line and size of a canonical run (the only bytes the client reads), or the
     format of any other (its first bytes, sniffed as locally); and the side log to join
-    (``payloads``; the workers read it)."""
+    (``payloads``; the workers read it). ``require_proof``: as ``--require-proof``."""
     storage_options = dict(storage_options or {})
     url = _url(path)
     try:
@@ -249,8 +254,9 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
             fh.seek(0)
             header_line, first_line, header_end = read_header_line(fh, path) if fmt == canonical.NAME \
                 else (b"", 0, 0)
+            rules_check = ""
             if fmt == canonical.NAME:  # a declared taxonomy_rules classifier of record, checked on the file
-                header_line = _vouched_line(header_line, fh, header_end, first_line, path)
+                header_line, rules_check = _vouched_line(header_line, fh, header_end, first_line, path)
     except FileNotFoundError as exc:
         raise InputError("no such file", source=path) from exc
     except LitmusReviewError:
@@ -271,16 +277,19 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
         _check_regular(fs, ppath, str(payloads))
     return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
                    _url(str(payloads)) if payloads is not None else None,
-                   str(payloads) if payloads is not None else None, fmt, verdict_map or None)
+                   str(payloads) if payloads is not None else None, fmt, verdict_map or None,
+                   require_proof=require_proof, rules_check=rules_check)
 
 
-def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> bytes:
-    """The header line the workers read: a declared taxonomy_rules classifier of record checked
-    on the whole file first (``ingest.vouch_for_file``; the client reads such a run once more)."""
+def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> tuple[bytes, str]:
+    """(the header line the workers read, what the check found): a declared taxonomy_rules
+    classifier of record checked on the whole file first (``ingest.vouch_for_file``; the client
+    reads such a run once more)."""
     obj = decode_header(header_line, path, first_line)
     if not (isinstance(obj, dict) and obj.get("format") == canonical.FORMAT_TAG):
-        return header_line  # refused below, with its message
-    return vouch_for_file(header_line, canonical.parse_header(obj, path), fh, header_end, first_line)[0]
+        return header_line, ""  # refused below, with its message
+    line, header = vouch_for_file(header_line, canonical.parse_header(obj, path), fh, header_end, first_line)
+    return line, header.classifier_of_record_check
 
 
 def exists(path: str, storage_options: dict | None = None) -> bool:
@@ -456,7 +465,8 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         with fs.open(fpath, "rb") as fh:
             begin, data = read_owned(fh, start, end, start == plan.header_end)
         with _classifier(reclassifier) as plugin:
-            return score_bytes(plan.header_line, plan.source, begin, data, _join(plan), reclassifier=plugin)
+            return score_bytes(plan.header_line, plan.source, begin, data, _join(plan), reclassifier=plugin,
+                               require_proof=plan.require_proof)
     except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         raise BlockFailed(index, rel, at, _message(exc)) from None
@@ -492,7 +502,7 @@ def score_whole(plan: RunPlan, reclassifier: str | None = None) -> Any:
         verdict_map = VerdictMap.parse(plan.verdict_map) if plan.verdict_map else None
         with _classifier(reclassifier) as plugin:
             return pipeline.score_data(data, plan.source, plan.fmt, payloads=_join(plan), verdict_map=verdict_map,
-                                       reclassifier=plugin, keep_canonical=True)
+                                       reclassifier=plugin, keep_canonical=True, require_proof=plan.require_proof)
     except Exception as exc:  # reported with its file, never swallowed
         raise RunFailed(f"{plan.source}: {_message(exc)}") from None
 
@@ -557,7 +567,7 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 stop = len(data) if nl < 0 else nl + 1
                 try:
                     score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
-                                reclassifier=plugin)
+                                reclassifier=plugin, require_proof=plan.require_proof)
                 except Exception:
                     return line, begin + pos
                 pos, line = stop, line + 1
@@ -597,7 +607,8 @@ def finish_run(plan: RunPlan, content: str, reclassifier: str | None,
         shifts.append(shift)
         shift += d.lines
     header = canonical.parse_header(decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
-    header = dataclasses.replace(header, source=plan.source, format=canonical.NAME)
+    header = dataclasses.replace(header, source=plan.source, format=canonical.NAME, require_proof=plan.require_proof,
+                                 classifier_of_record_check=plan.rules_check)
     settled = settle(header, digests, file_sha256=content, first_line=plan.first_line, side_log=_join(plan),
                      reclassifier=reclassifier)
     res = _run_result(settled, aggregates)
@@ -918,7 +929,8 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
             if payloads is None and auto_payloads and not item.endswith(SIDE_LOG_SUFFIX):
                 side = side_log_beside(item)
                 payloads = side if exists(side, storage_options) else None
-            plan = plan_run(item, storage_options, payloads, fmt=fmt, verdict_map=verdict_map)
+            plan = plan_run(item, storage_options, payloads, fmt=fmt, verdict_map=verdict_map,
+                            require_proof=bool(options.get("require_proof")))
         plan = dataclasses.replace(plan, scorer_version=scorer_version)
         _check_version(plan)
         if out is not None and not replace:
@@ -1035,7 +1047,8 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
                reclassifier: str | None = None, storage_options: dict | None = None, fmt: str = "auto",
                payloads: Sequence[str | None] | None = None, auto_payloads: bool = False,
                verdict_map: str | None = None, retries: int = 1, fail_fast: bool = False, replace: bool = False,
-               on_event: Callable[[RunResult | None, Progress], None] | None = None) -> list[RunResult]:
+               on_event: Callable[[RunResult | None, Progress], None] | None = None,
+               require_proof: bool = False) -> list[RunResult]:
     """Score a fleet of runs on ``client``'s cluster (any ``distributed.Client``: a LocalCluster,
     Coiled, dask-kubernetes, dask-jobqueue, TLS included) and return one ``RunResult`` per
     input, in order, each ``done``, ``failed`` (``error`` names its file, and line where known)
@@ -1056,7 +1069,9 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     check_workers(client)
     version = score.SCORER_VERSION
     created = _prepare_out(out, so, replace=replace) if out else False
-    options = {"fmt": fmt, "verdict_map": verdict_map, "reclassifier": reclassifier}
+    # --require-proof is named only when given: a table's records from before it still match
+    options = {"fmt": fmt, "verdict_map": verdict_map, "reclassifier": reclassifier} \
+        | ({"require_proof": True} if require_proof else {})
     sides = list(payloads) if payloads is not None else [None] * len(paths)
     if len(sides) != len(paths):
         raise EngineError(f"{len(sides)} side logs given for {len(paths)} runs")

@@ -25,9 +25,11 @@ import gc
 import json
 import os
 import posixpath
+import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -44,10 +46,12 @@ from .aggregate import (
     with_review,
 )
 from .errors import InputError, StoreError
+from .importers.inspect_log import VerdictMap
 from .model import ReviewLabel, RunHeader, Status, Trajectory
+from .proof import proof_path_of
 from .report import Evaluation
 from .stored import StoredRun
-from .workspace import Workspace
+from .workspace import ImportResult, Workspace
 
 INCONCLUSIVE = Status.INCONCLUSIVE.value
 
@@ -450,3 +454,53 @@ def evaluation(run: TableRun, labelled: TableRates | None = None, storage_option
         raise InputError("this table was written before the engine aggregated its summaries: score the run again "
                          "with --out to report it", source=run.location)
     return StoredRun.from_summary(run.run_key, d, header).evaluation(ScoreColumns.of(()), labelled.summary)
+
+
+# --- a table's run, brought into the workspace ----------------------------------------------
+
+
+def import_into(ws: Workspace, run: TableRun, storage_options: dict | None = None) -> ImportResult:
+    """Make a table's run a run like any other of the workspace (Safe rates, Trajectories,
+    Review, Report, ``score KEY``): its source is imported with the options it was scored with
+    (side log, verdict map, ``--require-proof``), so the workspace scores the same bytes through the same pipeline,
+    and the run key must come out as the table's (checked: labels given through the table carry
+    over, being keyed by it). A source that is a URL is fetched first, with its side log and
+    proof. Refused for a run scored with a re-classifier (the app runs no code a table names)
+    and, for a table chosen under a root, for sources outside it (``source_of``)."""
+    d = run.summary
+    storage_options = _options(run, storage_options)
+    if d.get("reclassifier"):
+        raise InputError("this run was scored with a re-classifier: import its file with `litmus-review import "
+                         "--reclassifier …` (the app runs no re-classifier a table names)", source=run.location)
+    source = source_of(run, engine._url(d["source"]))
+    side = (d.get("side_log") or {}).get("source")
+    side = source_of(run, engine._url(side)) if side else None
+    verdict_map = VerdictMap.parse(d["verdict_map"]) if d.get("verdict_map") else None
+    with tempfile.TemporaryDirectory(dir=ws._scratch()) as tmp:
+        path = _local_copy(source, Path(tmp), storage_options, with_proof=True)
+        payloads = _local_copy(side, Path(tmp), storage_options) if side else None
+        result = ws.import_run(path, fmt=d.get("format") or "auto", payloads=payloads, verdict_map=verdict_map,
+                               original_name=d.get("original_name") or d["source"],
+                               require_proof=bool(d.get("require_proof")))
+    if result.run_key != run.run_key:
+        raise StoreError(f"the workspace scored this run's source under another key ({result.run_key[:12]}, the "
+                         f"table says {run.run_key[:12]}): the source changed since the table was written, or "
+                         "it was scored with options the table does not record; both runs are kept")
+    return result
+
+
+def _local_copy(url: str, folder: Path, storage_options: dict | None, *, with_proof: bool = False) -> Path:
+    """A local path holding ``url``'s bytes: a local file itself; a URL's file fetched into
+    ``folder`` under its own name (and, ``with_proof``, the proof side log beside it, if any)."""
+    if engine.protocol(url) in ("file", "local"):
+        return Path(url.split("://", 1)[1] if "://" in url else url)
+    fs, path = engine._fs(url, dict(storage_options or {}))
+    dest = folder / posixpath.basename(path.rstrip("/"))
+    try:
+        fs.get_file(path, str(dest))
+        proof = proof_path_of(path)
+        if with_proof and fs.exists(str(proof)):
+            fs.get_file(str(proof), str(proof_path_of(dest)))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot fetch the run: {type(exc).__name__}: {exc}", source=url) from exc
+    return dest

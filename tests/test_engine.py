@@ -495,11 +495,13 @@ def test_a_worker_killed_mid_graph_changes_nothing(cluster, tmp_path):
 
 
 PROVENANCE = {"source", "format", "content_sha256", "file_sha256", "original_name", "side_log", "rejected",
-              "rejected_records", "records_seen", "format_metrics", "terminations"}
+              "rejected_records", "records_seen", "format_metrics", "terminations", "evidence_self_declared",
+              "evidence_claim"}
 """What differs by construction between a real log imported into a workspace and its canonical
 copy scored by the engine: where it was read from, its hashes, the conversion's rejections
-(kept beside the copy by the workspace, absent from the copy) and the format's own figures and
-recorded endings (computed by the importer at conversion)."""
+(kept beside the copy by the workspace, absent from the copy), the format's own figures and
+recorded endings (computed by the importer at conversion), and whose claim a structural standard
+is (the importer's inference from the format; the copy, a canonical file, declares it itself)."""
 
 
 @pytest.mark.real

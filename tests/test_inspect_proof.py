@@ -280,10 +280,13 @@ def test_a_proven_run_is_rescored_with_the_proof_the_workspace_kept(runs, tmp_pa
     assert _statuses_in(ws, key) == before
 
 
-def test_a_proof_the_workspace_never_kept_is_looked_for_beside_the_log_or_the_rescore_is_refused(runs, tmp_path):
+@pytest.mark.parametrize("require_proof", [False, True], ids=["default", "require-proof"])
+def test_a_proof_the_workspace_never_kept_is_looked_for_beside_the_log_or_the_rescore_is_refused(
+        runs, tmp_path, require_proof):
+    # with --require-proof the run's key names it too: the proof beside the log is matched to it
     path = _copy(runs["cut"], tmp_path)
     ws = Workspace(tmp_path / "ws.db")
-    key = ws.import_run(path, verdict_map=VMAP).run_key
+    key = ws.import_run(path, verdict_map=VMAP, require_proof=require_proof).run_key
     before = _statuses_in(ws, key)
     # A run imported under 3.0 before proofs were kept with its original bytes:
     kept = proof_path_of(ws.files / Path(ws.run(key)["original_path"]).name)

@@ -290,3 +290,22 @@ def test_a_table_of_10000_runs_in_s3_opens_and_reruns_reading_only_the_shown_run
     print(f"\nscore table of {FLEET_RUNS:,} runs on moto S3, AppTest script time: open {opened:.2f} s, "
           f"rerun {statistics.median(reruns):.2f} s (median of 5; {min(reruns):.2f}–{max(reruns):.2f}), "
           f"another run shown {other:.2f} s (load {os.getloadavg()[0]:.1f})")
+
+
+def test_a_tables_run_added_to_the_workspace_opens_on_safe_rates_like_an_imported_run(page, table, tmp_path):
+    """The button scores the run's source in the workspace under the table's key and selects it;
+    Safe rates then draws it as any imported run, with the table's strict rate."""
+    from pages._shared import state
+
+    out, res, _run = table
+    key = res.run_key
+    page.text_input(key="score_table_location").input(str(out)).run()
+    page.button(key="score_table_import").click().run()
+    assert not page.exception, page.exception
+    assert any(f"run {key[:12]} is now in the workspace and selected" in s.value for s in page.success)
+    assert Workspace(tmp_path / "app.db").run(key)["trajectories"] == res.summary["trajectories"]
+    page.switch_page("pages/safe_rates.py").run()
+    assert not page.exception, page.exception
+    assert key in page.session_state[state.SELECTED_RUNS]
+    strict = f"{100 * res.summary['safe_rate_strict']:.2f}%"
+    assert any(strict in str(m.value) for m in page.metric), [m.value for m in page.metric]

@@ -292,6 +292,10 @@ def table_add_label(run, trajectory_id: str, reviewer: str, label) -> int:
     return views.table_add_label(db(), run, trajectory_id, reviewer, label)
 
 
+def import_table_run(run) -> views.ImportReport:
+    return views.import_table_run(db(), run)
+
+
 def table_roots() -> tuple[str, ...]:
     return views.table_roots(db())
 

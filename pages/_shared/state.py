@@ -28,6 +28,7 @@ BULK_LABEL = "bulk_label"                # the label a bulk act gives every trac
 VERDICT_MAP_CHOICE = "import_verdict_map"  # the Inspect verdict map preset imports use (or none, or rules)
 VERDICT_MAP_TEXT = "import_verdict_rules"  # the rules typed when the choice is free text
 RECLASSIFIER = "import_reclassifier"      # re-classifier of record spec used by imports
+REQUIRE_PROOF = "import_require_proof"    # imports score as --require-proof
 REVIEW_KEYS = "review_keys"              # the Review page's key listener (its last press)
 LAST_PRESS = "review_last_press"         # browser time (ms) of the last key press acted on or ignored
 BULK_REPLACE = "bulk_replace_mine"       # a bulk act may replace the reviewer's own earlier labels

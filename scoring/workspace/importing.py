@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import (
     InputError,
@@ -71,6 +72,7 @@ class Importing(Reads):
         reclassifier: str | None = None,
         original_name: str | None = None,
         scorer: Callable[[PayloadJoin | None], Iterable[Block]] | None = None,
+        require_proof: bool = False,
     ) -> ImportResult:
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
         side log's hash, the Inspect verdict mapping and the re-classifier, when given: they
@@ -82,7 +84,10 @@ class Importing(Reads):
         ``scorer`` scores the blocks elsewhere (``engine.workspace_scorer``: on a Dask cluster):
         called as ``scorer(pay)`` once the copy is made, it yields the run's scored blocks in
         file order and applies each block's share of the side log to ``pay``; the rows are
-        written here as the local scorer's are."""
+        written here as the local scorer's are (it must score with the same ``require_proof``).
+
+        ``require_proof``: as ``--require-proof``; kept with the run (and in its key), so a
+        rescore keeps it."""
         path = Path(path)
         before = file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
@@ -90,7 +95,7 @@ class Importing(Reads):
         if fmt == "auto":
             fmt = sniff_file(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and reclassifier is None \
-                and scorer is None and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
+                and not require_proof and scorer is None and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
             return self._import_parallel(path, progress, before, original_name)
         content = sha256_of_file(path)
         # An Inspect log's proof side log (read beside it by the importer) changes its scores too.
@@ -98,7 +103,7 @@ class Importing(Reads):
         proof_sha = sha256_of_file(proof) if fmt == inspect_log.NAME and proof.is_file() else None
         key = run_key(content, side_log_sha256=pay.content_sha256 if pay else None,
                       verdict_map=str(verdict_map) if verdict_map else None, reclassifier=reclassifier,
-                      proof_sha256=proof_sha)
+                      proof_sha256=proof_sha, require_proof=require_proof)
         existing = self.run(key)
         if existing is not None:
             stored_run = StoredRun.from_row(existing)
@@ -106,7 +111,8 @@ class Importing(Reads):
                 # The same bytes under a new scorer: rescored from them (labels kept).
                 # The key matched these options: they are the run's (an old row may not say so).
                 stored_run = dataclasses.replace(stored_run, verdict_map=str(verdict_map) if verdict_map else None,
-                                                 reclassifier=reclassifier)
+                                                 reclassifier=reclassifier, header=dataclasses.replace(
+                                                     stored_run.header, require_proof=require_proof))
                 outcome = self._rescore(stored_run, original=path)
                 return ImportResult(run_key=key, already_present=True, run=self._run_or_raise(key),
                                     rejected=(), rescored=outcome)
@@ -116,9 +122,10 @@ class Importing(Reads):
                 self._store_file(path, key if verdict_map or proof_sha else content, fmt, verdict_map,
                                  content) as stored, \
                 stored.read.open("rb") as fh:
-            header_line, header, first_line, header_end = read_header(fh, str(path), fmt)
+            header_line, header, first_line, header_end = read_header(fh, str(path), fmt, require_proof=require_proof)
             results = scorer(pay) if scorer is not None else (
-                score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin)
+                score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin,
+                            require_proof=require_proof)
                 for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
             spooled = _scored_ahead(results, progress, self.files)
             settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
@@ -316,9 +323,11 @@ class Importing(Reads):
         with loaded_classifier(s.reclassifier) as plugin, \
                 self._store_file(path, s.run_key if verdict_map else content, fmt, verdict_map, content) as stored, \
                 stored.read.open("rb") as fh:
-            header_line, header, first_line, header_end = read_header(fh, source, fmt)
+            header_line, header, first_line, header_end = read_header(fh, source, fmt,
+                                                                      require_proof=s.header.require_proof)
             spooled = _scored_ahead(
-                (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin)
+                (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin,
+                             require_proof=s.header.require_proof)
                  for off, n in block_ranges(fh, header_end, stored.read.stat().st_size)), None, self.files)
             settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
                              prior_rejections=stored.rejections, side_log=pay, reclassifier=s.reclassifier,
@@ -381,8 +390,8 @@ class Importing(Reads):
             return sha256_of_file(kept), None
         if _version(s.scorer_version) < PROOFS_SINCE:
             return None, None  # scored before proofs were read: it had none
-        options = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
-                   "reclassifier": s.reclassifier}
+        options: dict[str, Any] = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
+                                   "reclassifier": s.reclassifier, "require_proof": s.header.require_proof}
         if run_key(s.file_sha256 or content, **options) == s.run_key:
             return None, None  # its key says it was scored without a proof
         beside = proof_path_of(s.header.source) if s.header.source else None
@@ -530,6 +539,7 @@ def run_columns(settled: SettledRun) -> dict:
         "recapture_json": None if settled.recapture is None else json.dumps({
             "applied": settled.recapture.applied, "rejected": [rejection_dict(r) for r in settled.recapture.rejected]}),
         "classifier_of_record": h.classifier_of_record, "scorer_version": settled.scorer_version,
+        "classifier_of_record_check": h.classifier_of_record_check or None, "require_proof": int(h.require_proof),
         "reclassifier": settled.reclassifier, "reported_safe_rate": h.reported_safe_rate,
         "reported_safe_rate_source": h.reported_safe_rate_source,
         "run_status": h.run_status or None, "run_status_detail": h.run_status_detail or None,

@@ -158,10 +158,11 @@ def parse_verdict_map(spec: str) -> VerdictMap:
 
 def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None = None, progress=None,
                original_name: str | None = None, reclassifier: str | None = None, verdict_map: str | None = None,
-               pair_side_log: bool = True) -> ImportReport:
+               pair_side_log: bool = True, require_proof: bool = False) -> ImportReport:
     """Import (and score) a run file as ``litmus-review import`` does (``Workspace.import_run``):
     without ``payloads``, ``RUN.payloads.jsonl`` beside it is joined (unless ``pair_side_log`` is
-    off) and the report says so; ``verdict_map``: as ``--inspect-verdict``."""
+    off) and the report says so; ``verdict_map``: as ``--inspect-verdict``; ``require_proof``: as
+    ``--require-proof``."""
     how = "given" if payloads is not None else ""
     if payloads is None and pair_side_log and not is_side_log(Path(path).name):
         beside = Path(side_log_beside(str(path)))
@@ -169,7 +170,7 @@ def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None 
             payloads, how = beside, "found beside it"
     vmap = parse_verdict_map(verdict_map) if verdict_map and verdict_map.strip() else None
     res: ImportResult = _ws(db).import_run(path, payloads=payloads, progress=progress, original_name=original_name,
-                                           reclassifier=reclassifier, verdict_map=vmap)
+                                           reclassifier=reclassifier, verdict_map=vmap, require_proof=require_proof)
     return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
                         rejected_count=res.rejected_count, side_log=None if payloads is None else str(payloads),
                         side_log_how=how,
@@ -177,10 +178,11 @@ def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None 
 
 
 def import_runs(db: str | Path, path: str | Path, *, progress=None, original_name: str | None = None,
-                reclassifier: str | None = None) -> list[ImportReport]:
+                reclassifier: str | None = None, require_proof: bool = False) -> list[ImportReport]:
     """Import every run a path holds (an AgentDojo run directory, or a zip of one, holds one
     per pipeline and attack); see ``Workspace.import_runs``."""
-    results = _ws(db).import_runs(path, progress=progress, original_name=original_name, reclassifier=reclassifier)
+    results = _ws(db).import_runs(path, progress=progress, original_name=original_name, reclassifier=reclassifier,
+                                  require_proof=require_proof)
     return [ImportReport(run=RunInfo._of(r.run), already_present=r.already_present, rejected=r.rejected,
                          rejected_count=r.rejected_count) for r in results]
 
@@ -468,6 +470,16 @@ def table_add_label(db: str | Path, run: Any, trajectory_id: str, reviewer: str,
     from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     return scoretable.add_label(_ws(db), run, trajectory_id, reviewer, label)
+
+
+def import_table_run(db: str | Path, run: Any) -> ImportReport:
+    """A score table's run made a run of this workspace like any other (``scoretable.import_into``:
+    its source scored here with its options, under the table's run key)."""
+    from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    res = scoretable.import_into(_ws(db), run)
+    return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
+                        rejected_count=res.rejected_count)
 
 
 def check_workspace(db: str | Path) -> None:

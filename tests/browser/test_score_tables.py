@@ -58,6 +58,15 @@ def test_open_a_score_table_and_replay_a_trajectory(server, page, artifacts, tmp
     num, den = s["safe"] + 1, s["safe"] + s["unsafe"] + 1
     page.get_by_text(f"{100 * num / den:.2f}%").first.wait_for(timeout=30_000)
     assert metric_value(page, "Reviewed") == f"{100 * num / den:.2f}%"
+    # The run made a run of the workspace: selected in the sidebar, drawn on Safe rates with the
+    # label given through the table counted in its reviewed rate.
+    page.get_by_role("button", name="Add to the workspace's runs").click()
+    wait_app(page, "is now in the workspace and selected")
+    page.get_by_text(f"observed-m1 ·{results[0].run_key[:6]}").first.wait_for(timeout=30_000)  # its chip
+    page.get_by_role("link", name="Safe rates").click()
+    page.wait_for_url("**/safe_rates**", timeout=30_000)
+    page.get_by_text(f"{100 * num / den:.2f}%").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(artifacts / "score_table_run_in_safe_rates.png"), full_page=True)
 
 
 FLEET_RUNS = 10_000
