@@ -188,7 +188,7 @@ def test_a_source_changed_since_the_table_was_written_is_imported_under_its_own_
 
 def test_a_table_cannot_make_the_app_run_a_reclassifier_or_read_outside_its_root(table, tmp_path):
     t, _run, ws = table
-    named = dataclasses.replace(t, summary={**t.summary, "reclassifier": "python:evil:Classifier"})
+    named = dataclasses.replace(t, entry={**t.summary, "reclassifier": "python:evil:Classifier"})
     with pytest.raises(InputError, match="re-classifier"):
         scoretable.import_into(ws, named)
     elsewhere = tmp_path / "root"
