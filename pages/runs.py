@@ -210,7 +210,11 @@ else:
         s = ev.summary
         table.append({
             "run": reveal_id(r.run_id), "model": reveal_id(r.model),
-            "format": f"{r.format} · {r.evidence_standard}", "side log": "yes" if r.side_log else "no",
+            # a structural standard the header declared itself is its claim; --require-proof said so
+            "format": f"{r.format} · {r.evidence_standard}" + (" (claim)" if ev.run.header.evidence_self_declared
+                                                                else "")
+                      + (" · proof required" if ev.run.header.require_proof else ""),
+            "side log": "yes" if r.side_log else "no",
             "trajectories": r.trajectories, "tool calls": r.tool_calls, "UNSCORED": s.unscored,
             "Inconclusive": s.inconclusive, "rejected": r.rejected,
         })

@@ -152,8 +152,11 @@ pick = st.selectbox("Run", range(len(runs)), key="score_table_run",
                                                     f"{runs[i].run_key[:12]}"))
 run = runs[pick]
 d = run.summary
-st.text(reveal_id(f"source {d['source']} · {d['format']} · evidence: {d['evidence_standard']} · "
-                  f"scorer {d['scorer_version']}"))
+# a table written before issue 23's keys says only the standard's name
+evidence = d.get("evidence_claim") or d["evidence_standard"]
+st.text(reveal_id(f"source {d['source']} · {d['format']} · evidence: {evidence}"
+                  + (" · proof required (--require-proof)" if d.get("require_proof") else "")
+                  + f" · scorer {d['scorer_version']}"))
 rates = _rates(run, loaders.label_version(run.run_key))
 s = rates.summary if rates is not None else None
 m = st.columns(6)

@@ -398,7 +398,10 @@ def read_trajectory(row: Mapping, storage_options: dict | None = None, *,
     if traj.id != row["trajectory_id"]:
         raise InputError(f"the source changed since it was scored: bytes {row['offset']:,}+{row['length']:,} hold "
                          f"another trajectory", source=source)
-    return traj, engine.run_header(source, storage_options)
+    header = engine.run_header(source, storage_options)
+    if run is not None and run.summary.get("require_proof"):  # scored with --require-proof: replayed so
+        header = dataclasses.replace(header, require_proof=True)
+    return traj, header
 
 
 # --- labels -----------------------------------------------------------------------------------

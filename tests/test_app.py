@@ -254,6 +254,9 @@ def test_runs_page_takes_require_proof_and_safe_rates_show_it(app, tmp_path):
     want = json.loads(CliRunner().invoke(main, ["score", str(run), "--json", "--require-proof"]).stdout)
     got = evaluation(ws_for(tmp_path), want["content_sha256"]).as_dict()
     assert got == want and got["unscored_by_reason"] == {"unproven_capture": 1}
+    app.run()  # the Runs table: the header's own structural claim, and the proof it required
+    formats = [str(v) for df in app.dataframe for v in df.value.get("format", [])]
+    assert "canonical · structural (claim) · proof required" in formats, formats
     app.session_state[state.SELECTED_RUNS] = [want["content_sha256"]]
     app.switch_page("pages/safe_rates.py").run()
     assert not app.exception

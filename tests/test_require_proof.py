@@ -136,6 +136,14 @@ def test_the_apps_import_door_takes_require_proof(tmp_path):
     assert d == json.loads(_cli("score", str(path), "--json", "--require-proof").stdout)
 
 
+def test_a_replay_assesses_the_calls_as_they_were_scored(tmp_path):
+    path = structural_run(tmp_path)
+    key = views.import_run(tmp_path / "w.db", path, require_proof=True).run.run_key
+    replay = views.replay(tmp_path / "w.db", key, "claimed-benign")
+    assert replay.reason is R.UNPROVEN_CAPTURE and not any(c.rules_differ for c in replay.calls)
+    assert [g.reason for g in replay.calls[0].gaps] == [R.UNPROVEN_CAPTURE]
+
+
 def test_the_unverified_claim_and_require_proof_are_in_every_export(tmp_path):
     from pages._shared import exports
 

@@ -292,6 +292,34 @@ def test_a_table_of_10000_runs_in_s3_opens_and_reruns_reading_only_the_shown_run
           f"another run shown {other:.2f} s (load {os.getloadavg()[0]:.1f})")
 
 
+def test_a_table_of_a_run_scored_with_require_proof_says_so_and_names_the_claim(page, tmp_path):
+    # issue 23: the header's own structural declaration is a claim, and --require-proof is named,
+    # on the table's page as on the Safe rates page (read from the engine's summary)
+    from .test_require_proof import structural_run
+
+    run = structural_run(tmp_path)
+    plan = engine.plan_run(str(run), require_proof=True)
+    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 1 << 16)]
+    res = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks), aggregates=True)
+    out = tmp_path / "out"
+    assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
+    engine._commit(str(out), str(out), {}, [res])
+    page.text_input(key="score_table_location").input(str(out)).run()
+    assert not page.exception, page.exception
+    said = " ".join(t.value for t in page.text)
+    assert "an unverified claim" in said and "proof required (--require-proof)" in said
+    assert metric(page, "UNSCORED") == "1"
+    # its replay assesses the calls as they were scored: with --require-proof
+    from scoring import scoretable
+    from scoring.workspace import views
+
+    (table_run,) = scoretable.open_table(str(out))
+    row = scoretable.find_row(table_run, "claimed-benign")
+    replay = views.replay_of(*scoretable.read_trajectory(row, run=table_run), row)
+    assert not any(c.rules_differ for c in replay.calls)
+    assert any(g.reason.value == "unproven_capture" for c in replay.calls for g in c.gaps)
+
+
 def test_a_tables_run_added_to_the_workspace_opens_on_safe_rates_like_an_imported_run(page, table, tmp_path):
     """The button scores the run's source in the workspace under the table's key and selects it;
     Safe rates then draws it as any imported run, with the table's strict rate."""
