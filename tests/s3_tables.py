@@ -60,12 +60,17 @@ def moto_server(log: Path) -> Iterator[dict]:
                 time.sleep(0.2)
         yield {"endpoint_url": url, "key": "testing", "secret": "testing"}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """A process this test started, ended: asked first (SIGTERM), killed after 15 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=15)
 
 
 def profile_toml(endpoint_url: str, prefix: str) -> str:

@@ -29,7 +29,7 @@ from scoring.workspace import Workspace
 
 from .conftest import ROOT, SAMPLES
 from .s3_tables import free_port as _free_port
-from .s3_tables import moto_server
+from .s3_tables import moto_server, stop
 from .s3_tables import tool as _tool
 
 OBSERVED = SAMPLES / "observed-m1.jsonl"
@@ -747,12 +747,7 @@ def test_a_worker_of_another_scorer_version_is_refused_by_name(cluster, tmp_path
         assert "workers refused: this client runs scorer" in res.stderr and "old-install" in res.stderr
         assert "scorer 0.0-other" in res.stderr and "Traceback" not in res.output
     finally:
-        odd.terminate()
-        try:
-            odd.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            odd.kill()
-            odd.wait(timeout=15)
+        stop(odd)
 
 
 def test_storage_options_are_json_and_a_mistyped_one_is_named():
