@@ -262,7 +262,7 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
     except LitmusReviewError:
         raise
     except Exception as exc:  # OSError, or a storage backend's own (botocore's NoCredentialsError...)
-        raise InputError(f"cannot read: {type(exc).__name__}: {exc}", source=path) from exc
+        raise InputError(f"cannot read: {type(exc).__name__}: {exc}{_storage_hint(exc)}", source=path) from exc
     if fmt == canonical.NAME:
         obj = decode_header(header_line, path, first_line)
         canonical.parse_header(obj, path)  # a bad header is refused here, before any task runs
@@ -479,9 +479,31 @@ def _message(exc: BaseException) -> str:
 def _storage_hint(exc: BaseException) -> str:
     """What to do about a storage backend's credentials error (empty for any other)."""
     if "Credentials" in type(exc).__name__ or "credentials" in str(exc).lower():
-        return (" (no credentials reach this process: give them as storage options, in its environment, or "
-                "in its fsspec or AWS configuration)")
+        return (" (no credentials reached the process that read it: give them as storage options, or in that "
+                "process's environment, fsspec or AWS configuration)")
     return ""
+
+
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE",
+                        "AWS_WEB_IDENTITY_TOKEN_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
+                        "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY")
+"""Where a client's credentials for object storage may come from its environment."""
+
+
+def seen_from_the_client(error: str, source: str, storage_options: dict) -> str:
+    """A run's error from the worker that read it, with what the client sees differently: a
+    local path the client has but the workers do not, or credentials in the client's
+    environment only (the workers have their own environment; the options travel, the
+    environment does not)."""
+    if error.endswith(": no such file") and not _URL.match(source) and os.path.isfile(source):
+        return (f"{error} on the worker that read it, though this client has it: the workers cannot see this path "
+                "(they read a local path on their own machines; give a URL, or a path on a file system they share)")
+    here = [v for v in CREDENTIAL_VARIABLES  # a variable naming a file counts where the file is there
+            if os.environ.get(v) and (not v.endswith("_FILE") or os.path.isfile(os.environ[v]))]
+    if "credentials" in error.lower() and here and not ({"key", "secret", "token", "profile"} & set(storage_options)):
+        return (f"{error}. This client has credentials in its environment ({', '.join(here)}), the workers do "
+                "not: give them as --storage-option, or set them in the workers' environment")
+    return error
 
 
 SOURCES_DIR = "sources"
@@ -1254,6 +1276,7 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         end(i, res)
 
     def failed(i: int, error: str) -> None:
+        error = seen_from_the_client(error, source_of(i), so)
         end(i, RunResult(None, None, [], [], 0, source=source_of(i), status=FAILED, error=error))
 
     workers = len(client.scheduler_info().get("workers", {})) if plan_batch is None else 0
