@@ -8,6 +8,8 @@ importing the run; labels are stored in the workspace, keyed as an imported run'
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from pages._shared import charts, exports, loaders, router, state
@@ -36,10 +38,21 @@ COLUMNS = ["trajectory_id", "task_id", "status", "reason", "intended_category", 
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
-def _runs(location: str, root: str | None) -> list:
+def _runs(location: str, root: str | None, options: str) -> list:
     """The table's runs (shared, not copied on each rerun: a table of 10,000 runs is 10,000
-    summaries); each run's aggregates are read when that run is shown."""
-    return scoretable.open_table(location, root=root)
+    summaries); each run's aggregates are read when that run is shown. ``options``: the storage
+    options (JSON) of the workspace's profile for the location, never the page's address."""
+    return scoretable.open_table(location, json.loads(options), root=root)
+
+
+def _open(location: str, root: str | None) -> list:
+    """The table's runs, opened with the storage profile the workspace's settings give its
+    location (credentials from the server's environment); the profile's name is shown."""
+    profile, options = loaders.table_storage(location)
+    runs = _runs(location, root, json.dumps(options, sort_keys=True))
+    if profile is not None:
+        st.caption(f"storage profile: {profile} (the workspace's settings)")
+    return runs
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
@@ -52,6 +65,12 @@ def _rates(run, labels: int):
 def _evaluation(run, labels: int, _rates):
     """The run as the report and exports see it (its header read from the run's source)."""
     return scoretable.evaluation(run, _rates)
+
+
+@st.cache_data(ttl=60, show_spinner=False, max_entries=16)
+def _first_rows(_run, run_key: str, location: str, status: str | None):
+    """The run's first rows of a status (read once a minute, not on every rerun)."""
+    return scoretable.first_rows(_run, COLUMNS, loaders.MAX_TABLE_ROWS, status=status).to_pandas()
 
 
 def _pct(x: float | None) -> str:
@@ -119,7 +138,7 @@ else:
         st.info("Give the directory (or URL) that `score --out` wrote.")
         st.stop()
 try:
-    runs = _runs(location, root)
+    runs = _open(location, root)
 except LitmusReviewError as exc:
     st.error("This is not a score table that can be opened:")
     st.code(error_text(exc), language=None)
@@ -129,7 +148,7 @@ if not runs:
     st.stop()
 
 pick = st.selectbox("Run", range(len(runs)), key="score_table_run",
-                    format_func=lambda i: reveal_id(f"{runs[i].run_id} · {runs[i].summary['model']} · "
+                    format_func=lambda i: reveal_id(f"{runs[i].run_id} · {runs[i].model} · "
                                                     f"{runs[i].run_key[:12]}"))
 run = runs[pick]
 d = run.summary
@@ -199,7 +218,7 @@ else:
 
 show = st.selectbox("Show", list(SHOW), key="score_table_show")
 cap = loaders.MAX_TABLE_ROWS
-frame = scoretable.first_rows(run, COLUMNS, cap, status=SHOW[show]).to_pandas()
+frame = _first_rows(run, run.run_key, run.location, SHOW[show])
 st.caption(f"the first {len(frame):,} trajectories" + (" (in file order)" if len(frame) == cap else ""))
 st.dataframe(frame, hide_index=True, width="stretch", height=380 if len(frame) > 10 else "auto")
 

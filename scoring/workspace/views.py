@@ -494,8 +494,24 @@ def table_roots(db: str | Path) -> tuple[str, ...]:
     return read_settings(db).score_table_roots
 
 
-def tables_under(roots: Sequence[str]) -> list[tuple[str, str]]:
-    """(root, location) of the score tables under ``roots`` (``scoretable.tables_under``)."""
+def table_storage(db: str | Path, location: str) -> tuple[str | None, dict]:
+    """(profile name, storage options) to open ``location`` with: the workspace's storage
+    profile whose prefix covers it (its credentials read from the server's environment now,
+    never stored), else (None, {})."""
+    profile = read_settings(db).profile_for(location)
+    return (None, {}) if profile is None else (profile.name, profile.storage_options())
+
+
+def tables_under(roots: Sequence[str], db: str | Path | None = None) -> list[tuple[str, str]]:
+    """(root, location) of the score tables under ``roots`` (``scoretable.tables_under``), each
+    root listed with its storage profile (the workspace's at ``db``)."""
     from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
 
-    return scoretable.tables_under(roots)
+    found: list[tuple[str, str]] = []
+    for root in roots:
+        try:
+            options = table_storage(db, root)[1] if db is not None else {}
+        except InputError:  # a profile whose credentials are not set: the root lists nothing
+            continue
+        found += scoretable.tables_under([root], options)
+    return found
