@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from . import engine
+from . import engine, table_zip
 from .aggregate import (
     Interval,
     PhantomParts,
@@ -191,9 +191,12 @@ def _run_aggregates(location: str, run_key: str, options: tuple) -> dict | None:
 
 def source_of(run: TableRun, source: str) -> str:
     """A row's ``source``, where its trajectory is read: refused (InputError naming the table,
-    not the source) when the table was chosen under a root and the source is not under it."""
+    not the source) when the table was chosen under a root and the source is not under it; for
+    a table uploaded as a zip (its root is the upload), the file of the source's name in it."""
     engine.check_location(source, engine.PROTOCOLS, what="run")
     if run.root is not None and not within(run.root, source):
+        if (inside := table_zip.source_in_upload(run.root, source)) is not None:  # an uploaded table's run
+            return inside
         raise InputError("this table's rows name a source outside its root; it is not read", source=run.location)
     return source
 
