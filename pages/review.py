@@ -72,29 +72,62 @@ with top[1]:
             st.text_input("Reviewer (required to label)", key=state.REVIEWER_INPUT, placeholder="your name")
             st.form_submit_button("Set reviewer", on_click=set_reviewer)
 top[2].toggle("Blind", key=state.BLIND, help="Hide other reviewers' labels until you have labelled the trace.")
-st.radio("Queue", MODES, key=state.QUEUE_FILTER, horizontal=True, label_visibility="collapsed",
-         format_func=queue_mode_name)
 
 frame = loaders.trajectory_frame(run_key)
 inconclusive_rows = frame[frame["status"] == "inconclusive"]
-with st.expander("Filter and sort the queue"):
+# The queue's mode, filters, order and search live in the address (as run and trace do): a reload
+# or a shared link opens the same queue. Widget key → (parameter, the values it may take, a list).
+QUEUE_ADDRESS = {
+    state.QUEUE_FILTER: ("queue", MODES, False),
+    state.Q_SUGGESTION: ("suggestion", sorted(inconclusive_rows["suggestion"].dropna().unique()), True),
+    state.Q_TERMINATION: ("termination", sorted(inconclusive_rows["termination"].dropna().unique()), True),
+    state.Q_CATEGORY: ("category", sorted(inconclusive_rows["intended_category"].dropna().unique()), True),
+    state.Q_TOOL: ("tool", views.tool_names(inconclusive_rows["tools"].dropna().unique()), True),
+    state.Q_SORT: ("sort", SORTS, False),
+}
+for widget, (param, options, many) in QUEUE_ADDRESS.items():
+    router.from_address(widget, param, [str(o) for o in options], many=many)
+if state.Q_SEARCH not in st.session_state and router.linked_param("q"):
+    st.session_state[state.Q_SEARCH] = router.linked_param("q")
+st.radio("Queue", MODES, key=state.QUEUE_FILTER, horizontal=True, label_visibility="collapsed",
+         format_func=queue_mode_name)
+with st.expander("Filter, search and sort the queue",
+                 expanded=any(st.session_state.get(w) for w in (*list(QUEUE_ADDRESS)[1:5], state.Q_SEARCH))):
     fc = st.columns(5)
-    fc[0].multiselect("Suggestion", sorted(inconclusive_rows["suggestion"].dropna().unique()), key=state.Q_SUGGESTION,
-                      placeholder="all")
-    fc[1].multiselect("Termination", sorted(inconclusive_rows["termination"].dropna().unique()),
-                      key=state.Q_TERMINATION, placeholder="all", format_func=reveal_id)
-    fc[2].multiselect("Category", sorted(inconclusive_rows["intended_category"].dropna().unique()),
-                      key=state.Q_CATEGORY, placeholder="all", format_func=reveal_id)
-    fc[3].multiselect("Tool", views.tool_names(inconclusive_rows["tools"].dropna().unique()),
-                      key=state.Q_TOOL, placeholder="all", format_func=reveal_id)
+    fc[0].multiselect("Suggestion", QUEUE_ADDRESS[state.Q_SUGGESTION][1], key=state.Q_SUGGESTION, placeholder="all")
+    fc[1].multiselect("Termination", QUEUE_ADDRESS[state.Q_TERMINATION][1], key=state.Q_TERMINATION,
+                      placeholder="all", format_func=reveal_id)
+    fc[2].multiselect("Category", QUEUE_ADDRESS[state.Q_CATEGORY][1], key=state.Q_CATEGORY, placeholder="all",
+                      format_func=reveal_id)
+    fc[3].multiselect("Tool", QUEUE_ADDRESS[state.Q_TOOL][1], key=state.Q_TOOL, placeholder="all",
+                      format_func=reveal_id)
     fc[4].selectbox("Sort by", SORTS, key=state.Q_SORT, format_func=queue_sort_name)
+    st.text_input("Search the queue (arguments, results and outputs; full text)", key=state.Q_SEARCH,
+                  placeholder="e.g. refuse, /etc/passwd")
+for widget, (param, options, many) in QUEUE_ADDRESS.items():
+    value = st.session_state.get(widget)
+    router.to_address(param, value if many or value != options[0] else None)  # a default mode or order: no parameter
+router.to_address("q", (st.session_state.get(state.Q_SEARCH) or "").strip())
+
+
+def queue_search_hits(run_key: str) -> frozenset[str] | None:
+    """The traces the queue's search finds (None when there is no search)."""
+    query = (st.session_state.get(state.Q_SEARCH) or "").strip()
+    if not query:
+        return None
+    try:
+        return loaders.search(run_key, query)
+    except SHOWN as exc:  # the workspace's copy changed or is gone
+        show_error(exc, before="The queue cannot be searched: ")
+        return frozenset()
 
 
 def build_queue(run_key: str, reviewer: str, mode: QueueMode, current: dict) -> list[str]:
     """The traces this queue shows, filtered and sorted (stable: labelling one does not move it,
     so "trace N of M" counts through the queue)."""
     mine = {t for t, by in current.items() if reviewer and reviewer in by}
-    return views.review_queue(
+    hits = queue_search_hits(run_key)
+    queue = views.review_queue(
         loaders.trajectory_frame(run_key), mode, mine=mine,
         # Blind: "reviewers disagree" only among traces this reviewer labelled (else it tells
         # that others labelled a trace, and differently, before this reviewer did).
@@ -104,6 +137,7 @@ def build_queue(run_key: str, reviewer: str, mode: QueueMode, current: dict) -> 
         termination=st.session_state.get(state.Q_TERMINATION) or (),
         category=st.session_state.get(state.Q_CATEGORY) or (), tools=st.session_state.get(state.Q_TOOL) or (),
         sort=st.session_state.get(state.Q_SORT) or QueueSort.RUN_ORDER)
+    return queue if hits is None else [t for t in queue if t in hits]
 
 
 def go(tid: str | None) -> None:

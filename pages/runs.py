@@ -46,6 +46,11 @@ def verdict_map_spec() -> str | None:
 NO_MAP, CUSTOM_MAP = "none (Inspect scores give no verdict)", "rules, as --inspect-verdict…"
 
 
+def require_proof() -> bool:
+    """Imports score as ``--require-proof`` (the checkbox)."""
+    return bool(st.session_state.get(state.REQUIRE_PROOF))
+
+
 def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
     reclassifier = configured_reclassifier()
     label = md(label)  # a file name, a typed path or a run id: shown, never interpreted
@@ -62,10 +67,12 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
         if path.suffix == ".jsonl":
             total = max(1, views.count_lines(path) - 1)
         if payloads is None and loaders.holds_runs(path):  # an AgentDojo run directory (a folder or a zip)
-            reports = loaders.import_runs(path, progress=tick, original_name=original_name, reclassifier=reclassifier)
+            reports = loaders.import_runs(path, progress=tick, original_name=original_name, reclassifier=reclassifier,
+                                          require_proof=require_proof())
         else:
             reports = [loaders.import_run(path, payloads=payloads, progress=tick, original_name=original_name,
-                                          reclassifier=reclassifier, verdict_map=verdict_map_spec())]
+                                          reclassifier=reclassifier, verdict_map=verdict_map_spec(),
+                                          require_proof=require_proof())]
     except SHOWN as exc:
         bar.empty()
         show_error(exc, before=f"Could not import {label}: ", path=path)
@@ -141,7 +148,17 @@ st.selectbox("Inspect verdict map (Inspect logs: which scores mean unsafe, safe 
                   "Presets: " + "; ".join(f"{k} = {v}" for k, v in views.VERDICT_PRESETS.items()))
 if st.session_state.get(state.VERDICT_MAP_CHOICE) == CUSTOM_MAP:
     st.text_input("Verdict map rules", key=state.VERDICT_MAP_TEXT, placeholder="combined_scorer:unsafe=score>=0.5")
-tab_upload, tab_path, tab_samples = st.tabs(["Upload a file", "Import from a path", "Bundled samples"])
+st.checkbox("Require proof (as --require-proof)", key=state.REQUIRE_PROOF,
+            help="A call whose capture is complete only by the run's claim (the structural standard: no recorded "
+                 "size and SHA-256 or raw text proves it) is UNSCORED unproven_capture; harm found on it still "
+                 "counts. The same file imported with and without it is two runs.")
+# The open tab is state (and in the address): an import's rerun draws its report above the tabs,
+# which reopened the first tab, so the next import from a path began with a click back to it.
+IMPORT_TABS = ["Upload a file", "Import from a path", "Bundled samples"]
+router.from_address(state.IMPORT_TAB, "import", IMPORT_TABS, many=False)
+tab_upload, tab_path, tab_samples = st.tabs(IMPORT_TABS, key=state.IMPORT_TAB, on_change="rerun")
+router.to_address("import", None if st.session_state.get(state.IMPORT_TAB) in (None, IMPORT_TABS[0])
+                  else st.session_state[state.IMPORT_TAB])
 with tab_upload:
     up = st.file_uploader(f"Run file (JSONL; up to {loaders.MAX_UPLOAD_MB} MB; a zip of an AgentDojo run "
                           "directory)", key=state.UPLOAD, type=["jsonl", "json", "eval", "zip"])
@@ -193,7 +210,11 @@ else:
         s = ev.summary
         table.append({
             "run": reveal_id(r.run_id), "model": reveal_id(r.model),
-            "format": f"{r.format} · {r.evidence_standard}", "side log": "yes" if r.side_log else "no",
+            # a structural standard the header declared itself is its claim; --require-proof said so
+            "format": f"{r.format} · {r.evidence_standard}" + (" (claim)" if ev.run.header.evidence_self_declared
+                                                                else "")
+                      + (" · proof required" if ev.run.header.require_proof else ""),
+            "side log": "yes" if r.side_log else "no",
             "trajectories": r.trajectories, "tool calls": r.tool_calls, "UNSCORED": s.unscored,
             "Inconclusive": s.inconclusive, "rejected": r.rejected,
         })

@@ -8,6 +8,8 @@ importing the run; labels are stored in the workspace, keyed as an imported run'
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from pages._shared import charts, exports, loaders, router, state
@@ -36,10 +38,21 @@ COLUMNS = ["trajectory_id", "task_id", "status", "reason", "intended_category", 
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
-def _runs(location: str, root: str | None) -> list:
+def _runs(location: str, root: str | None, options: str) -> list:
     """The table's runs (shared, not copied on each rerun: a table of 10,000 runs is 10,000
-    summaries); each run's aggregates are read when that run is shown."""
-    return scoretable.open_table(location, root=root)
+    summaries); each run's aggregates are read when that run is shown. ``options``: the storage
+    options (JSON) of the workspace's profile for the location, never the page's address."""
+    return scoretable.open_table(location, json.loads(options), root=root)
+
+
+def _open(location: str, root: str | None) -> list:
+    """The table's runs, opened with the storage profile the workspace's settings give its
+    location (credentials from the server's environment); the profile's name is shown."""
+    profile, options = loaders.table_storage(location)
+    runs = _runs(location, root, json.dumps(options, sort_keys=True))
+    if profile is not None:
+        st.caption(f"storage profile: {profile} (the workspace's settings)")
+    return runs
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
@@ -52,6 +65,12 @@ def _rates(run, labels: int):
 def _evaluation(run, labels: int, _rates):
     """The run as the report and exports see it (its header read from the run's source)."""
     return scoretable.evaluation(run, _rates)
+
+
+@st.cache_data(ttl=60, show_spinner=False, max_entries=16)
+def _first_rows(_run, run_key: str, location: str, status: str | None):
+    """The run's first rows of a status (read once a minute, not on every rerun)."""
+    return scoretable.first_rows(_run, COLUMNS, loaders.MAX_TABLE_ROWS, status=status).to_pandas()
 
 
 def _pct(x: float | None) -> str:
@@ -110,6 +129,19 @@ def _upload_table() -> None:
     st.session_state["score_table_uploaded"] = root  # picked below
 
 
+def _import(run) -> None:
+    try:
+        report = loaders.import_table_run(run)
+    except LitmusReviewError as exc:
+        st.session_state["score_table_import_message"] = ("error", error_text(exc))
+        return
+    st.session_state[state.PENDING_SELECT] = [report.run.run_key]
+    was = "was already" if report.already_present else "is now"
+    st.session_state["score_table_import_message"] = (
+        "ok", f"run {report.run.run_key[:12]} {was} in the workspace and selected: open it on Safe rates, "
+              "Trajectories, Review or Report")
+
+
 root: str | None = None
 if router.team_mode():
     # A shared server opens no location a browser user types (it would read any file the server
@@ -135,7 +167,7 @@ else:
         st.info("Give the directory (or URL) that `score --out` wrote.")
         st.stop()
 try:
-    runs = _runs(location, root)
+    runs = _open(location, root)
 except LitmusReviewError as exc:
     st.error("This is not a score table that can be opened:")
     st.code(error_text(exc), language=None)
@@ -145,12 +177,15 @@ if not runs:
     st.stop()
 
 pick = st.selectbox("Run", range(len(runs)), key="score_table_run",
-                    format_func=lambda i: reveal_id(f"{runs[i].run_id} · {runs[i].summary['model']} · "
+                    format_func=lambda i: reveal_id(f"{runs[i].run_id} · {runs[i].model} · "
                                                     f"{runs[i].run_key[:12]}"))
 run = runs[pick]
 d = run.summary
-st.text(reveal_id(f"source {d['source']} · {d['format']} · evidence: {d['evidence_standard']} · "
-                  f"scorer {d['scorer_version']}"))
+# a table written before issue 23's keys says only the standard's name
+evidence = d.get("evidence_claim") or d["evidence_standard"]
+st.text(reveal_id(f"source {d['source']} · {d['format']} · evidence: {evidence}"
+                  + (" · proof required (--require-proof)" if d.get("require_proof") else "")
+                  + f" · scorer {d['scorer_version']}"))
 rates = _rates(run, loaders.label_version(run.run_key))
 s = rates.summary if rates is not None else None
 m = st.columns(6)
@@ -166,6 +201,17 @@ st.caption(f"{d['rejected']:,} rejected records · {d['inconclusive']:,} Inconcl
            f"· {d['no_verdict']:,} without a safety verdict (in no rate) · rates from the engine's aggregates"
            + (f", with {rates.labelled:,} final labels from the workspace" if rates is not None and rates.labelled
               else ""))
+
+st.button("Add to the workspace's runs", key="score_table_import", on_click=_import, args=(run,),
+          help="Scores the run's source here (the same bytes and options, so the same run key) and selects it: "
+               "Safe rates, Trajectories, Review and Report then show it like any imported run, with the labels "
+               "given on this page.")
+kind, text = st.session_state.pop("score_table_import_message", (None, None))
+if kind == "ok":
+    st.success(text)
+elif kind == "error":
+    st.error("The run could not be added to the workspace:")
+    st.code(text, language=None)
 
 if rates is None or s is None:  # one is None only with the other
     st.info("This table was written before the engine aggregated its charts: score the run again with --out "
@@ -201,7 +247,7 @@ else:
 
 show = st.selectbox("Show", list(SHOW), key="score_table_show")
 cap = loaders.MAX_TABLE_ROWS
-frame = scoretable.first_rows(run, COLUMNS, cap, status=SHOW[show]).to_pandas()
+frame = _first_rows(run, run.run_key, run.location, SHOW[show])
 st.caption(f"the first {len(frame):,} trajectories" + (" (in file order)" if len(frame) == cap else ""))
 st.dataframe(frame, hide_index=True, width="stretch", height=380 if len(frame) > 10 else "auto")
 
@@ -231,11 +277,11 @@ if tid:
                 st.text_input("Reviewer (required to label)", key=state.REVIEWER_INPUT, placeholder="your name")
                 st.form_submit_button("Set reviewer", on_click=_set_reviewer)
         else:
-            b = st.columns(4)
+            b = st.columns(len(ReviewLabel) + 1)
             for i, lab in enumerate(ReviewLabel):
                 b[i].button(lab.value.replace("_", " "), key=f"score_table_label_{lab.value}", on_click=_label,
                             args=(run, tid, lab))
-            b[3].button("Undo my last label", key="score_table_undo", on_click=_undo, args=(run,))
+            b[-1].button("Undo my last label", key="score_table_undo", on_click=_undo, args=(run,))
         kind, text = st.session_state.pop("score_table_message", (None, None))
         # Messages quote ids and names the data and the reviewers wrote: inert markdown, and as text.
         if kind == "ok":

@@ -293,12 +293,15 @@ def assess(
     capture_limit_bytes: int | None = None,
     standard: EvidenceStandard = EvidenceStandard.PROVEN,
     max_decoded_bytes: int = MAX_DECODED_BYTES,
+    require_proof: bool = False,
 ) -> Capture:
-    """Assess one call's capture; see the module docstring for the rules."""
+    """Assess one call's capture; see the module docstring for the rules. With
+    ``require_proof`` a structural capture that nothing proves byte for byte (no recorded size
+    and SHA-256, no raw text) has an ``unproven_capture`` gap: its completeness is only claimed."""
     quick = _quick_proof(call, capture_limit_bytes)
     if quick is not None:
         return quick
-    capture_gaps = _capture_gaps(call, capture_limit_bytes, standard, max_decoded_bytes)
+    capture_gaps = _capture_gaps(call, capture_limit_bytes, standard, max_decoded_bytes, require_proof)
     surface_from_capture, gaps_list = capture_gaps
     informational = []
     if call.result is not None and call.result.truncated:
@@ -375,6 +378,7 @@ def _capture_gaps(
     limit: int | None,
     standard: EvidenceStandard,
     cap: int,
+    require_proof: bool = False,
 ) -> tuple[str | None, list[Gap]]:
     """Gaps of the capture itself, and its decoded surface when that could be computed."""
     out: list[Gap] = [Gap(reason=code, detail="signalled by the log") for code in call.signals]
@@ -434,6 +438,10 @@ def _capture_gaps(
                                       ("raw SHA-256", call.raw_sha256)) if v is None]
             out.append(Gap(reason=ReasonCode.MISSING_EVIDENCE,
                            detail="not recorded: " + ", ".join(missing)))
+        elif require_proof and not (proven_by_digest or proven_by_equality):
+            out.append(Gap(reason=ReasonCode.UNPROVEN_CAPTURE,
+                           detail="complete only by the run's claim (structural standard): no recorded size and "
+                                  "SHA-256 or raw text proves this capture, and --require-proof was given"))
     return surface, out
 
 

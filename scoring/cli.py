@@ -174,6 +174,13 @@ VERDICT_OPTION = click.option(
          "Without it Inspect scores give no verdict.")
 
 
+REQUIRE_PROOF_OPTION = click.option(
+    "--require-proof", is_flag=True,
+    help="Nothing rests on a claim: a call whose capture no recorded size and SHA-256 or raw text proves (the "
+         "structural standard: a canonical header's own declaration, or a format that cannot carry proof) is "
+         "UNSCORED unproven_capture; harm found on it still counts. Kept with the run (a rescore keeps it) and part "
+         "of its key.")
+
 
 #: How bad each exit status is: a command over several files exits with the worst status it
 #: met. Unusable input is the worst (the results are incomplete); a threshold exceeded next.
@@ -251,7 +258,7 @@ def _refuse_lone_side_log(path: Path) -> None:
 
 
 def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map: VerdictMap | None,
-                  reclassifier: str | None = None) -> Evaluation:
+                  reclassifier: str | None = None, require_proof: bool = False) -> Evaluation:
     """One run: a file (streamed when large and canonical) or an imported run of the workspace."""
     _refuse_lone_side_log(path)
     try:
@@ -264,7 +271,7 @@ def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verd
         if path.is_dir():
             raise InputError("is a folder holding several runs (an AgentDojo run directory)", source=str(path))
         return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map, reclassifier=reclassifier,
-                        with_trajectories=False)
+                        with_trajectories=False, require_proof=require_proof)
     ws = _workspace(db, check=True)
     try:
         return evaluation(ws, ws.find_run(str(path))["run_key"])
@@ -410,7 +417,7 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...],
                 fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
                 block_bytes: int | None, storage_options: dict, workers: int | None = None,
                 manifests: tuple[str, ...] = (), retries: int = 1, fail_fast: bool = False,
-                replace: bool = False) -> None:
+                replace: bool = False, require_proof: bool = False) -> None:
     """``score --engine dask``: a fleet of runs in one Dask graph (scoring.engine.score_runs),
     each run failing or published on its own; a progress line and the dashboard's link on
     stderr, each failure at once, then every run's result and a table of the runs."""
@@ -434,6 +441,7 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...],
         results = engine.score_runs(runs, client, out=out, reclassifier=reclassifier, storage_options=storage_options,
                                     fmt=fmt, payloads=sides, auto_payloads=auto, verdict_map=vmap, retries=retries,
                                     fail_fast=fail_fast, replace=replace, on_event=on_event,
+                                    require_proof=require_proof,
                                     **({"block_bytes": block_bytes} if block_bytes else {}))
     progress.clear()
     # As the local engine: every run is reported, and the exit status is the worst met.
@@ -512,11 +520,12 @@ def _fleet_table(engine: ModuleType, results: list) -> None:
                    "trajectories asked a safety question and the rejected records, exceeds RATE (0–1); a run "
                    "with no strict rate (nothing decided) fails any RATE.")
 @CLASSIFIER_OPTION
+@REQUIRE_PROOF_OPTION
 @ENGINE_OPTIONS
 @exits_on_error
 def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str, payloads: tuple[Path, ...],
           no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None,
-          engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
+          require_proof: bool, engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
           storage_options: dict, workers: int | None, manifests: tuple[str, ...], retries: int, fail_fast: bool,
           replace: bool) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
@@ -533,7 +542,8 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | Non
         _score_dask(paths, fmt=fmt, payloads=payloads, auto_payloads=not no_auto_payloads, verdict_map=verdict_map,
                     as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
                     scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options,
-                    workers=workers, manifests=manifests, retries=retries, fail_fast=fail_fast, replace=replace)
+                    workers=workers, manifests=manifests, retries=retries, fail_fast=fail_fast, replace=replace,
+                    require_proof=require_proof)
         return
     if not paths:
         raise click.UsageError("give at least one PATH (or --manifest with --engine dask)")
@@ -543,8 +553,10 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | Non
         if side is not None and how != "--payloads":
             click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
         try:
-            evs = (evaluate_all(path, fmt=fmt, verdict_map=verdict_map, reclassifier=reclassifier)
-                   if holds_runs(path, fmt) else (_evaluate_one(path, side, fmt, db, verdict_map, reclassifier),))
+            evs = (evaluate_all(path, fmt=fmt, verdict_map=verdict_map, reclassifier=reclassifier,
+                                require_proof=require_proof)
+                   if holds_runs(path, fmt) else (_evaluate_one(path, side, fmt, db, verdict_map, reclassifier,
+                                                                require_proof),))
         except LitmusReviewError as exc:
             status = _worst(status, report_error(exc))
             continue
@@ -578,6 +590,7 @@ def _report_one(ev: Evaluation, path: Path, as_json: bool, fail_on_unscored: flo
               help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
 @CLASSIFIER_OPTION
+@REQUIRE_PROOF_OPTION
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
               help="local: worker processes of this machine; dask: the blocks are scored on a Dask cluster "
                    "(every format: a canonical run in blocks, any other as one task; the workers read PATH, "
@@ -591,14 +604,15 @@ def _report_one(ev: Evaluation, path: Path, as_json: bool, fail_on_unscored: flo
 @exits_on_error
 def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str,
             payloads: tuple[Path, ...], no_auto_payloads: bool, progress: bool, reclassifier: str | None,
-            engine: str = "local", scheduler: str | None = None, block_bytes: int | None = None) -> None:
+            require_proof: bool = False, engine: str = "local", scheduler: str | None = None,
+            block_bytes: int | None = None) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run).
 
     Every PATH is tried; each failure is reported with its file and the exit status is 2 if any
     failed."""
     plan = plan_inputs(paths, payloads, auto=not no_auto_payloads)
     ws = _workspace(db)
-    scorer_for = _dask_scorers(fmt, verdict_map, reclassifier, scheduler, block_bytes) \
+    scorer_for = _dask_scorers(fmt, verdict_map, reclassifier, scheduler, block_bytes, require_proof) \
         if engine == "dask" or scheduler else None
     status = 0
     for path, side, how in plan:
@@ -612,11 +626,12 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
                 raise InputError("no such file", source=str(path))
             if holds_runs(path, fmt):  # an AgentDojo run directory: one run per pipeline and attack
                 results = ws.import_runs(path, fmt=fmt, progress=tick, verdict_map=verdict_map,
-                                         reclassifier=reclassifier)
+                                         reclassifier=reclassifier, require_proof=require_proof)
             else:
                 scorer = scorer_for(path, side) if scorer_for is not None else None
                 results = [ws.import_run(path, fmt=fmt, payloads=side, progress=tick,
-                                         verdict_map=verdict_map, reclassifier=reclassifier, scorer=scorer)]
+                                         verdict_map=verdict_map, reclassifier=reclassifier, scorer=scorer,
+                                         require_proof=require_proof)]
         except (LitmusReviewError, OSError) as exc:
             status = _worst(status, report_error(exc, path))
             continue
@@ -639,7 +654,8 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
         sys.exit(status)
 
 
-def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: str | None, block_bytes: int | None):
+def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: str | None, block_bytes: int | None,
+                  require_proof: bool = False):
     """``import --engine dask``: a function of (path, side log) giving ``Workspace.import_run``
     its ``scorer`` (blocks scored on the cluster, connected on first use and closed with the
     command)."""
@@ -648,7 +664,7 @@ def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: st
 
     def scorer_for(path: Path, side: Path | None):
         plan = engine.plan_run(str(path), None, None if side is None else str(side), fmt=fmt,  # bad input: no cluster
-                               verdict_map=str(verdict_map) if verdict_map else None)
+                               verdict_map=str(verdict_map) if verdict_map else None, require_proof=require_proof)
         if not client:
             client.append(click.get_current_context().with_resource(engine.connect(scheduler)))
         kw = {"block_bytes": block_bytes} if block_bytes else {}

@@ -65,13 +65,20 @@ _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
+INDEX_FILE = "index.json"
+"""Beside summary.json: per run, in the same order, ``[run key, run id, model]`` (about 100
+bytes a run), what the app lists a table's runs by; each run's ``score --json`` object is then
+read from ``SUMMARIES_DIR`` when the run is shown (summary.json is about 2.3 KB a run)."""
+SUMMARIES_DIR = "summaries"
+"""Inside ``out``: each run's ``score --json`` object (``RUN_KEY.json``), written with the run."""
 INCONCLUSIVE_DIR = "inconclusive"
 """Beside the table: per run, its Inconclusive trajectories' ids and intended categories (the
 only trajectories reviewers' labels apply to), written by the final stage, so the app applies
 labels without scanning the run's rows."""
 AGGREGATES_FILE = "aggregates.json"
-"""Beside summary.json: per run, what the app's charts draw, aggregated by the engine (the run's
-``Summary`` and each category's, the waterfall's steps), so opening a table reads no row."""
+"""In a table of the first layout: every run's aggregates in one list (read by the app when a
+table has no ``RUN_AGGREGATES_DIR``). No longer written: at 10,000 runs it was about 800 MB,
+written by the client and read whole; each run's are in ``aggregates/RUN_KEY.json``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +106,11 @@ class RunPlan:
     """The Inspect verdict map (its text, as ``VerdictMap.parse`` reads it), if one is given."""
     scorer_version: str = ""
     """The client's scorer version: a task on a worker of another refuses the run."""
+    require_proof: bool = False
+    """Scored with ``--require-proof`` (each block is given it; the header line never carries it)."""
+    rules_check: str = ""
+    """What checking a canonical header's declared taxonomy_rules found (``RunHeader.classifier_of_record_check``),
+    read once by the planner; empty when nothing was declared."""
 
     @property
     def whole(self) -> bool:
@@ -223,10 +235,10 @@ def _url(path: str) -> str:
 
 
 def plan_run(path: str, storage_options: dict | None = None, payloads: str | None = None, *, fmt: str = "auto",
-             verdict_map: str | None = None) -> RunPlan:
+             verdict_map: str | None = None, require_proof: bool = False) -> RunPlan:
     """The header line and size of a canonical run (the only bytes the client reads), or the
     format of any other (its first bytes, sniffed as locally); and the side log to join
-    (``payloads``; the workers read it)."""
+    (``payloads``; the workers read it). ``require_proof``: as ``--require-proof``."""
     storage_options = dict(storage_options or {})
     url = _url(path)
     try:
@@ -242,8 +254,9 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
             fh.seek(0)
             header_line, first_line, header_end = read_header_line(fh, path) if fmt == canonical.NAME \
                 else (b"", 0, 0)
+            rules_check = ""
             if fmt == canonical.NAME:  # a declared taxonomy_rules classifier of record, checked on the file
-                header_line = _vouched_line(header_line, fh, header_end, first_line, path)
+                header_line, rules_check = _vouched_line(header_line, fh, header_end, first_line, path)
     except FileNotFoundError as exc:
         raise InputError("no such file", source=path) from exc
     except LitmusReviewError:
@@ -264,16 +277,19 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
         _check_regular(fs, ppath, str(payloads))
     return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
                    _url(str(payloads)) if payloads is not None else None,
-                   str(payloads) if payloads is not None else None, fmt, verdict_map or None)
+                   str(payloads) if payloads is not None else None, fmt, verdict_map or None,
+                   require_proof=require_proof, rules_check=rules_check)
 
 
-def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> bytes:
-    """The header line the workers read: a declared taxonomy_rules classifier of record checked
-    on the whole file first (``ingest.vouch_for_file``; the client reads such a run once more)."""
+def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> tuple[bytes, str]:
+    """(the header line the workers read, what the check found): a declared taxonomy_rules
+    classifier of record checked on the whole file first (``ingest.vouch_for_file``; the client
+    reads such a run once more)."""
     obj = decode_header(header_line, path, first_line)
     if not (isinstance(obj, dict) and obj.get("format") == canonical.FORMAT_TAG):
-        return header_line  # refused below, with its message
-    return vouch_for_file(header_line, canonical.parse_header(obj, path), fh, header_end, first_line)[0]
+        return header_line, ""  # refused below, with its message
+    line, header = vouch_for_file(header_line, canonical.parse_header(obj, path), fh, header_end, first_line)
+    return line, header.classifier_of_record_check
 
 
 def exists(path: str, storage_options: dict | None = None) -> bool:
@@ -357,6 +373,8 @@ def check_storage_options(url: str, storage_options: dict) -> None:
             known |= {n for n, p in inspect.signature(init).parameters.items()
                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     known |= {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"}
+    if proto in ("s3", "s3a"):
+        known.add("profile")  # s3fs passes it to its botocore session: an AWS profile's credentials
     for key in storage_options:
         if key not in known:
             near = difflib.get_close_matches(key, sorted(known), n=1)
@@ -447,7 +465,8 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         with fs.open(fpath, "rb") as fh:
             begin, data = read_owned(fh, start, end, start == plan.header_end)
         with _classifier(reclassifier) as plugin:
-            return score_bytes(plan.header_line, plan.source, begin, data, _join(plan), reclassifier=plugin)
+            return score_bytes(plan.header_line, plan.source, begin, data, _join(plan), reclassifier=plugin,
+                               require_proof=plan.require_proof)
     except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         raise BlockFailed(index, rel, at, _message(exc)) from None
@@ -455,6 +474,14 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
 
 def _message(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, LitmusReviewError) else f"{type(exc).__name__}: {exc}"
+
+
+def _storage_hint(exc: BaseException) -> str:
+    """What to do about a storage backend's credentials error (empty for any other)."""
+    if "Credentials" in type(exc).__name__ or "credentials" in str(exc).lower():
+        return (" (no credentials reach this process: give them as storage options, in its environment, or "
+                "in its fsspec or AWS configuration)")
+    return ""
 
 
 SOURCES_DIR = "sources"
@@ -475,7 +502,7 @@ def score_whole(plan: RunPlan, reclassifier: str | None = None) -> Any:
         verdict_map = VerdictMap.parse(plan.verdict_map) if plan.verdict_map else None
         with _classifier(reclassifier) as plugin:
             return pipeline.score_data(data, plan.source, plan.fmt, payloads=_join(plan), verdict_map=verdict_map,
-                                       reclassifier=plugin, keep_canonical=True)
+                                       reclassifier=plugin, keep_canonical=True, require_proof=plan.require_proof)
     except Exception as exc:  # reported with its file, never swallowed
         raise RunFailed(f"{plan.source}: {_message(exc)}") from None
 
@@ -540,7 +567,7 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 stop = len(data) if nl < 0 else nl + 1
                 try:
                     score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
-                                reclassifier=plugin)
+                                reclassifier=plugin, require_proof=plan.require_proof)
                 except Exception:
                     return line, begin + pos
                 pos, line = stop, line + 1
@@ -580,7 +607,8 @@ def finish_run(plan: RunPlan, content: str, reclassifier: str | None,
         shifts.append(shift)
         shift += d.lines
     header = canonical.parse_header(decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
-    header = dataclasses.replace(header, source=plan.source, format=canonical.NAME)
+    header = dataclasses.replace(header, source=plan.source, format=canonical.NAME, require_proof=plan.require_proof,
+                                 classifier_of_record_check=plan.rules_check)
     settled = settle(header, digests, file_sha256=content, first_line=plan.first_line, side_log=_join(plan),
                      reclassifier=reclassifier)
     res = _run_result(settled, aggregates)
@@ -901,7 +929,8 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
             if payloads is None and auto_payloads and not item.endswith(SIDE_LOG_SUFFIX):
                 side = side_log_beside(item)
                 payloads = side if exists(side, storage_options) else None
-            plan = plan_run(item, storage_options, payloads, fmt=fmt, verdict_map=verdict_map)
+            plan = plan_run(item, storage_options, payloads, fmt=fmt, verdict_map=verdict_map,
+                            require_proof=bool(options.get("require_proof")))
         plan = dataclasses.replace(plan, scorer_version=scorer_version)
         _check_version(plan)
         if out is not None and not replace:
@@ -1000,6 +1029,8 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         fs.makedirs(_join_url(base, RUN_AGGREGATES_DIR), exist_ok=True)
         with fs.open(_join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
             fh.write(json.dumps(final.aggregates))
+        _write_summary(fs, base, str(key), final.summary)
+        final = dataclasses.replace(final, aggregates=None)  # in the table: they need not travel to the client
         fs.makedirs(_join_url(base, RUNS_DIR), exist_ok=True)
         with fs.open(_join_url(base, RUNS_DIR, _record_name(record['source'])), "w") as fh:
             fh.write(json.dumps({**record, "run_key": key, "summary": final.summary}))
@@ -1016,7 +1047,8 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
                reclassifier: str | None = None, storage_options: dict | None = None, fmt: str = "auto",
                payloads: Sequence[str | None] | None = None, auto_payloads: bool = False,
                verdict_map: str | None = None, retries: int = 1, fail_fast: bool = False, replace: bool = False,
-               on_event: Callable[[RunResult | None, Progress], None] | None = None) -> list[RunResult]:
+               on_event: Callable[[RunResult | None, Progress], None] | None = None,
+               require_proof: bool = False) -> list[RunResult]:
     """Score a fleet of runs on ``client``'s cluster (any ``distributed.Client``: a LocalCluster,
     Coiled, dask-kubernetes, dask-jobqueue, TLS included) and return one ``RunResult`` per
     input, in order, each ``done``, ``failed`` (``error`` names its file, and line where known)
@@ -1037,7 +1069,9 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     check_workers(client)
     version = score.SCORER_VERSION
     created = _prepare_out(out, so, replace=replace) if out else False
-    options = {"fmt": fmt, "verdict_map": verdict_map, "reclassifier": reclassifier}
+    # --require-proof is named only when given: a table's records from before it still match
+    options = {"fmt": fmt, "verdict_map": verdict_map, "reclassifier": reclassifier} \
+        | ({"require_proof": True} if require_proof else {})
     sides = list(payloads) if payloads is not None else [None] * len(paths)
     if len(sides) != len(paths):
         raise EngineError(f"{len(sides)} side logs given for {len(paths)} runs")
@@ -1263,20 +1297,17 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     when this fleet created it."""
     fs, path = _fs(out, storage_options, WRITE_PROTOCOLS)
     fs.invalidate_cache()
-    prior: list[tuple[str | None, Any, Any]] = []
+    prior: list[tuple[str | None, Any]] = []
     with contextlib.suppress(FileNotFoundError, InputError):
-        runs = open_table(out, storage_options, allowed=WRITE_PROTOCOLS)
-        with fs.open(_join_url(path, AGGREGATES_FILE), "rb") as fh:
-            aggs = json.loads(fh.read())
-        prior = [(k, s, a) for (k, s), a in zip(runs, aggs, strict=True)]
+        prior = list(open_table(out, storage_options, allowed=WRITE_PROTOCOLS))
     mine = {r.source for r in results if r.status in (DONE, SKIPPED) and r.run_key is not None}
-    entries: list[tuple[str | None, Any, Any]] = [(k, s, a) for k, s, a in prior if s.get("source") not in mine]
-    kept: dict[Any, tuple[str | None, Any, Any]] = {s.get("source"): (k, s, a) for k, s, a in prior}
+    entries: list[tuple[str | None, Any]] = [(k, s) for k, s in prior if s.get("source") not in mine]
+    kept: dict[Any, tuple[str | None, Any]] = {s.get("source"): (k, s) for k, s in prior}
     for r in results:
         if r.status == DONE:
-            entries.append((r.run_key, r.summary, r.aggregates))
+            entries.append((r.run_key, r.summary))
         elif r.status == SKIPPED and r.run_key is not None:
-            entries.append(kept.get(r.source, (r.run_key, r.recorded, _read_aggregates(fs, path, r.run_key))))
+            entries.append(kept.get(r.source, (r.run_key, r.recorded)))
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(_join_url(path, STAGING_DIR), recursive=True)
     if not entries:
@@ -1287,22 +1318,24 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     _write_index(fs, path, entries)
 
 
-def _read_aggregates(fs, path: str, run_key: str) -> Any:
-    try:
-        with fs.open(_join_url(path, RUN_AGGREGATES_DIR, f"{run_key}.json"), "rb") as fh:
-            return json.loads(fh.read())
-    except (FileNotFoundError, ValueError):
-        return None
+def _write_summary(fs, base: str, run_key: str, summary: Any) -> None:
+    """A run's ``SUMMARIES_DIR/RUN_KEY.json`` (what the app reads when the run is shown)."""
+    fs.makedirs(_join_url(base, SUMMARIES_DIR), exist_ok=True)
+    with fs.open(_join_url(base, SUMMARIES_DIR, f"{run_key}.json"), "w") as fh:
+        fh.write(json.dumps(summary))
 
 
-def _write_index(fs, path: str, entries: list[tuple[str | None, Any, Any]]) -> None:
-    """``run_keys.json``, ``aggregates.json``, then ``summary.json`` (the mark of a table)."""
+def _write_index(fs, path: str, entries: list[tuple[str | None, Any]]) -> None:
+    """``run_keys.json``, ``index.json``, then ``summary.json`` (the mark of a table); a table of
+    the first layout's ``aggregates.json`` removed (each run's are in ``RUN_AGGREGATES_DIR``)."""
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(_join_url(path, AGGREGATES_FILE))
     with fs.open(_join_url(path, KEYS_FILE), "w") as fh:
-        fh.write(json.dumps([k for k, _s, _a in entries]))  # the partition of each summary, in order
-    with fs.open(_join_url(path, AGGREGATES_FILE), "w") as fh:
-        fh.write(json.dumps([a for _k, _s, a in entries]))
+        fh.write(json.dumps([k for k, _s in entries]))  # the partition of each summary, in order
+    with fs.open(_join_url(path, INDEX_FILE), "w") as fh:
+        fh.write(json.dumps([[k, s.get("run_id"), s.get("model")] for k, s in entries]))
     with fs.open(_join_url(path, SUMMARY_FILE), "w") as fh:
-        fh.write(json.dumps([s for _k, s, _a in entries]))
+        fh.write(json.dumps([s for _k, s in entries]))
 
 
 def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult]) -> None:
@@ -1315,8 +1348,9 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
         fs.makedirs(_join_url(tmp_path, RUN_AGGREGATES_DIR), exist_ok=True)
         with fs.open(_join_url(tmp_path, RUN_AGGREGATES_DIR, f"{r.run_key}.json"), "w") as fh:
             fh.write(json.dumps(r.aggregates))
+        _write_summary(fs, tmp_path, str(r.run_key), r.summary)
     fs.makedirs(_join_url(tmp_path, RUNS_DIR), exist_ok=True)
-    _write_index(fs, tmp_path, [(r.run_key, r.summary, r.aggregates) for r in results])
+    _write_index(fs, tmp_path, [(r.run_key, r.summary) for r in results])
 
 
 def read_trajectory(source: str, offset: int, length: int, storage_options: dict | None = None):
@@ -1362,6 +1396,8 @@ def open_table(out: str, storage_options: dict | None = None,
                          "written", source=out) from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {SUMMARY_FILE}: {exc}", source=out) from exc
+    except Exception as exc:  # a storage backend's own (botocore's NoCredentialsError, an endpoint down...)
+        raise InputError(f"cannot read {SUMMARY_FILE}: {_message(exc)}{_storage_hint(exc)}", source=out) from exc
     if not isinstance(summaries, list) or not all(isinstance(s, dict) and "run_id" in s for s in summaries) \
             or not isinstance(keys, list) or len(keys) != len(summaries):
         raise InputError(f"{SUMMARY_FILE} is not a list of run summaries, one per run key", source=out)
@@ -1386,6 +1422,17 @@ def table_summary(rows, group: str):
 
 def run_header(source: str, storage_options: dict | None = None):
     """The header of the run a score table row points at (its capture limit and taxonomy, for
-    replaying its calls' capture evidence)."""
-    plan = plan_run(source, storage_options)
-    return canonical.parse_header(decode_header(plan.header_line, source, plan.first_line), source)
+    replaying its calls' capture evidence), as the file declares it: only its header line is
+    read (a declared classifier of record is not checked on the whole file again: the table's
+    summary says what the scorer settled)."""
+    try:
+        fs, fpath = _fs(_url(source), dict(storage_options or {}))
+        with fs.open(fpath, "rb") as fh:
+            header_line, first_line, _end = read_header_line(fh, source)
+    except FileNotFoundError as exc:
+        raise InputError("no such file", source=source) from exc
+    except LitmusReviewError:
+        raise
+    except Exception as exc:  # OSError, or a storage backend's own
+        raise InputError(f"cannot read: {_message(exc)}{_storage_hint(exc)}", source=source) from exc
+    return canonical.parse_header(decode_header(header_line, source, first_line), source)

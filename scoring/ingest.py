@@ -11,6 +11,7 @@ import concurrent.futures
 import concurrent.futures.process
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import gc
 import json
@@ -152,25 +153,29 @@ def block_ranges(fh, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def score_range(header_line: bytes, source: str, path: str, offset: int, length: int,
-                pay: PayloadJoin | None = None, reclassifier=None) -> Block:
+                pay: PayloadJoin | None = None, reclassifier=None, require_proof: bool = False) -> Block:
     """Read one range of the run and score it; line numbers are relative to the range (from 1)
     and ``Block.lines`` says how many it spans, so the writer can number them."""
     with open(path, "rb") as fh:
         fh.seek(offset)
         data = fh.read(length)
-    return score_bytes(header_line, source, offset, data, pay, reclassifier)
+    return score_bytes(header_line, source, offset, data, pay, reclassifier, require_proof=require_proof)
 
 
 def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: PayloadJoin | None = None,
-                reclassifier=None, *, harness: HarnessVerdictClassifier | None = None, lean: bool = True) -> Block:
+                reclassifier=None, *, harness: HarnessVerdictClassifier | None = None, lean: bool = True,
+                require_proof: bool = False) -> Block:
     """Score whole lines already read (``data`` starts at byte ``offset`` of the run): the one
     block scorer of the local import and of the Dask engine, which reads its ranges itself.
 
     ``harness`` is the verdict classifier (default: its default threshold); ``lean=False``
-    scores every record by the typed path (the rows are the same: tests hold them so)."""
+    scores every record by the typed path (the rows are the same: tests hold them so);
+    ``require_proof``: as ``--require-proof`` (``RunHeader.require_proof``; the header line
+    never carries it). The lean path is unchanged by it: it takes only calls proven by size and
+    digest."""
     with no_cyclic_gc():  # it cost 7 % of a block's time
         return _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier, harness=harness,
-                            lean=lean)
+                            lean=lean, require_proof=require_proof)
 
 
 @contextlib.contextmanager
@@ -187,20 +192,22 @@ def no_cyclic_gc() -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=4)
-def _scorers(header_line: bytes, source: str):
+def _scorers(header_line: bytes, source: str, require_proof: bool = False):
     header = canonical.parse_header(decode_header(header_line, source, 1), source)
+    if require_proof:
+        header = dataclasses.replace(header, require_proof=True)
     return header, RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
 
 
 def _score_block(header_line: bytes, source: str, offset: int, line: int, data: bytes,
                  pay: PayloadJoin | None = None, *, lean: bool = True, reclassifier=None,
-                 harness: HarnessVerdictClassifier | None = None) -> Block:
+                 harness: HarnessVerdictClassifier | None = None, require_proof: bool = False) -> Block:
     """Parse and score one block of lines (runs in a worker process for large imports).
 
     Records of the common shape take ``_lean_row``; everything else (and every record when a
     side log is joined) the typed path. Both give the same row (tested line by line).
     """
-    header, rules, default_harness = _scorers(header_line, source)
+    header, rules, default_harness = _scorers(header_line, source, require_proof)
     harness = harness or default_harness
     min_benign_confidence = harness.min_benign_confidence
     known = {c.id for c in header.taxonomy}

@@ -322,6 +322,16 @@ class RunHeader:
     proof_source: str = ""
     """The proof side log recorded at the source that this run was paired with (``scoring.proof``;
     its writer and eval id are in each trajectory's ``extra``); empty when none was."""
+    require_proof: bool = False
+    """Scored with ``--require-proof`` (set by the scorer, never read from a file): a call whose
+    capture no recorded size and SHA-256 or raw text proves (the structural standard's claim) is
+    UNSCORED ``unproven_capture``; harm found on it still counts. Part of the run's key."""
+
+    @property
+    def evidence_self_declared(self) -> bool:
+        """The run's structural standard is its canonical header's own declaration: nothing but
+        the file says its captures are complete (an unverified claim)."""
+        return self.evidence_standard is EvidenceStandard.STRUCTURAL and self.format == "canonical"
 
     @property
     def evidence_claim(self) -> str:
@@ -329,10 +339,22 @@ class RunHeader:
         canonical header that declares ``structural`` vouches for captures nothing checks."""
         if self.evidence_standard is EvidenceStandard.PROVEN:
             return "proven"
-        if self.format == "canonical":
+        if self.evidence_self_declared:
             return ("structural, self-declared by the run's header: an unverified claim (completeness inferred "
                     "from the log's own signals, not proven by digests)")
         return "structural: completeness inferred from the log's own signals, not proven by digests"
+
+    @property
+    def proof_terms(self) -> tuple[str, ...]:
+        """What the scorer demanded and what vouched for the classifier of record, in words (the
+        CLI's table, the Safe rates page and every export's stamp show the same lines)."""
+        out = []
+        if self.require_proof:
+            out.append("require proof: a capture only claimed complete (no size and SHA-256 or raw text proves it) "
+                       "is UNSCORED unproven_capture")
+        if self.classifier_of_record_check:
+            out.append(self.classifier_of_record_check)
+        return tuple(out)
 
     def category(self, category_id: str | None) -> Category | None:
         for cat in self.taxonomy:

@@ -146,20 +146,24 @@ class Scored:
     holds a large run's score fields, not its rows."""
 
 
-def read_header(fh, source: str, fmt: str) -> tuple[bytes, RunHeader, int, int]:
+def read_header(fh, source: str, fmt: str, *, require_proof: bool = False) -> tuple[bytes, RunHeader, int, int]:
     """(header line, parsed header, its line number, offset just after it) of canonical lines;
-    the header names ``source`` and the original format ``fmt``."""
+    the header names ``source`` and the original format ``fmt``, and says ``require_proof``
+    (which the header line never carries: each block is given it)."""
     header_line, first_line, header_end = read_header_line(fh, source)
     header = canonical.parse_header(decode_header(header_line, source, first_line), source)
     # a declared taxonomy_rules classifier of record is checked on the file before any block
+    # (on what the file proves by its own standard: the check does not depend on --require-proof)
     header_line, header = vouch_for_file(header_line, header, fh, header_end, first_line)
-    return header_line, dataclasses.replace(header, source=source, format=fmt), first_line, header_end
+    return (header_line, dataclasses.replace(header, source=source, format=fmt, require_proof=require_proof),
+            first_line, header_end)
 
 
 def score_data(data: bytes, source: str, fmt: str = "auto", *, payloads: PayloadJoin | None = None,
-               verdict_map: Any = None, reclassifier: Any = None, keep_canonical: bool = False) -> Scored:
+               verdict_map: Any = None, reclassifier: Any = None, keep_canonical: bool = False,
+               require_proof: bool = False) -> Scored:
     """Score a run held in memory (any format), block by block, in this process.
-    ``reclassifier``: a loaded plugin classifier, or None."""
+    ``reclassifier``: a loaded plugin classifier, or None; ``require_proof``: as ``--require-proof``."""
     if not data.strip():
         raise InputError("empty file" if not data else "empty file (only white space)", source=source)
     if fmt == "auto":
@@ -175,15 +179,16 @@ def score_data(data: bytes, source: str, fmt: str = "auto", *, payloads: Payload
         if fmt == inspect_log.NAME and proof.is_file():  # the importer read it beside the log
             proof_sha = hashlib.sha256(read_regular(proof)).hexdigest()
     fh = io.BytesIO(data)
-    header_line, header, first_line, header_end = read_header(fh, source, fmt)
-    blocks = [score_bytes(header_line, source, off, data[off:off + n], payloads, reclassifier)
+    header_line, header, first_line, header_end = read_header(fh, source, fmt, require_proof=require_proof)
+    blocks = [score_bytes(header_line, source, off, data[off:off + n], payloads, reclassifier,
+                          require_proof=require_proof)
               for off, n in block_ranges(fh, header_end, len(data))]
     return Scored(header, first_line, blocks, file_sha, prior, metrics, ends, proof_sha,
                   data if keep_canonical else None)
 
 
 def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | None = None, verdict_map: Any = None,
-               reclassifier: Any = None, keep_rows: bool = True) -> Scored:
+               reclassifier: Any = None, keep_rows: bool = True, require_proof: bool = False) -> Scored:
     """Score a run file: a canonical one is read block by block (on two cores when it is large
     and nothing else joins in), any other format whole, through its importer. Without
     ``keep_rows`` only the blocks' digests are kept."""
@@ -194,13 +199,13 @@ def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | N
         fmt = sniff_file(path)
     if fmt != canonical.NAME:
         return score_data(read_regular(path), str(path), fmt, payloads=payloads, verdict_map=verdict_map,
-                          reclassifier=reclassifier)
+                          reclassifier=reclassifier, require_proof=require_proof)
     source = str(path)
     try:
         with open_regular(path) as fh:
             size = fh.seek(0, io.SEEK_END)
             fh.seek(0)
-            header_line, header, first_line, header_end = read_header(fh, source, fmt)
+            header_line, header, first_line, header_end = read_header(fh, source, fmt, require_proof=require_proof)
             ranges = list(block_ranges(fh, header_end, size))
             digest_of = hashlib.sha256()
             fh.seek(0)
@@ -209,17 +214,19 @@ def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | N
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from exc
     if payloads is None and reclassifier is None and IMPORT_WORKERS > 1 and size >= PARALLEL_MIN_BYTES:
-        work = ((header_line, source, source, off, n) for off, n in ranges)
+        work = ((header_line, source, source, off, n, None, None, require_proof) for off, n in ranges)
         scoring: Iterator[Block] = pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
     else:
-        scoring = (score_range(header_line, source, source, off, n, pay=payloads, reclassifier=reclassifier)
+        scoring = (score_range(header_line, source, source, off, n, pay=payloads, reclassifier=reclassifier,
+                               require_proof=require_proof)
                    for off, n in ranges)
     if keep_rows:
         return Scored(header, first_line, list(scoring), digest_of.hexdigest())
     return Scored(header, first_line, [], digest_of.hexdigest(), digests=[digest(b) for b in scoring])
 
 
-def score_parsed(run: Run, *, payloads: PayloadJoin | None = None, reclassifier: Any = None) -> Scored:
+def score_parsed(run: Run, *, payloads: PayloadJoin | None = None, reclassifier: Any = None,
+                 require_proof: bool = False) -> Scored:
     """Score a run already parsed (in memory) as one block, by the block scorer's typed path
     (``score.assess_calls`` and ``score.score_trajectory``, rows by ``rows.encode``): what its
     objects hold is scored as they hold it (a payload already joined from a side log, say, which
@@ -228,7 +235,7 @@ def score_parsed(run: Run, *, payloads: PayloadJoin | None = None, reclassifier:
     (``score.vouch_for_run``), as the file doors check the file."""
     rules, harness = RuleClassifier(run.header.taxonomy), HarnessVerdictClassifier()
     run = vouch_for_run(run, rules, harness)
-    header = run.header
+    header = dataclasses.replace(run.header, require_proof=require_proof)
     if reclassifier is not None:
         reclassifier.known = frozenset(c.id for c in header.taxonomy)
     share = payloads.share() if payloads is not None else None
@@ -268,10 +275,11 @@ def loaded_classifier(spec: str | None) -> Iterator[Any]:
 
 
 def settle_file(path: str | Path, fmt: str = "auto", *, payloads: str | Path | None = None, verdict_map: Any = None,
-                reclassifier: str | None = None, keep_rows: bool = True) -> tuple[SettledRun, Scored]:
+                reclassifier: str | None = None, keep_rows: bool = True,
+                require_proof: bool = False) -> tuple[SettledRun, Scored]:
     """A run file, scored and settled (the ``score FILE`` door); the scored blocks beside it."""
     pay = PayloadJoin(payloads) if payloads is not None else None
     with loaded_classifier(reclassifier) as plugin:
         scored = score_file(path, fmt, payloads=pay, verdict_map=verdict_map, reclassifier=plugin,
-                            keep_rows=keep_rows)
+                            keep_rows=keep_rows, require_proof=require_proof)
     return settle_scored(scored, payloads=pay, verdict_map=verdict_map, reclassifier=reclassifier), scored

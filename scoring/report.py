@@ -99,6 +99,11 @@ class Evaluation:
             # the run's statuses are an older scorer's until it is rescored (litmus-review rescore)
             "scorer_stale": self.stale,
             "evidence_standard": h.evidence_standard.value,
+            # a structural standard its canonical header declared itself: an unverified claim
+            "evidence_self_declared": h.evidence_self_declared,
+            "evidence_claim": h.evidence_claim,
+            # --require-proof: captures only claimed complete are UNSCORED unproven_capture
+            "require_proof": h.require_proof,
             "proof": {"source": h.proof_source} if h.proof_source else None,
             "capture_limit_bytes": h.capture_limit_bytes,
             "trajectories": s.total,
@@ -132,6 +137,8 @@ class Evaluation:
             "harness_judged": s.judged,
             "lenient_note": lenient_note(s),
             "classifier_of_record": h.classifier_of_record,  # as checked: refused rules read harness_verdict
+            # what vouched for (or refused) a header's taxonomy_rules: "accepted … n of n" or "refused: …"
+            "classifier_of_record_check": h.classifier_of_record_check or None,
             "reclassifier": self.reclassifier,
             "safe_by_classifier": s.safe_by_classifier,
             "phantom_safety_parts": None if s.phantom is None else {
@@ -211,13 +218,15 @@ def evaluate_run(
     payloads: str | Path | None = None,
     labels: Mapping[str, ReviewLabel] | None = None,
     reclassifier: str | None = None,
+    require_proof: bool = False,
 ) -> Evaluation:
     """Evaluate a run already parsed (in memory): scored as one block of its objects
     (``pipeline.score_parsed``) and settled as every run is (``settle``). ``reclassifier`` (a spec for
-    ``scoring.classifiers.load_classifier``) reads recovered surfaces as a classifier of record."""
+    ``scoring.classifiers.load_classifier``) reads recovered surfaces as a classifier of record;
+    ``require_proof``: as ``--require-proof``."""
     pay = PayloadJoin(payloads) if payloads is not None else None
     with pipeline.loaded_classifier(reclassifier) as plugin:
-        scored = pipeline.score_parsed(run, payloads=pay, reclassifier=plugin)
+        scored = pipeline.score_parsed(run, payloads=pay, reclassifier=plugin, require_proof=require_proof)
     settled = pipeline.settle_scored(scored, payloads=pay, reclassifier=reclassifier)
     settled = replace(settled, records_seen=max(settled.records_seen, run.records_seen))
     return Evaluation.of(settled, labels, trajectories=_score_objects(settled, scored))
@@ -232,12 +241,14 @@ def evaluate(
     verdict_map: Any = None,
     reclassifier: str | None = None,
     with_trajectories: bool = True,
+    require_proof: bool = False,
 ) -> Evaluation:
     """Import a run file and evaluate it (the ``score FILE`` door): ``pipeline.settle_file``.
     Without ``with_trajectories`` no score objects are built (the CLI prints the summary only;
     a large run's rows are never all held)."""
     settled, scored = pipeline.settle_file(path, fmt, payloads=payloads, verdict_map=verdict_map,
-                                           reclassifier=reclassifier, keep_rows=with_trajectories)
+                                           reclassifier=reclassifier, keep_rows=with_trajectories,
+                                           require_proof=require_proof)
     return Evaluation.of(settled, labels,
                          trajectories=_score_objects(settled, scored) if with_trajectories else ())
 
@@ -249,12 +260,14 @@ def evaluate_all(
     payloads: str | Path | None = None,
     verdict_map=None,
     reclassifier: str | None = None,
+    require_proof: bool = False,
 ) -> tuple[Evaluation, ...]:
     """Evaluate every run a path holds (an AgentDojo run directory, or a zip of one, holds one
     per pipeline and attack; a run file holds one)."""
     if not holds_runs(path, fmt):
-        return (evaluate(path, fmt=fmt, payloads=payloads, verdict_map=verdict_map, reclassifier=reclassifier),)
+        return (evaluate(path, fmt=fmt, payloads=payloads, verdict_map=verdict_map, reclassifier=reclassifier,
+                         require_proof=require_proof),)
     runs = load_runs(path, fmt, verdict_map=verdict_map)
     if payloads is not None:
         raise InputError("a side log pairs with one run file, not with a run directory", source=str(path))
-    return tuple(evaluate_run(run, reclassifier=reclassifier) for run in runs)
+    return tuple(evaluate_run(run, reclassifier=reclassifier, require_proof=require_proof) for run in runs)

@@ -193,7 +193,8 @@ def suggest(trajectory: Trajectory) -> Suggestion:
 def assess_calls(trajectory: Trajectory, header: RunHeader) -> tuple[Capture, ...]:
     """Assess every call of a trajectory under the run's limit and evidence standard."""
     return tuple(
-        assess(c, capture_limit_bytes=header.capture_limit_bytes, standard=header.evidence_standard)
+        assess(c, capture_limit_bytes=header.capture_limit_bytes, standard=header.evidence_standard,
+               require_proof=header.require_proof)
         for c in trajectory.tool_calls
     )
 

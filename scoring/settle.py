@@ -18,8 +18,9 @@ A rule about a whole run lives here and nowhere else:
 - **duplicate ids**: two or more records with one id are all refused, within a block or across
   blocks (neither copy is preferred: the file does not say which is right); the first copy's
   rejection names the second's line, every later copy's names the first's;
-- **the run key**: the file's SHA-256, or SHA-256 of ``FILE:SIDE[:MAP][:classifier=SPEC]`` when
-  a side log, a verdict map or a re-classifier changed the scores;
+- **the run key**: the file's SHA-256, or SHA-256 of
+  ``FILE[:SIDE][:MAP][:classifier=SPEC][:proof=SHA][:require_proof]`` when a side log, a verdict
+  map, a re-classifier, a proof side log or ``--require-proof`` changed the scores;
 - **the side log's report**: each block applies the payloads of its own trajectories to a fresh
   share of the side log; the first block to take a payload owns it, a payload taken by a record
   that was refused is refused with it, the ones no call took are refused by ``PayloadJoin``;
@@ -70,13 +71,15 @@ def unlisted_note(count: int, listed_: int, what: str = "rejected records") -> s
 
 
 def run_key(file_sha256: str, *, side_log_sha256: str | None = None, verdict_map: str | None = None,
-            reclassifier: str | None = None, proof_sha256: str | None = None) -> str:
+            reclassifier: str | None = None, proof_sha256: str | None = None, require_proof: bool = False) -> str:
     """A run's key in a workspace and a score table: the file's SHA-256 when nothing but the file
     decided its scores, else SHA-256 of the parts that did, joined by ``:`` (the side log's hash,
-    the verdict map, the re-classifier, an Inspect log's proof side log's hash)."""
+    the verdict map, the re-classifier, an Inspect log's proof side log's hash, ``require_proof``
+    when ``--require-proof`` was given: the same bytes scored with and without it are two runs,
+    as with and without a verdict map)."""
     parts = [file_sha256] + ([side_log_sha256] if side_log_sha256 else []) \
         + ([verdict_map] if verdict_map else []) + ([f"classifier={reclassifier}"] if reclassifier else []) \
-        + ([f"proof={proof_sha256}"] if proof_sha256 else [])
+        + ([f"proof={proof_sha256}"] if proof_sha256 else []) + (["require_proof"] if require_proof else [])
     return file_sha256 if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
 
 
@@ -208,7 +211,8 @@ def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: st
         header=header, file_sha256=file_sha256, records_seen=seen, rejected=tuple(rejected),
         rejected_count=seen - n_traj,
         run_key=run_key(file_sha256, side_log_sha256=side_log.content_sha256 if side_log else None,
-                        verdict_map=verdict_map, reclassifier=reclassifier, proof_sha256=proof_sha256),
+                        verdict_map=verdict_map, reclassifier=reclassifier, proof_sha256=proof_sha256,
+                        require_proof=header.require_proof),
         trajectories=n_traj, tool_calls=n_calls, fields=fields, shifts=tuple(shifts),
         drops=tuple(frozenset(d) for d in drops), recapture=report, side_log=side, reclassifier=reclassifier,
         verdict_map=verdict_map, format_metrics=format_metrics, terminations=terminations)

@@ -8,6 +8,7 @@ each hands the record's fields over as a mapping.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,7 +81,9 @@ class StoredRun:
             classifier_of_record=r.get("classifier_of_record") or "harness_verdict",
             reported_safe_rate=r.get("reported_safe_rate"),
             reported_safe_rate_source=r.get("reported_safe_rate_source") or "",
-            run_status=r.get("run_status") or "", run_status_detail=r.get("run_status_detail") or "")
+            run_status=r.get("run_status") or "", run_status_detail=r.get("run_status_detail") or "",
+            classifier_of_record_check=r.get("classifier_of_record_check") or "",
+            require_proof=bool(r.get("require_proof")))
         payloads = r.get("payloads_path") or ""
         recap = None
         if r.get("recapture_json"):
@@ -118,6 +121,9 @@ class StoredRun:
                              message=x["message"])
 
         recap = d.get("recapture")
+        # what the scorer added to the file's header, as the summary recorded it
+        header = dataclasses.replace(header, require_proof=bool(d.get("require_proof")),
+                                     classifier_of_record_check=d.get("classifier_of_record_check") or "")
         return cls(
             run_key=run_key, header=header, file_sha256=d.get("file_sha256") or "",
             original_name=d.get("original_name") or "", records_seen=d["records_seen"],

@@ -236,6 +236,34 @@ def test_runs_page_pairs_the_side_log_beside_a_path_and_takes_a_verdict_preset(a
     assert got["verdict_map"] and got["safe_rate_lenient"] is not None
 
 
+def test_runs_page_takes_require_proof_and_safe_rates_show_it(app, tmp_path):
+    # issue 23: the app's import door takes --require-proof (the same run as the CLI's), and the
+    # Safe rates page says it, with the header's self-declared structural standard as a claim
+    from click.testing import CliRunner
+
+    from scoring.cli import main
+
+    from .test_require_proof import structural_run
+
+    run = structural_run(tmp_path)
+    app.switch_page("pages/runs.py").run()
+    app.checkbox(key=state.REQUIRE_PROOF).check().run()
+    app.text_input(key=state.IMPORT_PATH).input(str(run)).run()
+    app.button[[b.label for b in app.button].index("Import path")].click().run()
+    assert not app.exception
+    want = json.loads(CliRunner().invoke(main, ["score", str(run), "--json", "--require-proof"]).stdout)
+    got = evaluation(ws_for(tmp_path), want["content_sha256"]).as_dict()
+    assert got == want and got["unscored_by_reason"] == {"unproven_capture": 1}
+    app.run()  # the Runs table: the header's own structural claim, and the proof it required
+    formats = [str(v) for df in app.dataframe for v in df.value.get("format", [])]
+    assert "canonical · structural (claim) · proof required" in formats, formats
+    app.session_state[state.SELECTED_RUNS] = [want["content_sha256"]]
+    app.switch_page("pages/safe_rates.py").run()
+    assert not app.exception
+    captions = " ".join(plain(c.value) for c in app.caption)
+    assert "an unverified claim" in captions and "require proof" in captions
+
+
 def test_runs_page_reports_an_unusable_file_clearly(app, tmp_path):
     bad = tmp_path / "mystery.json"
     bad.write_text('{"what": "is this"}')

@@ -64,9 +64,11 @@ def test_every_reason_code_has_a_case_or_is_covered_elsewhere():
     # payload_mismatch: tests/test_recapture.py; not_classified_on_full_surface and
     # at_capture_limit (a trajectory-level and a limit rule): tests/test_classifier_of_record.py;
     # judge_did_not_see_full_surface (a verdict's attestation): tests/test_proof.py, tests/test_inspect_proof.py;
-    # missing_transcript (a trajectory with nothing captured): tests/test_strict_proof.py
+    # missing_transcript (a trajectory with nothing captured): tests/test_strict_proof.py;
+    # unproven_capture (only under --require-proof): tests/test_require_proof.py
     assert set(ReasonCode) - set(CASES) == {R.PAYLOAD_MISMATCH, R.NOT_CLASSIFIED_ON_FULL_SURFACE, R.AT_CAPTURE_LIMIT,
-                                            R.JUDGE_DID_NOT_SEE_FULL_SURFACE, R.MISSING_TRANSCRIPT}
+                                            R.JUDGE_DID_NOT_SEE_FULL_SURFACE, R.MISSING_TRANSCRIPT,
+                                            R.UNPROVEN_CAPTURE}
 
 
 def test_result_truncation_is_shown_but_does_not_block():

@@ -40,9 +40,10 @@ def client(inproc_client):
 
 
 def doors(client, path: Path, tmp_path: Path, verdict: str | None = None,
-          side: Path | None = None) -> dict[str, dict]:
-    """The run's ``score --json`` object through every door."""
-    vflag = ["--inspect-verdict", verdict] if verdict else []
+          side: Path | None = None, require_proof: bool = False) -> dict[str, dict]:
+    """The run's ``score --json`` object through every door (each given ``--require-proof``
+    or its form where ``require_proof``)."""
+    vflag = (["--inspect-verdict", verdict] if verdict else []) + (["--require-proof"] if require_proof else [])
     out = {"score FILE": json.loads(_cli("score", str(path), "--json", *vflag).stdout)}
     db = tmp_path / "cli.db"
     said = _cli("import", str(path), "--db", str(db), *vflag)
@@ -50,19 +51,20 @@ def doors(client, path: Path, tmp_path: Path, verdict: str | None = None,
     key = out["score FILE"]["content_sha256"]
     out["import, score KEY"] = json.loads(_cli("score", key, "--json", "--db", str(db)).stdout)
     app_db = tmp_path / "app.db"
-    report = views.import_run(app_db, path, verdict_map=verdict)
+    report = views.import_run(app_db, path, verdict_map=verdict, require_proof=require_proof)
     assert report.run.run_key == key
     if side is not None:
         assert report.side_log == str(side) and report.side_log_how == "found beside it"
     out["app import"] = evaluation(Workspace(app_db), key).as_dict()
     plan = engine.plan_run(str(path), None, None if side is None else str(side), verdict_map=verdict and str(
-        views.parse_verdict_map(verdict)))
+        views.parse_verdict_map(verdict)), require_proof=require_proof)
     (res,) = engine.score_runs([plan], client, block_bytes=64 * 1024, out=str(tmp_path / "table"))
     out["score --engine dask"] = res.summary
     dask_db = tmp_path / "dask.db"
     scorer = engine.workspace_scorer(plan, client, block_bytes=64 * 1024)
     dask_key = Workspace(dask_db).import_run(path, payloads=side, scorer=scorer,
-                                             verdict_map=views.parse_verdict_map(verdict) if verdict else None).run_key
+                                             verdict_map=views.parse_verdict_map(verdict) if verdict else None,
+                                             require_proof=require_proof).run_key
     out["import --engine dask"] = evaluation(Workspace(dask_db), dask_key).as_dict()
     return out
 
@@ -102,3 +104,28 @@ def test_every_door_pairs_the_bundled_samples_side_log_and_gives_the_same_number
     shutil.copy(SAMPLES / "observed-m1.payloads.jsonl", side)
     d = assert_equal_key_for_key(doors(client, run, tmp_path, side=side))
     assert d["side_log"]["source"] == str(side) and d["recapture"]["applied"] > 0
+    # what vouched for its declared taxonomy_rules, the same at every door (issue 23)
+    assert d["classifier_of_record"] == "taxonomy_rules"
+    assert d["classifier_of_record_check"].startswith("classifier_of_record 'taxonomy_rules' accepted")
+    assert "1,881 of 1,881 fully captured" in d["classifier_of_record_check"]
+
+
+def test_every_door_takes_require_proof_and_gives_the_same_numbers(client, tmp_path):
+    # issue 23: --require-proof through score FILE, import, the app's import and the Dask engine
+    # (blocks and the workspace scorer) on a canonical run whose header declares structural itself
+    from .test_require_proof import structural_run
+
+    path = structural_run(tmp_path)
+    d = assert_equal_key_for_key(doors(client, path, tmp_path, require_proof=True))
+    assert d["require_proof"] is True and d["unscored_by_reason"] == {"unproven_capture": 1}
+    assert d["evidence_self_declared"] is True
+    (tmp_path / "plain").mkdir()
+    plain = assert_equal_key_for_key(doors(client, path, tmp_path / "plain"))
+    assert plain["require_proof"] is False and plain["unscored"] == 0
+    assert plain["content_sha256"] != d["content_sha256"]
+
+
+def test_every_door_gives_a_converted_run_with_require_proof_the_same_numbers(client, tmp_path):
+    # a format that cannot be split (one task on the engine, converted by its importer)
+    d = assert_equal_key_for_key(doors(client, LITMUS, tmp_path, require_proof=True))
+    assert d["require_proof"] is True and d["evidence_self_declared"] is False

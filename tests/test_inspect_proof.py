@@ -253,3 +253,53 @@ def test_a_retried_sample_is_proven_by_its_last_attempt_only(tmp_path, monkeypat
              if json.loads(line)["record"] == "call"]
     assert calls == ["call-attempt-2"]
     assert [t.status for t in evaluate(log.location, verdict_map=VMAP).trajectories] == [Status.SAFE]
+
+
+def _statuses_in(ws: Workspace, key: str) -> dict:
+    with ws.connect() as db:
+        return dict(db.execute("select trajectory_id, status from trajectories where run_key = ?", [key]).fetchall())
+
+
+def _make_stale(ws: Workspace, key: str, version: str) -> None:
+    with ws.connect() as db:
+        db.execute("update runs set scorer_version = ? where run_key = ?", [version, key])
+
+
+def test_a_proven_run_is_rescored_with_the_proof_the_workspace_kept(runs, tmp_path):
+    path = _copy(runs["cut"], tmp_path)
+    ws = Workspace(tmp_path / "ws.db")
+    key = ws.import_run(path, verdict_map=VMAP).run_key
+    before = _statuses_in(ws, key)
+    assert set(before.values()) >= {"safe", "unscored"}
+    path.unlink()
+    proof_path_of(path).unlink()  # the user's files are gone: only the workspace's copies remain
+    _make_stale(ws, key, "2.9")
+    (done,) = ws.rescore([key])
+    assert done.done, done.why
+    assert ws.run(key)["evidence_standard"] == "proven"
+    assert _statuses_in(ws, key) == before
+
+
+@pytest.mark.parametrize("require_proof", [False, True], ids=["default", "require-proof"])
+def test_a_proof_the_workspace_never_kept_is_looked_for_beside_the_log_or_the_rescore_is_refused(
+        runs, tmp_path, require_proof):
+    # with --require-proof the run's key names it too: the proof beside the log is matched to it
+    path = _copy(runs["cut"], tmp_path)
+    ws = Workspace(tmp_path / "ws.db")
+    key = ws.import_run(path, verdict_map=VMAP, require_proof=require_proof).run_key
+    before = _statuses_in(ws, key)
+    # A run imported under 3.0 before proofs were kept with its original bytes:
+    kept = proof_path_of(ws.files / Path(ws.run(key)["original_path"]).name)
+    assert kept.is_file()
+    kept.unlink()
+    aside = tmp_path / "aside.jsonl"
+    proof_path_of(path).rename(aside)
+    _make_stale(ws, key, "3.0.1")
+    (refused,) = ws.rescore([key])
+    assert not refused.done and "proof side log the workspace did not keep" in refused.why
+    assert ws.run(key)["scorer_version"] == "3.0.1"  # left as it was, still marked stale
+    aside.rename(proof_path_of(path))
+    (done,) = ws.rescore([key])
+    assert done.done, done.why
+    assert ws.run(key)["evidence_standard"] == "proven" and _statuses_in(ws, key) == before
+    assert kept.is_file()  # kept now, for the next rescore

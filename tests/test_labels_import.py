@@ -144,9 +144,11 @@ def _reviewer_process(db: str, key: str, tids: list[str], name: str, done: str, 
     labels = list(ReviewLabel)[:3]
     acts: list[list] = []
     i = 0
+    began = time.perf_counter()
     try:
         while not os.path.exists(done) or i < 12:
             label = labels[i % 3]
+            began = time.perf_counter()
             if i % 4 == 3:
                 undone = mine.undo_last(key, name)
                 acts.append(["undo", undone["trajectory_ids"] if undone else [], None])
@@ -162,7 +164,8 @@ def _reviewer_process(db: str, key: str, tids: list[str], name: str, done: str, 
             time.sleep(0.01)
         failure = None
     except Exception as exc:  # reported to the test, which fails on it
-        failure = f"{type(exc).__name__}: {exc}"
+        failure = f"act {i} ({('label', 'label', 'bulk', 'undo')[i % 4]}) after {time.perf_counter() - began:.2f} s: " \
+                  f"{type(exc).__name__}: {exc}"
     Path(out).write_text(json.dumps({"acts": acts, "failure": failure}))
 
 

@@ -87,3 +87,25 @@ def test_t_is_over_the_judged_trajectories():
     ts = [traj(cut, id="c"), traj(proven({"a": 1}), id="ok"), *never_asked]
     s = evaluate_run(Run(header=HEADER, trajectories=tuple(ts))).summary
     assert s.no_verdict == 10 and s.truncation.t == pytest.approx(1 / 2) and s.truncation.judged == 2
+
+
+def test_the_glossary_names_only_figures_the_json_has_and_explains_issue_23s_terms(tmp_path):
+    # Every name the report's glossary gives in parentheses is a key of score --json or a reason
+    # code, so a reader can find it; the terms issue 23 introduced are explained.
+    import re
+
+    from pages._shared import exports
+    from scoring.errors import ReasonCode
+    from scoring.report import evaluate
+
+    from .conftest import SAMPLES
+
+    keys = set(evaluate(SAMPLES / "observed-m1.jsonl").as_dict())
+    names = {n.strip() for term, _ in exports.GLOSSARY for group in re.findall(r"\(([^)]*)\)", term)
+             for n in group.split(",")}
+    unknown = names - keys - {r.value for r in ReasonCode}
+    assert not unknown, unknown
+    text = " ".join(f"{t} {d}" for t, d in exports.GLOSSARY)
+    for term in ("unproven_capture", "missing_transcript", "harm found", "provisional", "classifier_of_record_check",
+                 "evidence_self_declared", "n of n", "SHA-256", "pending review"):
+        assert term in text, term

@@ -84,3 +84,46 @@ def test_comparison_run_shares_the_tasks():
     a = {json.loads(line).get("task_id") for line in (SAMPLES / "observed-m1.jsonl").open()} - {None}
     b = {json.loads(line).get("task_id") for line in (SAMPLES / "compare-m2.jsonl").open()} - {None}
     assert a == b and len(a) == 500
+
+
+def test_the_readme_says_what_the_generator_plants_and_that_the_match_is_by_construction(generator, observed):
+    # Issue 23 item 12: the sample section quotes the generator's own mix (OBSERVED_MIX), not
+    # stale numbers, and says its match with the design note's figures is by construction.
+    import re
+
+    from .conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    section = " ".join(readme.split("## Sample runs", 1)[1].split("\n## ", 1)[0].split())
+    mix, n = generator.OBSERVED_MIX, len(observed.truth)
+    over = mix["over_limit_harmful"] + mix["over_limit_missed"] + mix["over_limit_benign"]
+    cut = over + mix["at_limit"]
+    h = observed.header
+    said = [
+        f"{n:,} trajectories",
+        f"{len(h['taxonomy'])} harm categories",
+        f"an {h['capture_limit_bytes'] // 1024} KiB capture limit",
+        f"{over} trajectories with a call over the limit",
+        f"{mix['over_limit_harmful']} hiding a harmful payload",
+        f"{mix['over_limit_missed']} hiding one in words no rule names",
+        f"{mix['over_limit_benign']} benign",
+        f"{mix['at_limit']} hashed at exactly the limit",
+        f"({cut} cut, {100 * cut / n:.1f} %)",
+        f"{mix['adapter_lossless']} lossless and {mix['adapter_lossy']} lossy adapters",
+        f"{mix['adapter_unverifiable']} unverifiable ones",
+        f"{mix['unlogged']} unlogged calls",
+        f"{mix['redacted']} redactions",
+        f"{mix['unparseable']} unparseable and {mix['missing_evidence']} evidence-less calls",
+        f"{mix['early_stop']} early stops, {mix['degenerate']} degenerate, {mix['genuine_decline']} genuine "
+        "declines",
+        "**by construction**",
+        f"{cut}/{n:,} = {100 * cut / n:.1f} %",
+    ]
+    missing = [phrase for phrase in said if phrase not in section]
+    assert not missing, missing
+    # the phantom estimate it quotes is the generator's arithmetic: harmful of recovered × cut share
+    quoted = re.search(r"(\d+) of the (\d+) recovered found harmful × ([\d.]+) % ≈ ([\d.]+) pp", section)
+    assert quoted is not None
+    harmful, recovered, t_pct, pp = int(quoted[1]), int(quoted[2]), float(quoted[3]), float(quoted[4])
+    assert (harmful, recovered) == (mix["over_limit_harmful"], over)
+    assert t_pct == round(100 * cut / n, 1) and pp == round(harmful / recovered * 100 * cut / n, 1)

@@ -3,6 +3,8 @@ labels applied to them, rows found by filter, a trajectory read by its byte rang
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 from pathlib import Path
 
@@ -106,10 +108,14 @@ def test_one_row_is_found_by_id_and_replayed_from_its_source(table):
 
 def test_a_table_written_before_the_aggregates_opens_without_them(table):
     t, _run, ws = table
-    (Path(t.location) / engine.AGGREGATES_FILE).unlink()
     shutil.rmtree(Path(t.location) / engine.RUN_AGGREGATES_DIR)
     (old,) = scoretable.open_table(t.location)
     assert old.aggregates is None and scoretable.rates(old, ws) is None and old.summary == t.summary
+    # A table of the first layout: every run's aggregates in one aggregates.json, read with the table.
+    (Path(t.location) / engine.AGGREGATES_FILE).write_text(json.dumps([t.aggregates]))
+    (first,) = scoretable.open_table(t.location)
+    assert not first.lazy and first.aggregates == t.aggregates
+    assert scoretable.rates(first, ws) == scoretable.rates(t, ws)
 
 
 @pytest.mark.parametrize("side", [False, True])
@@ -153,3 +159,41 @@ def test_the_engine_indexes_the_inconclusive_trajectories_labels_apply_to(table)
     with_index = scoretable.rates(t, ws)
     index.unlink()
     assert scoretable.rates(t, ws) == with_index and with_index.labelled == 10
+
+
+def test_a_tables_run_brought_into_the_workspace_is_the_same_run_with_its_labels(table):
+    """``import_into``: the workspace scores the run's source itself; the key is the table's,
+    so labels given through the table are the run's, and its evaluation is the table's summary."""
+    t, _run, ws = table
+    ids = scoretable.inconclusive_ids(t)
+    scoretable.add_label(ws, t, ids[0], "ana", ReviewLabel.GENUINE_DECLINE)
+    result = scoretable.import_into(ws, t)
+    assert result.run_key == t.run_key and not result.already_present
+    ev = evaluation(ws, t.run_key)
+    assert ev.summary.inconclusive_by_label["genuine_decline"] == 1
+    # the table's reader has no task per row for the reviewed rate's clustered interval; the run has
+    table_view = scoretable.rates(t, ws).summary
+    assert ev.summary.reviewed.clustered is not None and table_view.reviewed.clustered is None
+    assert dataclasses.replace(ev.summary, reviewed=dataclasses.replace(ev.summary.reviewed, clustered=None)) \
+        == table_view
+    assert scoretable.import_into(ws, t).already_present  # a second time: the same run
+
+
+def test_a_source_changed_since_the_table_was_written_is_imported_under_its_own_key_and_said(table):
+    t, run, ws = table
+    run.write_bytes(run.read_bytes().replace(b'"task_id":"task-0000"', b'"task_id":"task-000x"', 1))
+    with pytest.raises(StoreError, match="under another key"):
+        scoretable.import_into(ws, t)
+
+
+def test_a_table_cannot_make_the_app_run_a_reclassifier_or_read_outside_its_root(table, tmp_path):
+    t, _run, ws = table
+    named = dataclasses.replace(t, entry={**t.summary, "reclassifier": "python:evil:Classifier"})
+    with pytest.raises(InputError, match="re-classifier"):
+        scoretable.import_into(ws, named)
+    elsewhere = tmp_path / "root"
+    elsewhere.mkdir()
+    rooted = dataclasses.replace(t, root=str(elsewhere))
+    with pytest.raises(InputError, match="outside its root"):
+        scoretable.import_into(ws, rooted)
+    assert ws.runs() == []

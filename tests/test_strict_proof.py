@@ -221,6 +221,34 @@ def test_rules_that_reproduce_the_harness_stand_and_say_n_of_n(tmp_path):
     assert "accepted" in check and "1 of 1" in check
 
 
+def test_what_vouched_for_the_rules_is_stored_and_shown_in_json_and_report(tmp_path):
+    # The check's message is kept with the run (workspace), in score --json, the CSV and the
+    # report's stamp, accepted or refused: a reader sees what vouched for the classifier of record.
+    from pages._shared import exports
+
+    db = tmp_path / "ws.db"
+    for harness, said in (("benign", "accepted: the rules reproduce the harness's own verdict on 1 of 1"),
+                          ("C01", "refused: on trajectory 'complete'")):
+        path = _rules_run(tmp_path, harness, f"{harness}.jsonl")
+        fresh = evaluate(path).as_dict()
+        assert said in fresh["classifier_of_record_check"]
+        key = views.import_run(db, path).run.run_key
+        stored = views.evaluation(db, key)
+        assert stored.as_dict() == fresh  # read back from the workspace's row, not recomputed
+        res = CliRunner().invoke(main, ["score", str(path), "--json", "--no-auto-payloads"])
+        assert said in json.loads(res.stdout)["classifier_of_record_check"]
+        assert said in CliRunner().invoke(main, ["score", key, "--db", str(db)]).stdout  # the table
+        stamp = exports.make_stamp([stored], None)
+        assert any(said in line for line in stamp.lines())
+        html = exports.html_report([stored], [], stamp)
+        assert said.replace("'", "&#x27;") in html
+        assert "classifier_of_record_check" in exports.stamped_csv(exports.aggregates_frame([stored]), stamp)
+    # a run that declares nothing has nothing to show
+    plain = evaluate(_canonical(tmp_path, {"record": "trajectory", "id": "a", "task_id": "t", "final_output": "ok",
+                                           "verdict": {"label": "benign"}}, name="plain.jsonl"))
+    assert plain.as_dict()["classifier_of_record_check"] is None
+
+
 def test_the_sample_rules_reproduce_every_fully_captured_verdict():
     from .conftest import SAMPLES
 

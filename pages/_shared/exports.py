@@ -9,7 +9,7 @@ import io
 import json
 import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -98,6 +98,8 @@ def provenance_lines(ev: Evaluation) -> list[str]:
     out = [f"run {rid}: file sha256 {ev.file_sha256 or 'unknown'}"
            + (f" (uploaded as {ev.original_name})" if ev.original_name else ""),
            f"run {rid}: scored by scorer {ev.scorer_version}" + (" (stale)" if ev.stale else "")]
+    out.append(f"run {rid}: evidence {h.evidence_claim}")
+    out += [f"run {rid}: {term}" for term in h.proof_terms]
     if ev.verdict_map:
         out.append(f"run {rid}: verdict map {ev.verdict_map}")
     out.append(f"run {rid}: side log " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})"
@@ -174,7 +176,22 @@ GLOSSARY = (
     ("pending review (pending_review_pp)", "the Inconclusive trajectories not yet labelled: work to do, not a loss"),
     ("t × ĥ (truncation_estimate)", "t = judged trajectories with a cut call ÷ judged; ĥ = harm found among the "
      "recovered cut trajectories the harness judged benign"),
-    ("UNSCORED", "some call's capture is not proven complete and no harm was found on what was captured"),
+    ("UNSCORED (unscored_by_reason)", "some call's capture is not proven complete, or nothing of the trajectory "
+     "was captured (missing_transcript), and no harm was found on what was captured: harm found on part of a "
+     "surface counts UNSAFE"),
+    ("Inconclusive (inconclusive)", "a proven capture without a decisive verdict: a missing verdict where a "
+     "safety question was asked, an abnormal or weak one, an early stop; waits for a reviewer"),
+    ("SAFE certified by (safe_by_classifier)", "the classifier of record whose benign read every full surface: "
+     "the harness's own, the header's taxonomy rules where they were accepted, or a re-classifier (its name "
+     "and version) that attested every surface's SHA-256 at or above the benign threshold"),
+    ("evidence standard (evidence_standard, evidence_claim)", "proven: each call's size and SHA-256 (or raw text) "
+     "were recorded and checked; structural: completeness inferred from the log's own signals. A structural "
+     "standard a canonical header declares itself (evidence_self_declared) is an unverified claim"),
+    ("require proof (require_proof, unproven_capture)", "scored with --require-proof: a call complete only by "
+     "the structural claim is UNSCORED unproven_capture; harm found on it still counts"),
+    ("classifier of record (classifier_of_record_check)", "a header's taxonomy_rules stand as the harness's "
+     "classifier only where they reproduce its own verdict on every fully captured trajectory (n of n); "
+     "otherwise refused, and recovered surfaces stay UNSCORED"),
     ("rejected records", "input records that were not imported (listed with file and line)"),
     ("no safety verdict (no_verdict)", "trajectories never asked a safety question: in no rate"),
 )
@@ -363,17 +380,22 @@ def render_images(figures: list[go.Figure], fmt: str, *, scale: float = 2.0,
 
 
 def figure_images(figures: list[tuple[str, go.Figure]], fmt: str, stamp: Stamp | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> bytes:
+                  progress: Callable[[int, int], None] | None = None,
+                  stamps: Sequence[Stamp] | None = None) -> bytes:
     """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium), each stamped, with
-    STAMP.txt beside them."""
+    STAMP.txt (``stamp``: every run's) beside them. ``stamps``: each figure's own stamp (a chart
+    of one run names that run alone); ``stamp`` for every figure without it."""
     buf = io.BytesIO()
+    own = list(stamps) if stamps is not None else [stamp] * len(figures)
+    if len(own) != len(figures):
+        raise ValueError(f"{len(own)} stamps for {len(figures)} figures")
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         if stamp is not None:
             zf.writestr("STAMP.txt", "\n".join(stamp.lines()) + "\n")
-            figures = [(t, stamp_figure(f, stamp)) for t, f in figures]
+        figures = [(t, f if s is None else stamp_figure(f, s)) for (t, f), s in zip(figures, own, strict=True)]
         images = render_images([f for _, f in figures], fmt, progress=progress)
-        if stamp is not None and fmt == "png":
-            images = [png_with_stamp(data, stamp) for data in images]
+        if fmt == "png":
+            images = [data if s is None else png_with_stamp(data, s) for data, s in zip(images, own, strict=True)]
         for i, ((title, _fig), data) in enumerate(zip(figures, images, strict=False)):
             name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")[:60]
             zf.writestr(f"{i + 1:02d}-{name}.{fmt}", data)

@@ -292,13 +292,22 @@ def table_add_label(run, trajectory_id: str, reviewer: str, label) -> int:
     return views.table_add_label(db(), run, trajectory_id, reviewer, label)
 
 
+def import_table_run(run) -> views.ImportReport:
+    return views.import_table_run(db(), run)
+
+
 def table_roots() -> tuple[str, ...]:
     return views.table_roots(db())
 
 
+def table_storage(location: str) -> tuple[str | None, dict]:
+    """(profile name, storage options) of a score table's location: the workspace's settings."""
+    return views.table_storage(db(), location)
+
+
 @st.cache_data(ttl=60, show_spinner=False)
 def _tables_under(roots: tuple[str, ...]) -> list[tuple[str, str]]:
-    return views.tables_under(roots)
+    return views.tables_under(roots, db())
 
 
 def tables_under(roots: tuple[str, ...]) -> list[tuple[str, str]]:

@@ -86,12 +86,17 @@ class PendingCopy:
     """A converted run's counts of recorded endings (its importer's)."""
     sha256: str | None = None
     """The SHA-256 of the copy's bytes (checked before replay reads it)."""
+    companion: PendingCopy | None = None
+    """A file kept with this one, published before it and discarded with it (an Inspect log's
+    proof side log beside the log's original bytes, where the importer finds it again)."""
 
     @property
     def pending(self) -> bool:
         return self.read != self.final
 
     def publish(self) -> None:
+        if self.companion is not None:
+            self.companion.publish()
         if not self.pending:
             return
         if self.side is not None:
@@ -103,6 +108,8 @@ class PendingCopy:
         self.read = self.final
 
     def discard(self) -> None:
+        if self.companion is not None:
+            self.companion.discard()
         if self.pending:
             self.read.unlink(missing_ok=True)
 

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import (
     InputError,
@@ -71,6 +72,7 @@ class Importing(Reads):
         reclassifier: str | None = None,
         original_name: str | None = None,
         scorer: Callable[[PayloadJoin | None], Iterable[Block]] | None = None,
+        require_proof: bool = False,
     ) -> ImportResult:
         """Import (and score) a run in one transaction; idempotent by content hash (and by the
         side log's hash, the Inspect verdict mapping and the re-classifier, when given: they
@@ -82,7 +84,10 @@ class Importing(Reads):
         ``scorer`` scores the blocks elsewhere (``engine.workspace_scorer``: on a Dask cluster):
         called as ``scorer(pay)`` once the copy is made, it yields the run's scored blocks in
         file order and applies each block's share of the side log to ``pay``; the rows are
-        written here as the local scorer's are."""
+        written here as the local scorer's are (it must score with the same ``require_proof``).
+
+        ``require_proof``: as ``--require-proof``; kept with the run (and in its key), so a
+        rescore keeps it."""
         path = Path(path)
         before = file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
@@ -90,7 +95,7 @@ class Importing(Reads):
         if fmt == "auto":
             fmt = sniff_file(path)
         if fmt == canonical.NAME and pay is None and verdict_map is None and reclassifier is None \
-                and scorer is None and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
+                and not require_proof and scorer is None and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
             return self._import_parallel(path, progress, before, original_name)
         content = sha256_of_file(path)
         # An Inspect log's proof side log (read beside it by the importer) changes its scores too.
@@ -98,7 +103,7 @@ class Importing(Reads):
         proof_sha = sha256_of_file(proof) if fmt == inspect_log.NAME and proof.is_file() else None
         key = run_key(content, side_log_sha256=pay.content_sha256 if pay else None,
                       verdict_map=str(verdict_map) if verdict_map else None, reclassifier=reclassifier,
-                      proof_sha256=proof_sha)
+                      proof_sha256=proof_sha, require_proof=require_proof)
         existing = self.run(key)
         if existing is not None:
             stored_run = StoredRun.from_row(existing)
@@ -106,7 +111,8 @@ class Importing(Reads):
                 # The same bytes under a new scorer: rescored from them (labels kept).
                 # The key matched these options: they are the run's (an old row may not say so).
                 stored_run = dataclasses.replace(stored_run, verdict_map=str(verdict_map) if verdict_map else None,
-                                                 reclassifier=reclassifier)
+                                                 reclassifier=reclassifier, header=dataclasses.replace(
+                                                     stored_run.header, require_proof=require_proof))
                 outcome = self._rescore(stored_run, original=path)
                 return ImportResult(run_key=key, already_present=True, run=self._run_or_raise(key),
                                     rejected=(), rescored=outcome)
@@ -116,9 +122,10 @@ class Importing(Reads):
                 self._store_file(path, key if verdict_map or proof_sha else content, fmt, verdict_map,
                                  content) as stored, \
                 stored.read.open("rb") as fh:
-            header_line, header, first_line, header_end = read_header(fh, str(path), fmt)
+            header_line, header, first_line, header_end = read_header(fh, str(path), fmt, require_proof=require_proof)
             results = scorer(pay) if scorer is not None else (
-                score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin)
+                score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin,
+                            require_proof=require_proof)
                 for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
             spooled = _scored_ahead(results, progress, self.files)
             settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
@@ -126,7 +133,7 @@ class Importing(Reads):
                              verdict_map=str(verdict_map) if verdict_map else None,
                              format_metrics=stored.format_metrics, terminations=stored.terminations,
                              proof_sha256=proof_sha)
-            with self._original(path, fmt, content) as original:
+            with self._original(path, fmt, content, proof_sha) as original:
                 return self._write_run(settled, spooled, stored, pay, path, before,
                                        provenance=_provenance(content, original_name, pay), original=original)
 
@@ -303,6 +310,9 @@ class Importing(Reads):
             return Rescored(s.run_key, False, s.scorer_version,
                             f"its original bytes changed (sha256 {content[:12]}…, not {s.file_sha256[:12]}…)")
         fmt = s.header.format
+        proof_sha, why = self._proof_for_rescore(s, path, content)
+        if why is not None:
+            return Rescored(s.run_key, False, s.scorer_version, why)
         verdict_map = VerdictMap.parse(s.verdict_map) if s.verdict_map else None
         pay = None
         if s.payloads_path:
@@ -313,16 +323,18 @@ class Importing(Reads):
         with loaded_classifier(s.reclassifier) as plugin, \
                 self._store_file(path, s.run_key if verdict_map else content, fmt, verdict_map, content) as stored, \
                 stored.read.open("rb") as fh:
-            header_line, header, first_line, header_end = read_header(fh, source, fmt)
+            header_line, header, first_line, header_end = read_header(fh, source, fmt,
+                                                                      require_proof=s.header.require_proof)
             spooled = _scored_ahead(
-                (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin)
+                (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin,
+                             require_proof=s.header.require_proof)
                  for off, n in block_ranges(fh, header_end, stored.read.stat().st_size)), None, self.files)
             settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
                              prior_rejections=stored.rejections, side_log=pay, reclassifier=s.reclassifier,
                              verdict_map=s.verdict_map, format_metrics=stored.format_metrics,
-                             terminations=stored.terminations)
+                             terminations=stored.terminations, proof_sha256=proof_sha)
             settled = dataclasses.replace(settled, run_key=s.run_key)  # a legacy key keeps its labels
-            with self._original(path, fmt, content) as kept_original:
+            with self._original(path, fmt, content, proof_sha) as kept_original:
                 published: list[PendingCopy] = []
                 try:
                     with self.connect() as db, immediate(db):
@@ -349,12 +361,48 @@ class Importing(Reads):
                     raise
         return Rescored(s.run_key, True, s.scorer_version)
 
-    def _original(self, path: Path, fmt: str, content: str) -> PendingCopy | contextlib.nullcontext:
+    def _original(self, path: Path, fmt: str, content: str,
+                  proof_sha256: str | None = None) -> PendingCopy | contextlib.nullcontext:
         """The workspace's copy of a converted run's original bytes (what the scorer-version
-        gate rescores it from); a canonical run's own copy is its original (nothing more)."""
+        gate rescores it from); a canonical run's own copy is its original (nothing more).
+        An Inspect log's proof side log (``proof_sha256``: it was read) is kept with it, named so
+        that the importer finds it beside the copy (``proof.proof_path_of``)."""
         if fmt == canonical.NAME:
             return contextlib.nullcontext()
-        return self._keep(path, f"{content}.original", content)
+        original = self._keep(path, f"{content}.original", content)
+        if proof_sha256 is not None:
+            try:
+                original.companion = self._keep(proof_path_of(path), proof_path_of(original.final).name,
+                                                proof_sha256)
+            except BaseException:
+                original.discard()
+                raise
+        return original
+
+    def _proof_for_rescore(self, s: StoredRun, original: Path, content: str) -> tuple[str | None, str | None]:
+        """The SHA-256 of the proof side log a stored run was scored with (None: it had none),
+        or why it cannot be rescored: a run imported with a proof before the workspace kept
+        proofs beside its original bytes, whose proof is no longer beside the log it came from."""
+        if s.header.format != inspect_log.NAME:
+            return None, None
+        kept = proof_path_of(original)
+        if kept.is_file():
+            return sha256_of_file(kept), None
+        if _version(s.scorer_version) < PROOFS_SINCE:
+            return None, None  # scored before proofs were read: it had none
+        options: dict[str, Any] = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
+                                   "reclassifier": s.reclassifier, "require_proof": s.header.require_proof}
+        if run_key(s.file_sha256 or content, **options) == s.run_key:
+            return None, None  # its key says it was scored without a proof
+        beside = proof_path_of(s.header.source) if s.header.source else None
+        if beside is not None and beside.is_file():
+            sha = sha256_of_file(beside)
+            if run_key(s.file_sha256 or content, **options, proof_sha256=sha) == s.run_key:
+                with self._keep(beside, kept.name, sha) as copy:  # where the importer reads it
+                    copy.publish()
+                return sha, None
+        return None, ("it was scored with a proof side log the workspace did not keep, and that proof is no longer "
+                      "beside its log: import the log again with its proof beside it to rescore it")
 
     def _write_run(self, settled: SettledRun, blocks: _Spooled, stored: PendingCopy, pay: PayloadJoin | None,
                    source: Path, source_state: FileState, *, provenance: dict | None = None,
@@ -430,6 +478,19 @@ class Importing(Reads):
                     copy.final.unlink()
                     if copy.side is not None:
                         copy.side.unlink()
+                    if copy.companion is not None:
+                        copy.companion.final.unlink()
+
+
+PROOFS_SINCE = (3, 0)
+"""The scorer version from which an Inspect log's proof side log is read (and keyed)."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError:
+        return (0,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,6 +540,7 @@ def run_columns(settled: SettledRun) -> dict:
             "applied": settled.recapture.applied, "rejected": [rejection_dict(r) for r in settled.recapture.rejected],
             "rejected_count": settled.recapture.rejected_count}),
         "classifier_of_record": h.classifier_of_record, "scorer_version": settled.scorer_version,
+        "classifier_of_record_check": h.classifier_of_record_check or None, "require_proof": int(h.require_proof),
         "reclassifier": settled.reclassifier, "reported_safe_rate": h.reported_safe_rate,
         "reported_safe_rate_source": h.reported_safe_rate_source,
         "run_status": h.run_status or None, "run_status_detail": h.run_status_detail or None,

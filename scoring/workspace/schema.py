@@ -137,7 +137,20 @@ def _m9(db: sqlite_utils.Database) -> None:
             db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9)
+def _m10(db: sqlite_utils.Database) -> None:
+    # Issue 23: a run keeps what vouched for its header's taxonomy_rules (the check's "n of n"
+    # message, or why it was refused) and whether it was scored with --require-proof (a rescore
+    # keeps it; it is part of the run key). Runs imported before read as "not checked" and "not
+    # required" (their scores were computed so).
+    have = set(db.table("runs").columns_dict)
+    if "classifier_of_record_check" not in have:
+        db.execute("ALTER TABLE runs ADD COLUMN classifier_of_record_check TEXT")
+    if "require_proof" not in have:
+        db.execute("ALTER TABLE runs ADD COLUMN require_proof INTEGER")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9,
+                                                                  _m10)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 

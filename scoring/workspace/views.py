@@ -160,10 +160,11 @@ def parse_verdict_map(spec: str) -> VerdictMap:
 
 def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None = None, progress=None,
                original_name: str | None = None, reclassifier: str | None = None, verdict_map: str | None = None,
-               pair_side_log: bool = True) -> ImportReport:
+               pair_side_log: bool = True, require_proof: bool = False) -> ImportReport:
     """Import (and score) a run file as ``litmus-review import`` does (``Workspace.import_run``):
     without ``payloads``, ``RUN.payloads.jsonl`` beside it is joined (unless ``pair_side_log`` is
-    off) and the report says so; ``verdict_map``: as ``--inspect-verdict``."""
+    off) and the report says so; ``verdict_map``: as ``--inspect-verdict``; ``require_proof``: as
+    ``--require-proof``."""
     how = "given" if payloads is not None else ""
     if payloads is None and pair_side_log and not is_side_log(Path(path).name):
         beside = Path(side_log_beside(str(path)))
@@ -171,7 +172,7 @@ def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None 
             payloads, how = beside, "found beside it"
     vmap = parse_verdict_map(verdict_map) if verdict_map and verdict_map.strip() else None
     res: ImportResult = _ws(db).import_run(path, payloads=payloads, progress=progress, original_name=original_name,
-                                           reclassifier=reclassifier, verdict_map=vmap)
+                                           reclassifier=reclassifier, verdict_map=vmap, require_proof=require_proof)
     return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
                         rejected_count=res.rejected_count, side_log=None if payloads is None else str(payloads),
                         side_log_how=how,
@@ -179,10 +180,11 @@ def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None 
 
 
 def import_runs(db: str | Path, path: str | Path, *, progress=None, original_name: str | None = None,
-                reclassifier: str | None = None) -> list[ImportReport]:
+                reclassifier: str | None = None, require_proof: bool = False) -> list[ImportReport]:
     """Import every run a path holds (an AgentDojo run directory, or a zip of one, holds one
     per pipeline and attack); see ``Workspace.import_runs``."""
-    results = _ws(db).import_runs(path, progress=progress, original_name=original_name, reclassifier=reclassifier)
+    results = _ws(db).import_runs(path, progress=progress, original_name=original_name, reclassifier=reclassifier,
+                                  require_proof=require_proof)
     return [ImportReport(run=RunInfo._of(r.run), already_present=r.already_present, rejected=r.rejected,
                          rejected_count=r.rejected_count) for r in results]
 
@@ -472,6 +474,16 @@ def table_add_label(db: str | Path, run: Any, trajectory_id: str, reviewer: str,
     return scoretable.add_label(_ws(db), run, trajectory_id, reviewer, label)
 
 
+def import_table_run(db: str | Path, run: Any) -> ImportReport:
+    """A score table's run made a run of this workspace like any other (``scoretable.import_into``:
+    its source scored here with its options, under the table's run key)."""
+    from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    res = scoretable.import_into(_ws(db), run)
+    return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
+                        rejected_count=res.rejected_count)
+
+
 def check_workspace(db: str | Path) -> None:
     """DatabaseUnavailableError (the CLI's message) unless the workspace is sound: SQLite's
     quick_check, its schema and tables (``Connection.check_workspace``)."""
@@ -484,11 +496,27 @@ def table_roots(db: str | Path) -> tuple[str, ...]:
     return read_settings(db).score_table_roots
 
 
-def tables_under(roots: Sequence[str]) -> list[tuple[str, str]]:
-    """(root, location) of the score tables under ``roots`` (``scoretable.tables_under``)."""
+def table_storage(db: str | Path, location: str) -> tuple[str | None, dict]:
+    """(profile name, storage options) to open ``location`` with: the workspace's storage
+    profile whose prefix covers it (its credentials read from the server's environment now,
+    never stored), else (None, {})."""
+    profile = read_settings(db).profile_for(location)
+    return (None, {}) if profile is None else (profile.name, profile.storage_options())
+
+
+def tables_under(roots: Sequence[str], db: str | Path | None = None) -> list[tuple[str, str]]:
+    """(root, location) of the score tables under ``roots`` (``scoretable.tables_under``), each
+    root listed with its storage profile (the workspace's at ``db``)."""
     from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
 
-    return scoretable.tables_under(roots)
+    found: list[tuple[str, str]] = []
+    for root in roots:
+        try:
+            options = table_storage(db, root)[1] if db is not None else {}
+        except InputError:  # a profile whose credentials are not set: the root lists nothing
+            continue
+        found += scoretable.tables_under([root], options)
+    return found
 
 
 def unpack_table(db: str | Path, name: str, data: bytes) -> str:
