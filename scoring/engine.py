@@ -262,7 +262,7 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
     except LitmusReviewError:
         raise
     except Exception as exc:  # OSError, or a storage backend's own (botocore's NoCredentialsError...)
-        raise InputError(f"cannot read: {type(exc).__name__}: {exc}", source=path) from exc
+        raise InputError(f"cannot read: {type(exc).__name__}: {exc}{_storage_hint(exc)}", source=path) from exc
     if fmt == canonical.NAME:
         obj = decode_header(header_line, path, first_line)
         canonical.parse_header(obj, path)  # a bad header is refused here, before any task runs
@@ -479,9 +479,31 @@ def _message(exc: BaseException) -> str:
 def _storage_hint(exc: BaseException) -> str:
     """What to do about a storage backend's credentials error (empty for any other)."""
     if "Credentials" in type(exc).__name__ or "credentials" in str(exc).lower():
-        return (" (no credentials reach this process: give them as storage options, in its environment, or "
-                "in its fsspec or AWS configuration)")
+        return (" (no credentials reached the process that read it: give them as storage options, or in that "
+                "process's environment, fsspec or AWS configuration)")
     return ""
+
+
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE",
+                        "AWS_WEB_IDENTITY_TOKEN_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
+                        "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY")
+"""Where a client's credentials for object storage may come from its environment."""
+
+
+def seen_from_the_client(error: str, source: str, storage_options: dict) -> str:
+    """A run's error from the worker that read it, with what the client sees differently: a
+    local path the client has but the workers do not, or credentials in the client's
+    environment only (the workers have their own environment; the options travel, the
+    environment does not)."""
+    if error.endswith(": no such file") and not _URL.match(source) and os.path.isfile(source):
+        return (f"{error} on the worker that read it, though this client has it: the workers cannot see this path "
+                "(they read a local path on their own machines; give a URL, or a path on a file system they share)")
+    here = [v for v in CREDENTIAL_VARIABLES  # a variable naming a file counts where the file is there
+            if os.environ.get(v) and (not v.endswith("_FILE") or os.path.isfile(os.environ[v]))]
+    if "credentials" in error.lower() and here and not ({"key", "secret", "token", "profile"} & set(storage_options)):
+        return (f"{error}. This client has credentials in its environment ({', '.join(here)}), the workers do "
+                "not: give them as --storage-option, or set them in the workers' environment")
+    return error
 
 
 SOURCES_DIR = "sources"
@@ -888,6 +910,12 @@ the mark that the run is in the table, and what a retry to the same ``out`` skip
 RUN_AGGREGATES_DIR = "aggregates"
 """Inside ``out``: each run's charts' aggregates (``RUN_KEY.json``), read when that run is shown."""
 DONE, FAILED, SKIPPED = "done", "failed", "skipped"
+PART_BYTES = 64 * 1024 * 1024
+"""About the size of a run's Parquet parts in a published table (the last part of a run, and a
+small run's only part, are smaller): a run's blocks are staged one small part each (≈ 80 KiB
+per 16 MiB block) and gathered into parts of this size when the run is published."""
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+"""Rows held in memory (Arrow bytes) before they are written as one row group of a part."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -954,18 +982,61 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
         raise RunFailed(f"{source}: cannot read: {_message(exc)}") from None
 
 
-def start_run(item: str | RunPlan, storage_options: dict, payloads: str | None, auto_payloads: bool, fmt: str,
-              verdict_map: str | None, scorer_version: str, options: dict, out: str | None, replace: bool,
-              block_bytes: int, reclassifier: str | None, staging: str | None) -> RunPlan | RunResult:
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """What every run of a fleet is planned, scored and published with (sent with each task)."""
+
+    storage_options: dict
+    auto_payloads: bool
+    fmt: str
+    verdict_map: str | None
+    scorer_version: str
+    options: dict
+    """What a run's record must match to be skipped by a retry (format, verdict map, ...)."""
+    out: str | None
+    replace: bool
+    block_bytes: int
+    reclassifier: str | None
+    part_bytes: int = PART_BYTES
+
+
+PLAN_BATCH = 64
+"""At most this many runs are planned (and, when small, scored) by one task: a fleet of 10,000
+small files is about 160 tasks, not 10,000, and never fewer than four a worker."""
+
+
+def plan_batch_size(runs: int, workers: int, most: int = PLAN_BATCH) -> int:
+    """Runs per planning task: at most ``most``, and small enough that every worker gets about
+    four tasks (a few runs of a small fleet are one task each)."""
+    return max(1, min(most, -(-runs // max(1, 4 * workers))))
+
+
+def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], fleet: Fleet) -> list[Any]:
+    """``start_run`` for a batch of runs (each: the run, its side log, its staging folder), on a
+    worker, one after another: per run its plan, its result, or, for a run that failed, its
+    ``RunFailed`` (the others of the batch go on). An error outside any run (a worker lost)
+    fails the batch, which Dask retries; the client then starts its runs one task each."""
+    out: list[Any] = []
+    for item, payloads, staging in items:
+        try:
+            out.append(start_run(item, payloads, staging, fleet))
+        except RunFailed as exc:
+            out.append(exc)
+    return out
+
+
+def start_run(item: str | RunPlan, payloads: str | None, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
     """A run's first task, on a worker: ``plan_task``; then a run that fits one task (one block,
     or a format that cannot be split) is scored, settled and, with a table, published here: one
     task for a small run, where a fleet of many small files would otherwise pay seven. A larger
     run's plan goes back to the client, which submits its blocks."""
-    got = plan_task(item, storage_options, payloads, auto_payloads, fmt, verdict_map, scorer_version, options, out,
-                    replace)
+    so, scorer_version, options, out = fleet.storage_options, fleet.scorer_version, fleet.options, fleet.out
+    block_bytes, reclassifier = fleet.block_bytes, fleet.reclassifier
+    got = plan_task(item, so, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map, scorer_version, options,
+                    out, fleet.replace)
     if isinstance(got, RunResult) or not (got.whole or got.size - got.header_end <= block_bytes):
         return got
-    plan, so = got, storage_options
+    plan = got
     record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version}
     with_table = staging is not None and out is not None
     try:
@@ -987,7 +1058,7 @@ def start_run(item: str | RunPlan, storage_options: dict, payloads: str | None, 
                         f"{message}") from None
     if with_table:
         assert staging is not None and out is not None
-        final = publish_run(final, staging, out, so, record, *written)
+        final = publish_run(final, staging, out, so, record, *written, part_bytes=fleet.part_bytes)
     return dataclasses.replace(final, source=plan.source)
 
 
@@ -1005,11 +1076,54 @@ def _move(fs, src: str, dst: str) -> None:
     fs.rm(src, recursive=True)
 
 
+def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
+    """Write a run's staged parts (``src``: one per block, named in file order) into ``dst`` as
+    parts of about ``part_bytes`` (by the staged parts' sizes), rows in the same order, each
+    part's schema and metadata the staged ones'. One staged part is read at a time; rows are
+    written in row groups of up to ``ROW_GROUP_BYTES``. Returns the parts written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    staged = sorted((name, info.get("size") or 0) for name, info in fs.find(src, detail=True).items()
+                    if name.endswith(".parquet"))
+    fs.makedirs(dst, exist_ok=True)
+    parts, held, held_bytes, in_part = 0, [], 0, 0
+    out_fh = writer = None
+    try:
+        for name, size in staged:
+            with fs.open(name, "rb") as fh:
+                table = pq.read_table(fh)
+            if writer is None:
+                out_fh = fs.open(_join_url(dst, f"part-{parts:06d}.parquet"), "wb")
+                writer = pq.ParquetWriter(out_fh, table.schema)
+                parts, in_part = parts + 1, 0
+            held.append(table)
+            held_bytes += table.nbytes
+            in_part += size
+            last = name == staged[-1][0]
+            if held_bytes >= ROW_GROUP_BYTES or in_part >= part_bytes or last:
+                writer.write_table(pa.concat_tables(held))
+                held, held_bytes = [], 0
+            if in_part >= part_bytes or last:
+                writer.close()
+                writer = None
+                if out_fh is not None:
+                    out_fh.close()
+                    out_fh = None
+    finally:
+        if writer is not None:
+            writer.close()
+        if out_fh is not None:
+            out_fh.close()
+    return parts
+
+
 def publish_run(final: RunResult, staging: str, out: str, storage_options: dict, record: dict,
-                *written: int) -> RunResult:
-    """Move a complete run's parts from its staging folder into the table (replacing the same
-    run key's earlier parts), then write its aggregates and, last, its record. On a worker;
-    idempotent (a retried publish moves what is left and writes the same files)."""
+                *written: int, part_bytes: int = PART_BYTES) -> RunResult:
+    """Gather a complete run's staged parts into the table's parts of about ``part_bytes`` and
+    move its other files there (replacing the same run key's earlier ones), then write its
+    aggregates and summary and, last, its record. On a worker; idempotent (a retried publish
+    gathers the staged parts, still there, again and writes the same files)."""
     final = dataclasses.replace(final, source=record["source"])
     try:
         if sum(written) != final.rows:
@@ -1019,13 +1133,17 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         _, stage = _fs(staging, storage_options, WRITE_PROTOCOLS)
         fs.invalidate_cache()
         key = final.run_key
-        for rel in (f"{TABLE_DIR}/run_key={key}", f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl"):
+        rows = f"{TABLE_DIR}/run_key={key}"
+        for rel in (rows, f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl"):
             src, dst = _join_url(stage, rel), _join_url(base, rel)
             if not fs.exists(src):
                 continue
             if fs.exists(dst):
                 fs.rm(dst, recursive=True)
-            _move(fs, src, dst)
+            if rel == rows:  # read, not moved: a retried publish finds every staged part still there
+                gather_parts(fs, src, dst, part_bytes)
+            else:
+                _move(fs, src, dst)
         fs.makedirs(_join_url(base, RUN_AGGREGATES_DIR), exist_ok=True)
         with fs.open(_join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
             fh.write(json.dumps(final.aggregates))
@@ -1048,15 +1166,19 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
                payloads: Sequence[str | None] | None = None, auto_payloads: bool = False,
                verdict_map: str | None = None, retries: int = 1, fail_fast: bool = False, replace: bool = False,
                on_event: Callable[[RunResult | None, Progress], None] | None = None,
-               require_proof: bool = False) -> list[RunResult]:
+               require_proof: bool = False, part_bytes: int = PART_BYTES,
+               plan_batch: int | None = None) -> list[RunResult]:
     """Score a fleet of runs on ``client``'s cluster (any ``distributed.Client``: a LocalCluster,
     Coiled, dask-kubernetes, dask-jobqueue, TLS included) and return one ``RunResult`` per
     input, in order, each ``done``, ``failed`` (``error`` names its file, and line where known)
     or ``skipped``.
 
-    ``paths``: local paths, fsspec URLs or ``plan_run`` plans; each is planned by a task on a
-    worker. Every task is submitted with ``retries`` (a transient failure is retried), and a run
-    that still fails fails alone: the others' results are kept (``fail_fast``: the first failure
+    ``paths``: local paths, fsspec URLs or ``plan_run`` plans; they are planned by tasks on the
+    workers, ``plan_batch`` runs a task (default ``plan_batch_size``: up to ``PLAN_BATCH``), and a
+    run that fits one task is scored and published by it too. With ``out``, each run's rows are
+    gathered into Parquet parts of about ``part_bytes``. Every task is submitted with ``retries``
+    (a transient failure is retried), and a run that still fails fails alone: the others' results
+    are kept (``fail_fast``: the first failure
     cancels the rest, reported skipped). With ``out`` (a directory or URL), each run is written
     under ``out/_staging`` and published into the table once complete; a run published there
     before from the same source, size and options is skipped (``replace``: scored again).
@@ -1076,9 +1198,11 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     if len(sides) != len(paths):
         raise EngineError(f"{len(sides)} side logs given for {len(paths)} runs")
     results: list[RunResult | None] = [None] * len(paths)
-    fleet = uuid.uuid4().hex[:8]
+    tag = uuid.uuid4().hex[:8]
+    spec = Fleet(so, auto_payloads, fmt, verdict_map, version, options, out, replace, block_bytes, reclassifier,
+                 part_bytes)
     counts = {"blocks": 0, "blocks_done": 0}
-    pending: dict[str, tuple[str, int]] = {}  # future key -> (stage, input index)
+    pending: dict[str, tuple[str, list[int]]] = {}  # future key -> (stage, input indices)
     held: dict[int, dict] = {}  # input index -> its plan and futures, until it ends
     ac = as_completed()
 
@@ -1101,60 +1225,97 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         return item.source if isinstance(item, RunPlan) else str(item)
 
     def staging_of(i: int) -> str | None:
-        return None if out is None else _join_url(out, STAGING_DIR, f"{fleet}-{i}")
+        return None if out is None else _join_url(out, STAGING_DIR, f"{tag}-{i}")
 
-    for i, item in enumerate(paths):
-        f = client.submit(start_run, item, so, sides[i], auto_payloads, fmt, verdict_map, version, options, out,
-                          replace, block_bytes, reclassifier, staging_of(i), key=f"litmus-plan-{fleet}-{i}",
-                          retries=retries, pure=False)
-        pending[f.key] = ("plan", i)
+    def submit(indices: list[int]) -> None:
+        """One task plans (and, when small, scores) the runs at ``indices``; one run: ``start_run``."""
+        items = [(paths[i], sides[i], staging_of(i)) for i in indices]
+        if len(indices) == 1:
+            f = client.submit(start_run, *items[0], spec, key=f"litmus-plan-{tag}-{indices[0]}", retries=retries,
+                              pure=False)
+        else:
+            f = client.submit(start_batch, items, spec, key=f"litmus-batch-{tag}-{indices[0]}", retries=retries,
+                              pure=False)
+        pending[f.key] = ("plan", indices)
         ac.add(f)
-    stopped = False
-    for future in ac:
-        stage, i = pending.pop(future.key)
-        if stopped:
-            continue
-        if future.status != "finished":
-            h = held.get(i, {})
-            end(i, RunResult(None, None, [], [], 0, source=source_of(i), status=FAILED,
-                             error=_located(future, h.get("plan"), h.get("digests", []), source_of(i),
-                                           block_bytes)))
-            future.release()
-            if fail_fast:
-                stopped = True
-                ac.clear()
-                client.cancel([f for h in held.values() for f in h.get("futures", [])])
-            continue
-        got = future.result()
-        future.release()
-        if stage == "plan" and isinstance(got, RunResult) and got.status == SKIPPED:  # already in the table
+
+    def stop_all() -> None:
+        ac.clear()
+        client.cancel([f for h in held.values() for f in h.get("futures", [])])
+
+    def started(i: int, got: RunPlan | RunResult) -> None:
+        """A run's first task came back: skipped or done there, or its blocks to submit."""
+        if isinstance(got, RunResult) and got.status == SKIPPED:  # already in the table
             end(i, got)
-            continue
-        if stage == "plan" and isinstance(got, RunResult):  # a small run, done in its first task
+            return
+        if isinstance(got, RunResult):  # a small run, done in its first task
             counts["blocks"] += 1
             counts["blocks_done"] += 1
-        elif stage == "plan":
-            staging = staging_of(i)
-            tail, h = _submit_run(client, got, f"{fleet}-{i}", block_bytes, reclassifier, staging, out, so,
-                                  {"source": got.source, "size": got.size, "options": options,
-                                   "scorer_version": version}, retries)
-            for d in h["digests"]:
-                d.add_done_callback(block_done)
-            counts["blocks"] += max(1, len(h["digests"]))
-            if got.whole:
-                h["final"].add_done_callback(block_done)
-            held[i] = h
-            pending[tail.key] = ("run", i)
-            ac.add(tail)
-            if on_event is not None:
-                on_event(None, progress())
-            continue
+            finished(i, got)
+            return
+        tail, h = _submit_run(client, got, f"{tag}-{i}", block_bytes, reclassifier, staging_of(i), out, so,
+                              {"source": got.source, "size": got.size, "options": options,
+                               "scorer_version": version}, retries, part_bytes)
+        for d in h["digests"]:
+            d.add_done_callback(block_done)
+        counts["blocks"] += max(1, len(h["digests"]))
+        if got.whole:
+            h["final"].add_done_callback(block_done)
+        held[i] = h
+        pending[tail.key] = ("run", [i])
+        ac.add(tail)
+        if on_event is not None:
+            on_event(None, progress())
+
+    def finished(i: int, got: RunResult) -> None:
         res = dataclasses.replace(got, source=got.source or source_of(i), status=DONE)
         if res.evaluation is not None and res.evaluation.scorer_version != version:
             res = dataclasses.replace(res, status=FAILED, evaluation=None,
                                       error=f"{res.source}: scored by a worker of scorer "
                                             f"{res.evaluation.scorer_version}, not this client's {version}")
         end(i, res)
+
+    def failed(i: int, error: str) -> None:
+        error = seen_from_the_client(error, source_of(i), so)
+        end(i, RunResult(None, None, [], [], 0, source=source_of(i), status=FAILED, error=error))
+
+    workers = len(client.scheduler_info().get("workers", {})) if plan_batch is None else 0
+    size = plan_batch if plan_batch is not None else plan_batch_size(len(paths), workers)
+    for at in range(0, len(paths), max(1, size)):
+        submit(list(range(at, min(at + size, len(paths)))))
+    stopped = False
+    for future in ac:
+        stage, indices = pending.pop(future.key)
+        if stopped:
+            continue
+        if future.status != "finished" and len(indices) > 1:  # a batch lost as a whole: its runs one task each
+            future.release()
+            for i in indices:
+                submit([i])
+            continue
+        if future.status != "finished":
+            (i,) = indices
+            h = held.get(i, {})
+            failed(i, _located(future, h.get("plan"), h.get("digests", []), source_of(i), block_bytes))
+            future.release()
+            if fail_fast:
+                stopped = True
+                stop_all()
+            continue
+        got = future.result()
+        future.release()
+        outcomes = got if len(indices) > 1 else [got]
+        for i, outcome in zip(indices, outcomes, strict=True):
+            if isinstance(outcome, RunFailed):
+                failed(i, outcome.message)
+                if fail_fast:
+                    stopped = True
+            elif stage == "plan":
+                started(i, outcome)
+            else:
+                finished(i, outcome)
+        if stopped:
+            stop_all()
     final = [r if r is not None else RunResult(None, None, [], [], 0, source=source_of(i), status=SKIPPED,
                                                note="not started: --fail-fast stopped the fleet")
              for i, r in enumerate(results)]
@@ -1164,7 +1325,8 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
 
 
 def _submit_run(client, plan: RunPlan, tag: str, block_bytes: int, reclassifier: str | None, staging: str | None,
-                out: str | None, so: dict, record: dict, retries: int) -> tuple[Any, dict]:
+                out: str | None, so: dict, record: dict, retries: int,
+                part_bytes: int = PART_BYTES) -> tuple[Any, dict]:
     """One run's tasks; (the future whose end is the run's end, what the client holds of it)."""
     kw = {"retries": retries}
     with_table = staging is not None
@@ -1194,7 +1356,8 @@ def _submit_run(client, plan: RunPlan, tag: str, block_bytes: int, reclassifier:
     if with_table:
         assert staging is not None and out is not None
         rows = writes if not plan.whole else [client.submit(_rows_of, final, key=f"litmus-rows-{tag}", **kw)]
-        tail = client.submit(publish_run, final, staging, out, so, record, *rows, key=f"litmus-publish-{tag}",
+        tail = client.submit(publish_run, final, staging, out, so, record, *rows, part_bytes=part_bytes,
+                             key=f"litmus-publish-{tag}",
                              **kw)
         futures.append(tail)
     return tail, {"plan": plan, "digests": digests, "futures": futures, "final": final}

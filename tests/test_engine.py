@@ -289,10 +289,10 @@ WAIT_S = 90
 class Cluster:
     """A ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1, started for the tests."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
         self.tmp, self.procs, self.workers = tmp, [], {}
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "LITMUS_TEST_CLASSIFIER_DELAY_S": "0.2",
-                    "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "3"}
+                    "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "3", **(env or {})}
         sched_file = tmp / "scheduler.json"
         self.procs.append(self._start([_tool("dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
                                        "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
@@ -312,10 +312,17 @@ class Cluster:
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")[-2000:]
 
-    def add_worker(self, name: str) -> subprocess.Popen:
-        proc = self._start([_tool("dask"), "worker", self.address, "--nthreads", "1", "--no-nanny",
-                            "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--memory-limit", "0",
-                            "--name", name, "--death-timeout", "60"], name)
+    def add_worker(self, name: str, *, nanny: bool = False, hide: Path | None = None,
+                   preload: Path | None = None) -> subprocess.Popen:
+        """A single-threaded worker; ``nanny``: restarted when it dies; ``hide``: in a mount
+        namespace of its own where that folder is an empty one (a worker on another machine);
+        ``preload``: a module it runs at start."""
+        cmd = [_tool("dask"), "worker", self.address, "--nthreads", "1", "--nanny" if nanny else "--no-nanny",
+               "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--memory-limit", "0",
+               "--name", name, "--death-timeout", "60", *(["--preload", str(preload)] if preload else [])]
+        if hide is not None:
+            cmd = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"', str(hide), *cmd]
+        proc = self._start(cmd, name)
         self.procs.append(proc)
         self.workers[name] = proc
         return proc
