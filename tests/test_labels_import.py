@@ -41,6 +41,16 @@ def event(ws, **fields) -> dict:
     return {**base, **fields}
 
 
+def bulk_label_file(ws, path: Path, n: int) -> Path:
+    """A labels file of ``n`` events by 50 bulk reviewers over the run's Inconclusive traces."""
+    with path.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps(event(ws, trajectory_id=ws.inconclusive[i % len(ws.inconclusive)],
+                                      reviewer=f"bulk{i % 50}", created_at=f"2026-11-30T00:00:00.{i:06d}+00:00",
+                                      event_id=i + 1, label=("genuine_decline", "degenerate")[i % 2])) + "\n")
+    return path
+
+
 BAD_JSONL = {
     "not an object": "[1, 2]",
     "a string": '"label"',
@@ -93,12 +103,7 @@ def test_reviewers_label_while_a_large_import_runs_and_every_label_is_stored(ws,
     import's lock must come free well within it) while 150,000 label events are imported; every
     acknowledged label is stored once, none fails with "database is locked"."""
     n = 150_000
-    path = tmp_path / "big.jsonl"
-    with path.open("w") as fh:
-        for i in range(n):
-            fh.write(json.dumps(event(ws, trajectory_id=ws.inconclusive[i % len(ws.inconclusive)],
-                                      reviewer=f"bulk{i % 50}", created_at=f"2026-11-30T00:00:00.{i:06d}+00:00",
-                                      event_id=i + 1, label=("genuine_decline", "degenerate")[i % 2])) + "\n")
+    path = bulk_label_file(ws, tmp_path / "big.jsonl", n)
     done = threading.Event()
     acknowledged: list[tuple[str, str, str]] = []
     failures: list[BaseException] = []
@@ -174,12 +179,7 @@ def test_eight_reviewer_processes_act_while_labels_import_runs_in_another(ws, tm
     CLI's ``labels import`` of 300,000 events runs in another: every acknowledged act is stored
     once, no reviewer fails ("database is locked" included), and the database is intact."""
     n = 300_000
-    path = tmp_path / "big.jsonl"
-    with path.open("w") as fh:
-        for i in range(n):
-            fh.write(json.dumps(event(ws, trajectory_id=ws.inconclusive[i % len(ws.inconclusive)],
-                                      reviewer=f"bulk{i % 50}", created_at=f"2026-11-30T00:00:00.{i:06d}+00:00",
-                                      event_id=i + 1, label=("genuine_decline", "degenerate")[i % 2])) + "\n")
+    path = bulk_label_file(ws, tmp_path / "big.jsonl", n)
     done = tmp_path / "done"
     spawn = multiprocessing.get_context("spawn")
     names = [f"rev{k}" for k in range(8)]

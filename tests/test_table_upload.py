@@ -15,9 +15,11 @@ import pytest
 from scoring import scoretable, table_zip
 from scoring.errors import InputError
 
+from . import test_team_tables
 from .test_team_tables import make_table
 
 TRAJECTORY = "observed-m1-t00079"
+team_page = test_team_tables.team_page  # the fixture: the Score tables page in team mode
 
 
 def zip_folder(folder: Path, *, without: str = "") -> bytes:
@@ -127,14 +129,6 @@ def test_a_link_in_the_zip_is_written_as_a_file_of_its_own_bytes(tmp_path):
 
 
 # --- the page (AppTest) -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def team_page(app, monkeypatch):
-    monkeypatch.setenv("LITMUS_REVIEW_TEAM_MODE", "1")
-    app.switch_page("pages/score_tables.py").run()
-    assert not app.exception, app.exception
-    return app
 
 
 def test_in_team_mode_a_table_is_uploaded_and_replayed(team_page, tmp_path):
