@@ -96,7 +96,18 @@ st.plotly_chart(charts.before_after_bars([(loaders.run_legend(rows[k], all_runs)
                                           for k, ev in evs.items()]),
                 width="stretch", key="chart_before_after")
 
-focus = st.selectbox("Details for run", keys, format_func=lambda k: loaders.run_label(rows[k]))
+
+def linked(param: str, default: int) -> int:
+    """The position among the selected runs of the run the address's ``param`` names (a reload or
+    a shared link shows the same run's details), else ``default``."""
+    prefix = router.linked_param(param)
+    key = router.resolve_run(prefix, dict.fromkeys(keys)) if prefix else None
+    return keys.index(key) if key else default
+
+
+focus = st.selectbox("Details for run", keys, format_func=lambda k: loaders.run_label(rows[k]),
+                     index=linked("run", 0))
+router.link(run=focus)
 ev = evs[focus]
 steps, per_category = loaders.run_breakdowns(focus)
 # Full width: in half a page the six waterfall labels ran into each other below ~1,500 px.
@@ -122,8 +133,10 @@ if q:
 if len(keys) >= 2:
     st.subheader("Comparing two models")
     a, b = st.columns(2)
-    ka = a.selectbox("Model A", keys, index=0, format_func=lambda k: loaders.run_label(rows[k]))
-    kb = b.selectbox("Model B", keys, index=1, format_func=lambda k: loaders.run_label(rows[k]))
+    ka = a.selectbox("Model A", keys, index=linked("a", 0), format_func=lambda k: loaders.run_label(rows[k]))
+    kb = b.selectbox("Model B", keys, index=linked("b", 1), format_func=lambda k: loaders.run_label(rows[k]))
+    router.to_address("a", ka[:router.KEY_CHARS])
+    router.to_address("b", kb[:router.KEY_CHARS])
     diff = loaders.paired(ka, kb)
     st.plotly_chart(charts.paired_difference_chart(diff, rows[ka].run_id, rows[kb].run_id),
                     width="stretch", key="chart_paired")

@@ -463,3 +463,22 @@ def test_every_label_and_queue_choice_has_a_display_name():
     assert set(names.QUEUE_SORT_NAMES) == set(views.QueueSort)
     shown = [*names.LABEL_NAMES.values(), *names.QUEUE_MODE_NAMES.values(), *names.QUEUE_SORT_NAMES.values()]
     assert all(shown) and names.queue_mode_name("unscored") == "UNSCORED (view only)"
+
+
+def test_the_safe_rates_details_and_the_compared_models_are_in_the_address(tmp_path, monkeypatch):
+    # Issue 26: every page's state in the URL; Safe rates' run details and its two models reset
+    # to the first runs on a reload.
+    monkeypatch.setattr(loaders, "DB_PATH", tmp_path / "app.db")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90).run()
+    keys = at.session_state[state.SELECTED_RUNS]
+    assert len(keys) == 2
+    again = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    again.query_params.update({"runs": ",".join(k[:12] for k in keys), "run": keys[1][:12], "a": keys[1][:12],
+                               "b": keys[0][:12]})
+    again.switch_page("pages/safe_rates.py").run()
+    assert not again.exception, again.exception
+    picked = {s.label: s.value for s in again.selectbox}
+    assert picked["Details for run"] == keys[1] and picked["Model A"] == keys[1] and picked["Model B"] == keys[0]
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90).run()
+    assert fresh.query_params["run"] == keys[0][:12] and fresh.query_params["a"] == keys[0][:12]
+    assert fresh.query_params["b"] == keys[1][:12]
