@@ -14,10 +14,10 @@ import unicodedata
 import streamlit as st
 
 from pages._shared.inert import md, reveal_id
-from scoring import transcript
 from scoring.model import HarnessVerdict, ToolCall, Trajectory
 from scoring.text import is_invisible
 from scoring.text import reveal as reveal_text
+from scoring.workspace import views as transcript  # the replay's harness parts: scores, metadata, timeline
 from scoring.workspace.views import CallReplay, Replay
 
 #: How many characters of one text field are drawn before "show all" is needed.

@@ -47,6 +47,7 @@ from ..recapture import is_side_log, side_log_beside
 from ..report import Evaluation
 from ..score import SCORER_VERSION, assess_calls
 from ..settle import unlisted_note
+from ..transcript import HarnessEvent, HarnessScore, metadata, role_names, scores, timeline
 from . import Workspace
 from .evaluations import evaluation as _evaluation
 from .importing import ImportResult
@@ -59,16 +60,16 @@ from .settings import read_settings
 
 __all__ = [
     "BUSY_TIMEOUT_S", "SCORER_VERSION", "SUMMARY_COLUMNS", "VERDICT_PRESETS", "Agreement", "CallReplay",
-    "Evaluation", "ImportReport", "LabelEvent", "PairedDifference", "QueueMode", "QueueSort", "Rate", "Replay",
-    "RunInfo", "ScoreColumns",
-    "Summary", "TrajectorySummary", "Undone", "WaterfallStep", "add_label", "add_labels", "adjudicate",
-    "adjudicators", "agreement", "argument_sizes", "breakdowns", "check_workspace", "count_lines", "current_labels",
-    "default_db_path", "disputed", "evaluation",
+    "Evaluation", "HarnessEvent", "HarnessScore", "ImportReport", "LabelEvent", "PairedDifference", "QueueMode",
+    "QueueSort", "Rate", "Replay", "RunInfo", "ScoreColumns", "Summary", "TrajectorySummary", "Undone",
+    "WaterfallStep", "add_label", "add_labels", "adjudicate", "adjudicators", "agreement", "argument_sizes",
+    "breakdowns", "check_workspace", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation",
     "export_labels", "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version",
-    "next_pending", "output_previews", "paired", "parse_verdict_map", "replay", "replay_of", "review_queue", "run",
-    "runs", "score_columns", "search", "side_log_beside", "size_quantiles", "table_roots", "tables_under",
-    "tool_names", "trajectory_table", "undo_last", "unlisted_note", "unpack_table", "uploaded_tables",
-    "visible_disputed", "visible_history", "visible_labels", "workspace_folder",
+    "metadata", "next_pending", "output_previews", "paired", "parse_verdict_map", "replay", "replay_of",
+    "review_queue", "role_names", "run", "runs", "score_columns", "scores", "search", "side_log_beside",
+    "size_quantiles", "table_roots", "tables_under", "timeline", "tool_names", "trajectory_table", "undo_last",
+    "unlisted_note", "unpack_table", "uploaded_tables", "visible_disputed", "visible_history", "visible_labels",
+    "workspace_folder"
 ]
 
 
