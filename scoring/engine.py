@@ -1011,6 +1011,20 @@ def plan_batch_size(runs: int, workers: int, most: int = PLAN_BATCH) -> int:
     return max(1, min(most, -(-runs // max(1, 4 * workers))))
 
 
+def plan_batch(items: Sequence[tuple[str | RunPlan, str | None]], fleet: Fleet) -> list[Any]:
+    """``plan_task`` for a batch of runs (each: the run, its side log), on a worker: per run its
+    plan, its skipped result, or its ``RunFailed``. Plans only (the benchmark's planning case;
+    a fleet's tasks, ``start_batch``, also score the runs that fit one task)."""
+    out: list[Any] = []
+    for item, payloads in items:
+        try:
+            out.append(plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt,
+                                 fleet.verdict_map, fleet.scorer_version, fleet.options, fleet.out, fleet.replace))
+        except RunFailed as exc:
+            out.append(exc)
+    return out
+
+
 def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], fleet: Fleet) -> list[Any]:
     """``start_run`` for a batch of runs (each: the run, its side log, its staging folder), on a
     worker, one after another: per run its plan, its result, or, for a run that failed, its
