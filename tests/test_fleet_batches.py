@@ -103,3 +103,16 @@ def test_gathering_again_after_a_lost_publish_writes_the_same_parts(tmp_path):
 def _no_leftover(tmp_path):
     yield
     assert not any(p.name == engine.STAGING_DIR for p in Path(tmp_path).rglob("*"))
+
+
+def test_plan_batch_plans_each_run_and_names_one_it_cannot(tmp_path):
+    """The planning the benchmark times against the client's: one task, many files, a bad one
+    failing alone."""
+    from scoring import score
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    spec = engine.Fleet({}, False, "auto", None, score.SCORER_VERSION, {}, None, False, engine.BLOCK_BYTES, None)
+    got = engine.plan_batch([(str(OBSERVED), None), (str(bad), None)], spec)
+    assert isinstance(got[0], engine.RunPlan) and got[0].size == OBSERVED.stat().st_size
+    assert isinstance(got[1], engine.RunFailed) and got[1].message.startswith(str(bad))
