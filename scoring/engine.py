@@ -1322,8 +1322,9 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         for i, outcome in zip(indices, outcomes, strict=True):
             if isinstance(outcome, RunFailed):
                 failed(i, outcome.message)
-                if fail_fast:
-                    stopped = True
+                stopped = stopped or fail_fast
+            elif stopped and isinstance(outcome, RunPlan):  # --fail-fast: its blocks are not started
+                continue
             elif stage == "plan":
                 started(i, outcome)
             else:
