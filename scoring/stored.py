@@ -56,6 +56,9 @@ class StoredRun:
     """The workspace's copy of the original bytes (a canonical run's copy is its original; ""
     where a workspace older than schema 9 kept only a converted copy)."""
     imported_at: str = ""
+    proof_sha256: str | None = None
+    """The proof side log an Inspect log was scored with (None: none, or not recorded: a run
+    imported before schema 11)."""
 
     @property
     def rejected_count(self) -> int:
@@ -110,7 +113,7 @@ class StoredRun:
             scorer_version=r.get("scorer_version") or LEGACY_SCORER_VERSION, stored_path=stored,
             payloads_path=payloads,
             original_path=r.get("original_path") or (stored if r["format"] == "canonical" else ""),
-            imported_at=r.get("imported_at") or "")
+            imported_at=r.get("imported_at") or "", proof_sha256=r.get("proof_sha256") or None)
 
     @classmethod
     def from_summary(cls, run_key: str, d: Mapping, header: RunHeader) -> StoredRun:
