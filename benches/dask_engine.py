@@ -229,7 +229,8 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
     import shutil
 
     from scoring import engine
-    from scoring.ingest import ROW_COLUMNS, Block
+    from scoring.ingest import Block
+    from scoring.rows import ROW_COLUMNS
 
     meta = out / "bench.json"
     if meta.exists():
@@ -293,7 +294,8 @@ from scoring import scoretable
 from scoring.model import ReviewLabel
 (run,) = scoretable.open_table({table!r})
 tid = scoretable.first_rows(run, ["trajectory_id"], 1, status="inconclusive").column(0)[0].as_py()
-scoretable.add_label(loaders.workspace(), run, tid, "bench", ReviewLabel.GENUINE_DECLINE)
+from scoring.workspace import Workspace
+scoretable.add_label(Workspace(loaders.db()), run, tid, "bench", ReviewLabel.GENUINE_DECLINE)
 labelled = []
 for _ in range(3):
     at.session_state["bench_nonce"] = time.time()
@@ -408,6 +410,7 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
 
     folder = OUT / "fleet-runs"
     paths = tiny_runs(folder, runs)
+    plan_files = min(plan_files, runs)
     proc, so = _moto()
     try:
         fs = s3fs.S3FileSystem(**so)
@@ -416,8 +419,9 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
             fs.pipe(f"bench/runs/{p.name}", p.read_bytes())
         urls = [f"s3://bench/runs/{p.name}" for p in paths[:plan_files]]
         t = time.perf_counter()
-        for u in urls:
-            engine.plan_run(u, so)
+        for u in urls:  # the same planning as the workers', one file after another
+            assert isinstance(engine.plan_task(u, so, None, True, "auto", None, score.SCORER_VERSION, {}, None, False),
+                              engine.RunPlan)
         client_s = (time.perf_counter() - t) / len(urls)
         spec = engine.Fleet(so, True, "auto", None, score.SCORER_VERSION, {}, None, False, engine.BLOCK_BYTES, None)
         with engine.connect(workers=2) as client:
