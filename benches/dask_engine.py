@@ -350,6 +350,7 @@ def table_section(source: Path, calls: int, parallel: float) -> list[str]:
         f"| rerun (median of 5) | {app['rerun_s']:.2f} | ≤ 1 |",
         f"| render after a label in the workspace (the label applied through the engine's index of the run's "
         f"Inconclusive trajectories; median of 3) | {app['labelled_s']:.2f} | ≤ 1{ok(app['labelled_s'])} |",
+        "",
     ]
 
 
