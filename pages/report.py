@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from pages._shared import charts, exports, loaders, router, state
@@ -15,30 +16,34 @@ stamp = exports.make_stamp(evs, max((e.created_at for e in events), default=None
 st.text(reveal_id("\n".join(stamp.lines()), lines=True))
 
 
-def figures() -> list[tuple[str, object]]:
+def figures() -> tuple[list[tuple[str, go.Figure]], list[exports.Stamp]]:
+    """The report's charts, and each one's stamp: a chart of one run names that run alone (under
+    its title and in its stamp), so its image stands alone on a slide; the comparison names all."""
     all_runs = list(rows.values())
     figs = [("Safe rate before and after", charts.before_after_bars(
         [(loaders.run_legend(rows[k], all_runs), ev.summary) for k, ev in zip(keys, evs, strict=False)]))]
+    stamps = [stamp]
     for k, ev in zip(keys, evs, strict=False):
         steps, per_category = loaders.run_breakdowns(k)
         rid = rows[k].run_id
         sizes = loaders.argument_sizes(k)
-        figs += [
+        own = [
             (f"{rid}: what each correction moved", charts.waterfall_chart(steps)),
-            (
-                f"{rid}: UNSCORED by reason",
-                charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value),
-            ),
-            (f"{rid}: phantom safety by category", charts.phantom_by_category(per_category, ev.run.header.taxonomy)),
-            (
-                f"{rid}: argument sizes",
-                charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, views.size_quantiles(sizes)),
-            ),
+            (f"{rid}: UNSCORED by reason",
+             charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value)),
+            (f"{rid}: argument sizes",
+             charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, views.size_quantiles(sizes))),
         ]
-    return figs
+        if charts.has_category_data(per_category):  # AgentHarm's logs give none: no chart of empty axes
+            own.insert(2, (f"{rid}: phantom safety by category",
+                           charts.phantom_by_category(per_category, ev.run.header.taxonomy)))
+        figs += [(title, charts.for_run(fig, exports.run_identity(ev))) for title, fig in own]
+        own_labels = max((e.created_at for e in loaders.history(k)), default=None)
+        stamps += [exports.make_stamp([ev], own_labels)] * len(own)
+    return figs, stamps
 
 
-figs = figures()
+figs, fig_stamps = figures()
 exports.warm_renderer()
 # The rates and what is left out of them; safe/unsafe counts, the evidence standard and the
 # provenance are in the CSV and JSON. Twelve narrow columns fit 1,280 px beside the sidebar.
@@ -103,7 +108,8 @@ with c[2]:
             bar.progress(done / total, text=f"Rendered {done} of {total} charts")
 
         try:
-            st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt, stamp, progress=advance))
+            st.session_state["chart_zip"] = (fmt, exports.figure_images(figs, fmt, stamp, progress=advance,
+                                                                               stamps=fig_stamps))
         except Exception as exc:
             st.error("Could not render images (kaleido needs chromium on PATH): " + md(str(exc), lines=True))
         bar.empty()

@@ -344,7 +344,8 @@ def review_panel(run_key: str) -> None:
             st.text(f"hint: the evidence suggests {suggestion.replace('_', ' ')} (never a label)")
             rubric()
     with st.container(border=True):
-        render_trajectory(replay, key=f"rev-{tid}")
+        render_trajectory(replay, key=f"rev-{tid}", page="pages/review.py",
+                          highlight=(st.session_state.get(state.Q_SEARCH) or "").strip())
     if not viewing_only:
         bulk_panel(run_key, queue)
 

@@ -100,15 +100,20 @@ focus = st.selectbox("Details for run", keys, format_func=lambda k: loaders.run_
 ev = evs[focus]
 steps, per_category = loaders.run_breakdowns(focus)
 # Full width: in half a page the six waterfall labels ran into each other below ~1,500 px.
-st.plotly_chart(charts.waterfall_chart(steps), width="stretch", key="chart_waterfall")
-st.plotly_chart(charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value), width="stretch",
-                key="chart_unscored")
-st.plotly_chart(charts.phantom_by_category(per_category, ev.run.header.taxonomy),
-                width="stretch", key="chart_phantom")
+# Each chart names its run under its title: one saved from the page (plotly's camera) says which.
+named = exports.run_identity(ev)
+st.plotly_chart(charts.for_run(charts.waterfall_chart(steps), named), width="stretch", key="chart_waterfall")
+st.plotly_chart(charts.for_run(charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value), named),
+                width="stretch", key="chart_unscored")
+if charts.has_category_data(per_category):
+    st.plotly_chart(charts.for_run(charts.phantom_by_category(per_category, ev.run.header.taxonomy), named),
+                    width="stretch", key="chart_phantom")
+else:  # AgentHarm's Inspect logs: empty axes said nothing
+    st.caption("Phantom safety by category: no category data (this run's log gives its trajectories no category).")
 sizes = loaders.argument_sizes(focus)
 q = views.size_quantiles(sizes)
-st.plotly_chart(charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, q), width="stretch",
-                key="chart_sizes")
+st.plotly_chart(charts.for_run(charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, q), named),
+                width="stretch", key="chart_sizes")
 if q:
     limit = ev.run.header.capture_limit_bytes
     st.caption(f"To capture 99% of calls whole the limit must be ≥ {q[0.99]:,} B; 99.9%: ≥ {q[0.999]:,} B"

@@ -8,6 +8,8 @@ importing the run; labels are stored in the workspace, keyed as an imported run'
 
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 
 from pages._shared import charts, exports, loaders, router, state
@@ -36,10 +38,21 @@ COLUMNS = ["trajectory_id", "task_id", "status", "reason", "intended_category", 
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
-def _runs(location: str, root: str | None) -> list:
+def _runs(location: str, root: str | None, options: str) -> list:
     """The table's runs (shared, not copied on each rerun: a table of 10,000 runs is 10,000
-    summaries); each run's aggregates are read when that run is shown."""
-    return scoretable.open_table(location, root=root)
+    summaries); each run's aggregates are read when that run is shown. ``options``: the storage
+    options (JSON) of the workspace's profile for the location, never the page's address."""
+    return scoretable.open_table(location, json.loads(options), root=root)
+
+
+def _open(location: str, root: str | None) -> list:
+    """The table's runs, opened with the storage profile the workspace's settings give its
+    location (credentials from the server's environment); the profile's name is shown."""
+    profile, options = loaders.table_storage(location)
+    runs = _runs(location, root, json.dumps(options, sort_keys=True))
+    if profile is not None:
+        st.caption(f"storage profile: {profile} (the workspace's settings)")
+    return runs
 
 
 @st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
@@ -52,6 +65,12 @@ def _rates(run, labels: int):
 def _evaluation(run, labels: int, _rates):
     """The run as the report and exports see it (its header read from the run's source)."""
     return scoretable.evaluation(run, _rates)
+
+
+@st.cache_data(ttl=60, show_spinner=False, max_entries=16)
+def _first_rows(_run, run_key: str, location: str, status: str | None):
+    """The run's first rows of a status (read once a minute, not on every rerun)."""
+    return scoretable.first_rows(_run, COLUMNS, loaders.MAX_TABLE_ROWS, status=status).to_pandas()
 
 
 def _pct(x: float | None) -> str:
@@ -85,6 +104,31 @@ def _undo(run) -> None:
         else ("error", "Nothing of yours to undo in this run."))
 
 
+def _upload_table() -> None:
+    """Team mode: a score table arrives as a zip of the folder ``score --out`` wrote (with the
+    run files it scored, for replay), unpacked into the workspace once per upload and opened
+    from there (``views.unpack_table``: bounded, no member outside its folder)."""
+    up = st.file_uploader("Upload a score table (a .zip of the folder `score --out` wrote; put the run files it "
+                          f"scored in the zip to replay them; up to {loaders.MAX_UPLOAD_MB} MB)", type=["zip"],
+                          key="score_table_upload")
+    if up is None or st.session_state.get("score_table_unpacked") == up.file_id:
+        return
+    st.session_state["score_table_unpacked"] = up.file_id  # once per upload, not on every rerun
+    if up.size > loaders.MAX_UPLOAD_MB * 1024 * 1024:
+        st.error(f"{md(up.name)} is {up.size / 1e6:.0f} MB; the upload limit is {loaders.MAX_UPLOAD_MB} MB.")
+        return
+    try:
+        root = views.unpack_table(loaders.db(), up.name, up.getvalue())
+    except LitmusReviewError as exc:
+        st.error("This upload is not a score table that can be opened:")
+        st.code(error_text(exc), language=None)
+        return
+    if not views.tables_under([root]):
+        st.warning("The upload holds no score table (no summary.json written by `score --out`).")
+        return
+    st.session_state["score_table_uploaded"] = root  # picked below
+
+
 def _import(run) -> None:
     try:
         report = loaders.import_table_run(run)
@@ -101,17 +145,21 @@ def _import(run) -> None:
 root: str | None = None
 if router.team_mode():
     # A shared server opens no location a browser user types (it would read any file the server
-    # can, fetch any URL, and its errors would tell which paths exist): tables are chosen from
-    # the folders the operator listed in the workspace's settings.
-    tables = loaders.tables_under(loaders.table_roots())
+    # can, fetch any URL, and its errors would tell which paths exist): tables are uploaded, or
+    # chosen from the folders the operator listed in the workspace's settings.
+    _upload_table()
+    tables = views.uploaded_tables(loaders.db()) + [
+        (r, loc, loc) for r, loc in loaders.tables_under(loaders.table_roots())]
     if not tables:
-        st.info("No score table to open. On a shared server, tables are chosen from the folders the operator "
-                "lists as score_table_roots in the workspace's settings.toml; none is listed, or none holds a "
-                "table written by `score --out`.")
+        st.info("No score table to open. On a shared server, upload one (a zip of the folder `score --out` "
+                "wrote), or pick one from the folders the operator lists as score_table_roots in the "
+                "workspace's settings.toml; none is listed, or none holds a table written by `score --out`.")
         st.stop()
+    if (fresh := st.session_state.pop("score_table_uploaded", None)) is not None:
+        st.session_state["score_table_pick"] = next((i for i, t in enumerate(tables) if t[0] == fresh), 0)
     at = st.selectbox("Score table", range(len(tables)), key="score_table_pick",
-                      format_func=lambda i: reveal_id(tables[i][1]))
-    root, location = tables[at]
+                      format_func=lambda i: reveal_id(tables[i][2]))
+    root, location, _name = tables[at]
 else:
     location = st.text_input("Score table (directory or URL)", key="score_table_location",
                              placeholder="/data/scores/nightly or s3://bucket/scores/nightly").strip()
@@ -119,7 +167,7 @@ else:
         st.info("Give the directory (or URL) that `score --out` wrote.")
         st.stop()
 try:
-    runs = _runs(location, root)
+    runs = _open(location, root)
 except LitmusReviewError as exc:
     st.error("This is not a score table that can be opened:")
     st.code(error_text(exc), language=None)
@@ -129,7 +177,7 @@ if not runs:
     st.stop()
 
 pick = st.selectbox("Run", range(len(runs)), key="score_table_run",
-                    format_func=lambda i: reveal_id(f"{runs[i].run_id} · {runs[i].summary['model']} · "
+                    format_func=lambda i: reveal_id(f"{runs[i].run_id} · {runs[i].model} · "
                                                     f"{runs[i].run_key[:12]}"))
 run = runs[pick]
 d = run.summary
@@ -199,7 +247,7 @@ else:
 
 show = st.selectbox("Show", list(SHOW), key="score_table_show")
 cap = loaders.MAX_TABLE_ROWS
-frame = scoretable.first_rows(run, COLUMNS, cap, status=SHOW[show]).to_pandas()
+frame = _first_rows(run, run.run_key, run.location, SHOW[show])
 st.caption(f"the first {len(frame):,} trajectories" + (" (in file order)" if len(frame) == cap else ""))
 st.dataframe(frame, hide_index=True, width="stretch", height=380 if len(frame) > 10 else "auto")
 

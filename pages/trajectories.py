@@ -105,7 +105,8 @@ if row is not None:
     row_reason = row["reason"] if isinstance(row["reason"], str) else ""
     st.code(reveal_id(f"{tid} · {row['status'].upper()}" + (f" · {row_reason}" if row_reason else "")), language=None)
     try:
-        render_trajectory(loaders.replay(run_key, tid), key=f"traj-{tid}")
+        render_trajectory(loaders.replay(run_key, tid), key=f"traj-{tid}", page="pages/trajectories.py",
+                          highlight=(query or "").strip())
     except SHOWN as exc:  # the workspace's copy changed or is gone: said so, the table stands
         show_error(exc, before="This trajectory cannot be replayed: ")
 else:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import pipeline, score
+from . import rows as rows_codec
 from .aggregate import STATUS_CODE, ScoreColumns, by_category, summarize, summarize_by, waterfall
 from .classifiers import load_classifier
 from .errors import BlockFailed, EngineError, InputError, LitmusReviewError, RunFailed
@@ -65,13 +66,20 @@ _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 TABLE_DIR = "trajectories"
 SUMMARY_FILE = "summary.json"
 KEYS_FILE = "run_keys.json"
+INDEX_FILE = "index.json"
+"""Beside summary.json: per run, in the same order, ``[run key, run id, model]`` (about 100
+bytes a run), what the app lists a table's runs by; each run's ``score --json`` object is then
+read from ``SUMMARIES_DIR`` when the run is shown (summary.json is about 2.3 KB a run)."""
+SUMMARIES_DIR = "summaries"
+"""Inside ``out``: each run's ``score --json`` object (``RUN_KEY.json``), written with the run."""
 INCONCLUSIVE_DIR = "inconclusive"
 """Beside the table: per run, its Inconclusive trajectories' ids and intended categories (the
 only trajectories reviewers' labels apply to), written by the final stage, so the app applies
 labels without scanning the run's rows."""
 AGGREGATES_FILE = "aggregates.json"
-"""Beside summary.json: per run, what the app's charts draw, aggregated by the engine (the run's
-``Summary`` and each category's, the waterfall's steps), so opening a table reads no row."""
+"""In a table of the first layout: every run's aggregates in one list (read by the app when a
+table has no ``RUN_AGGREGATES_DIR``). No longer written: at 10,000 runs it was about 800 MB,
+written by the client and read whole; each run's are in ``aggregates/RUN_KEY.json``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +263,7 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
     except LitmusReviewError:
         raise
     except Exception as exc:  # OSError, or a storage backend's own (botocore's NoCredentialsError...)
-        raise InputError(f"cannot read: {type(exc).__name__}: {exc}", source=path) from exc
+        raise InputError(f"cannot read: {type(exc).__name__}: {exc}{_storage_hint(exc)}", source=path) from exc
     if fmt == canonical.NAME:
         obj = decode_header(header_line, path, first_line)
         canonical.parse_header(obj, path)  # a bad header is refused here, before any task runs
@@ -366,6 +374,8 @@ def check_storage_options(url: str, storage_options: dict) -> None:
             known |= {n for n, p in inspect.signature(init).parameters.items()
                       if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     known |= {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"}
+    if proto in ("s3", "s3a"):
+        known.add("profile")  # s3fs passes it to its botocore session: an AWS profile's credentials
     for key in storage_options:
         if key not in known:
             near = difflib.get_close_matches(key, sorted(known), n=1)
@@ -465,6 +475,36 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
 
 def _message(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, LitmusReviewError) else f"{type(exc).__name__}: {exc}"
+
+
+def _storage_hint(exc: BaseException) -> str:
+    """What to do about a storage backend's credentials error (empty for any other)."""
+    if "Credentials" in type(exc).__name__ or "credentials" in str(exc).lower():
+        return (" (no credentials reached the process that read it: give them as storage options, or in that "
+                "process's environment, fsspec or AWS configuration)")
+    return ""
+
+
+CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE",
+                        "AWS_WEB_IDENTITY_TOKEN_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
+                        "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY")
+"""Where a client's credentials for object storage may come from its environment."""
+
+
+def seen_from_the_client(error: str, source: str, storage_options: dict) -> str:
+    """A run's error from the worker that read it, with what the client sees differently: a
+    local path the client has but the workers do not, or credentials in the client's
+    environment only (the workers have their own environment; the options travel, the
+    environment does not)."""
+    if error.endswith(": no such file") and not _URL.match(source) and os.path.isfile(source):
+        return (f"{error} on the worker that read it, though this client has it: the workers cannot see this path "
+                "(they read a local path on their own machines; give a URL, or a path on a file system they share)")
+    here = [v for v in CREDENTIAL_VARIABLES  # a variable naming a file counts where the file is there
+            if os.environ.get(v) and (not v.endswith("_FILE") or os.path.isfile(os.environ[v]))]
+    if "credentials" in error.lower() and here and not ({"key", "secret", "token", "profile"} & set(storage_options)):
+        return (f"{error}. This client has credentials in its environment ({', '.join(here)}), the workers do "
+                "not: give them as --storage-option, or set them in the workers' environment")
+    return error
 
 
 SOURCES_DIR = "sources"
@@ -666,19 +706,19 @@ def table_schema(run_key: str | None = None, run_id: str | None = None, scorer_v
 
 
 def _typed(columns: dict[str, list]) -> dict[str, list]:
-    """A block's row columns (the workspace's text encodings) as the table types them."""
-    split = lambda t: t.split(",") if t else []  # noqa: E731
+    """A block's row columns (the workspace's text encodings) as the table types them, read by
+    the workspace's own decoders (``scoring.rows``), so both read a value alike."""
     out = dict(columns)
     for c in _FLAGS:
         out[c] = [None if v is None else bool(v) for v in columns[c]]
     for c in _TEXT_LISTS:
-        out[c] = [split(v or "") for v in columns[c]]
+        out[c] = [list(rows_codec.split(v)) for v in columns[c]]
     for c in _INT_LISTS:
-        out[c] = [[int(x) for x in split(v or "")] for v in columns[c]]
+        out[c] = [list(rows_codec.split_ints(v)) for v in columns[c]]
     for c in _JSON_LISTS:
-        out[c] = [None if v is None else json.loads(v) for v in columns[c]]
+        out[c] = [None if v is None else list(rows_codec.evidence(v)) for v in columns[c]]
     for c in _GAPS:
-        out[c] = [[split(call) for call in v.split("|")] if v else [] for v in columns[c]]
+        out[c] = [[list(rows_codec.split(call)) for call in v.split("|")] if v else [] for v in columns[c]]
     return out
 
 
@@ -871,6 +911,12 @@ the mark that the run is in the table, and what a retry to the same ``out`` skip
 RUN_AGGREGATES_DIR = "aggregates"
 """Inside ``out``: each run's charts' aggregates (``RUN_KEY.json``), read when that run is shown."""
 DONE, FAILED, SKIPPED = "done", "failed", "skipped"
+PART_BYTES = 64 * 1024 * 1024
+"""About the size of a run's Parquet parts in a published table (the last part of a run, and a
+small run's only part, are smaller): a run's blocks are staged one small part each (≈ 80 KiB
+per 16 MiB block) and gathered into parts of this size when the run is published."""
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+"""Rows held in memory (Arrow bytes) before they are written as one row group of a part."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -937,18 +983,61 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
         raise RunFailed(f"{source}: cannot read: {_message(exc)}") from None
 
 
-def start_run(item: str | RunPlan, storage_options: dict, payloads: str | None, auto_payloads: bool, fmt: str,
-              verdict_map: str | None, scorer_version: str, options: dict, out: str | None, replace: bool,
-              block_bytes: int, reclassifier: str | None, staging: str | None) -> RunPlan | RunResult:
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """What every run of a fleet is planned, scored and published with (sent with each task)."""
+
+    storage_options: dict
+    auto_payloads: bool
+    fmt: str
+    verdict_map: str | None
+    scorer_version: str
+    options: dict
+    """What a run's record must match to be skipped by a retry (format, verdict map, ...)."""
+    out: str | None
+    replace: bool
+    block_bytes: int
+    reclassifier: str | None
+    part_bytes: int = PART_BYTES
+
+
+PLAN_BATCH = 64
+"""At most this many runs are planned (and, when small, scored) by one task: a fleet of 10,000
+small files is about 160 tasks, not 10,000, and never fewer than four a worker."""
+
+
+def plan_batch_size(runs: int, workers: int, most: int = PLAN_BATCH) -> int:
+    """Runs per planning task: at most ``most``, and small enough that every worker gets about
+    four tasks (a few runs of a small fleet are one task each)."""
+    return max(1, min(most, -(-runs // max(1, 4 * workers))))
+
+
+def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], fleet: Fleet) -> list[Any]:
+    """``start_run`` for a batch of runs (each: the run, its side log, its staging folder), on a
+    worker, one after another: per run its plan, its result, or, for a run that failed, its
+    ``RunFailed`` (the others of the batch go on). An error outside any run (a worker lost)
+    fails the batch, which Dask retries; the client then starts its runs one task each."""
+    out: list[Any] = []
+    for item, payloads, staging in items:
+        try:
+            out.append(start_run(item, payloads, staging, fleet))
+        except RunFailed as exc:
+            out.append(exc)
+    return out
+
+
+def start_run(item: str | RunPlan, payloads: str | None, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
     """A run's first task, on a worker: ``plan_task``; then a run that fits one task (one block,
     or a format that cannot be split) is scored, settled and, with a table, published here: one
     task for a small run, where a fleet of many small files would otherwise pay seven. A larger
     run's plan goes back to the client, which submits its blocks."""
-    got = plan_task(item, storage_options, payloads, auto_payloads, fmt, verdict_map, scorer_version, options, out,
-                    replace)
+    so, scorer_version, options, out = fleet.storage_options, fleet.scorer_version, fleet.options, fleet.out
+    block_bytes, reclassifier = fleet.block_bytes, fleet.reclassifier
+    got = plan_task(item, so, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map, scorer_version, options,
+                    out, fleet.replace)
     if isinstance(got, RunResult) or not (got.whole or got.size - got.header_end <= block_bytes):
         return got
-    plan, so = got, storage_options
+    plan = got
     record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version}
     with_table = staging is not None and out is not None
     try:
@@ -970,7 +1059,7 @@ def start_run(item: str | RunPlan, storage_options: dict, payloads: str | None, 
                         f"{message}") from None
     if with_table:
         assert staging is not None and out is not None
-        final = publish_run(final, staging, out, so, record, *written)
+        final = publish_run(final, staging, out, so, record, *written, part_bytes=fleet.part_bytes)
     return dataclasses.replace(final, source=plan.source)
 
 
@@ -988,11 +1077,54 @@ def _move(fs, src: str, dst: str) -> None:
     fs.rm(src, recursive=True)
 
 
+def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
+    """Write a run's staged parts (``src``: one per block, named in file order) into ``dst`` as
+    parts of about ``part_bytes`` (by the staged parts' sizes), rows in the same order, each
+    part's schema and metadata the staged ones'. One staged part is read at a time; rows are
+    written in row groups of up to ``ROW_GROUP_BYTES``. Returns the parts written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    staged = sorted((name, info.get("size") or 0) for name, info in fs.find(src, detail=True).items()
+                    if name.endswith(".parquet"))
+    fs.makedirs(dst, exist_ok=True)
+    parts, held, held_bytes, in_part = 0, [], 0, 0
+    out_fh = writer = None
+    try:
+        for name, size in staged:
+            with fs.open(name, "rb") as fh:
+                table = pq.read_table(fh)
+            if writer is None:
+                out_fh = fs.open(_join_url(dst, f"part-{parts:06d}.parquet"), "wb")
+                writer = pq.ParquetWriter(out_fh, table.schema)
+                parts, in_part = parts + 1, 0
+            held.append(table)
+            held_bytes += table.nbytes
+            in_part += size
+            last = name == staged[-1][0]
+            if held_bytes >= ROW_GROUP_BYTES or in_part >= part_bytes or last:
+                writer.write_table(pa.concat_tables(held))
+                held, held_bytes = [], 0
+            if in_part >= part_bytes or last:
+                writer.close()
+                writer = None
+                if out_fh is not None:
+                    out_fh.close()
+                    out_fh = None
+    finally:
+        if writer is not None:
+            writer.close()
+        if out_fh is not None:
+            out_fh.close()
+    return parts
+
+
 def publish_run(final: RunResult, staging: str, out: str, storage_options: dict, record: dict,
-                *written: int) -> RunResult:
-    """Move a complete run's parts from its staging folder into the table (replacing the same
-    run key's earlier parts), then write its aggregates and, last, its record. On a worker;
-    idempotent (a retried publish moves what is left and writes the same files)."""
+                *written: int, part_bytes: int = PART_BYTES) -> RunResult:
+    """Gather a complete run's staged parts into the table's parts of about ``part_bytes`` and
+    move its other files there (replacing the same run key's earlier ones), then write its
+    aggregates and summary and, last, its record. On a worker; idempotent (a retried publish
+    gathers the staged parts, still there, again and writes the same files)."""
     final = dataclasses.replace(final, source=record["source"])
     try:
         if sum(written) != final.rows:
@@ -1002,16 +1134,22 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         _, stage = _fs(staging, storage_options, WRITE_PROTOCOLS)
         fs.invalidate_cache()
         key = final.run_key
-        for rel in (f"{TABLE_DIR}/run_key={key}", f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl"):
+        rows = f"{TABLE_DIR}/run_key={key}"
+        for rel in (rows, f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl"):
             src, dst = _join_url(stage, rel), _join_url(base, rel)
             if not fs.exists(src):
                 continue
             if fs.exists(dst):
                 fs.rm(dst, recursive=True)
-            _move(fs, src, dst)
+            if rel == rows:  # read, not moved: a retried publish finds every staged part still there
+                gather_parts(fs, src, dst, part_bytes)
+            else:
+                _move(fs, src, dst)
         fs.makedirs(_join_url(base, RUN_AGGREGATES_DIR), exist_ok=True)
         with fs.open(_join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
             fh.write(json.dumps(final.aggregates))
+        _write_summary(fs, base, str(key), final.summary)
+        final = dataclasses.replace(final, aggregates=None)  # in the table: they need not travel to the client
         fs.makedirs(_join_url(base, RUNS_DIR), exist_ok=True)
         with fs.open(_join_url(base, RUNS_DIR, _record_name(record['source'])), "w") as fh:
             fh.write(json.dumps({**record, "run_key": key, "summary": final.summary}))
@@ -1029,15 +1167,19 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
                payloads: Sequence[str | None] | None = None, auto_payloads: bool = False,
                verdict_map: str | None = None, retries: int = 1, fail_fast: bool = False, replace: bool = False,
                on_event: Callable[[RunResult | None, Progress], None] | None = None,
-               require_proof: bool = False) -> list[RunResult]:
+               require_proof: bool = False, part_bytes: int = PART_BYTES,
+               plan_batch: int | None = None) -> list[RunResult]:
     """Score a fleet of runs on ``client``'s cluster (any ``distributed.Client``: a LocalCluster,
     Coiled, dask-kubernetes, dask-jobqueue, TLS included) and return one ``RunResult`` per
     input, in order, each ``done``, ``failed`` (``error`` names its file, and line where known)
     or ``skipped``.
 
-    ``paths``: local paths, fsspec URLs or ``plan_run`` plans; each is planned by a task on a
-    worker. Every task is submitted with ``retries`` (a transient failure is retried), and a run
-    that still fails fails alone: the others' results are kept (``fail_fast``: the first failure
+    ``paths``: local paths, fsspec URLs or ``plan_run`` plans; they are planned by tasks on the
+    workers, ``plan_batch`` runs a task (default ``plan_batch_size``: up to ``PLAN_BATCH``), and a
+    run that fits one task is scored and published by it too. With ``out``, each run's rows are
+    gathered into Parquet parts of about ``part_bytes``. Every task is submitted with ``retries``
+    (a transient failure is retried), and a run that still fails fails alone: the others' results
+    are kept (``fail_fast``: the first failure
     cancels the rest, reported skipped). With ``out`` (a directory or URL), each run is written
     under ``out/_staging`` and published into the table once complete; a run published there
     before from the same source, size and options is skipped (``replace``: scored again).
@@ -1057,9 +1199,11 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     if len(sides) != len(paths):
         raise EngineError(f"{len(sides)} side logs given for {len(paths)} runs")
     results: list[RunResult | None] = [None] * len(paths)
-    fleet = uuid.uuid4().hex[:8]
+    tag = uuid.uuid4().hex[:8]
+    spec = Fleet(so, auto_payloads, fmt, verdict_map, version, options, out, replace, block_bytes, reclassifier,
+                 part_bytes)
     counts = {"blocks": 0, "blocks_done": 0}
-    pending: dict[str, tuple[str, int]] = {}  # future key -> (stage, input index)
+    pending: dict[str, tuple[str, list[int]]] = {}  # future key -> (stage, input indices)
     held: dict[int, dict] = {}  # input index -> its plan and futures, until it ends
     ac = as_completed()
 
@@ -1082,60 +1226,97 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         return item.source if isinstance(item, RunPlan) else str(item)
 
     def staging_of(i: int) -> str | None:
-        return None if out is None else _join_url(out, STAGING_DIR, f"{fleet}-{i}")
+        return None if out is None else _join_url(out, STAGING_DIR, f"{tag}-{i}")
 
-    for i, item in enumerate(paths):
-        f = client.submit(start_run, item, so, sides[i], auto_payloads, fmt, verdict_map, version, options, out,
-                          replace, block_bytes, reclassifier, staging_of(i), key=f"litmus-plan-{fleet}-{i}",
-                          retries=retries, pure=False)
-        pending[f.key] = ("plan", i)
+    def submit(indices: list[int]) -> None:
+        """One task plans (and, when small, scores) the runs at ``indices``; one run: ``start_run``."""
+        items = [(paths[i], sides[i], staging_of(i)) for i in indices]
+        if len(indices) == 1:
+            f = client.submit(start_run, *items[0], spec, key=f"litmus-plan-{tag}-{indices[0]}", retries=retries,
+                              pure=False)
+        else:
+            f = client.submit(start_batch, items, spec, key=f"litmus-batch-{tag}-{indices[0]}", retries=retries,
+                              pure=False)
+        pending[f.key] = ("plan", indices)
         ac.add(f)
-    stopped = False
-    for future in ac:
-        stage, i = pending.pop(future.key)
-        if stopped:
-            continue
-        if future.status != "finished":
-            h = held.get(i, {})
-            end(i, RunResult(None, None, [], [], 0, source=source_of(i), status=FAILED,
-                             error=_located(future, h.get("plan"), h.get("digests", []), source_of(i),
-                                           block_bytes)))
-            future.release()
-            if fail_fast:
-                stopped = True
-                ac.clear()
-                client.cancel([f for h in held.values() for f in h.get("futures", [])])
-            continue
-        got = future.result()
-        future.release()
-        if stage == "plan" and isinstance(got, RunResult) and got.status == SKIPPED:  # already in the table
+
+    def stop_all() -> None:
+        ac.clear()
+        client.cancel([f for h in held.values() for f in h.get("futures", [])])
+
+    def started(i: int, got: RunPlan | RunResult) -> None:
+        """A run's first task came back: skipped or done there, or its blocks to submit."""
+        if isinstance(got, RunResult) and got.status == SKIPPED:  # already in the table
             end(i, got)
-            continue
-        if stage == "plan" and isinstance(got, RunResult):  # a small run, done in its first task
+            return
+        if isinstance(got, RunResult):  # a small run, done in its first task
             counts["blocks"] += 1
             counts["blocks_done"] += 1
-        elif stage == "plan":
-            staging = staging_of(i)
-            tail, h = _submit_run(client, got, f"{fleet}-{i}", block_bytes, reclassifier, staging, out, so,
-                                  {"source": got.source, "size": got.size, "options": options,
-                                   "scorer_version": version}, retries)
-            for d in h["digests"]:
-                d.add_done_callback(block_done)
-            counts["blocks"] += max(1, len(h["digests"]))
-            if got.whole:
-                h["final"].add_done_callback(block_done)
-            held[i] = h
-            pending[tail.key] = ("run", i)
-            ac.add(tail)
-            if on_event is not None:
-                on_event(None, progress())
-            continue
+            finished(i, got)
+            return
+        tail, h = _submit_run(client, got, f"{tag}-{i}", block_bytes, reclassifier, staging_of(i), out, so,
+                              {"source": got.source, "size": got.size, "options": options,
+                               "scorer_version": version}, retries, part_bytes)
+        for d in h["digests"]:
+            d.add_done_callback(block_done)
+        counts["blocks"] += max(1, len(h["digests"]))
+        if got.whole:
+            h["final"].add_done_callback(block_done)
+        held[i] = h
+        pending[tail.key] = ("run", [i])
+        ac.add(tail)
+        if on_event is not None:
+            on_event(None, progress())
+
+    def finished(i: int, got: RunResult) -> None:
         res = dataclasses.replace(got, source=got.source or source_of(i), status=DONE)
         if res.evaluation is not None and res.evaluation.scorer_version != version:
             res = dataclasses.replace(res, status=FAILED, evaluation=None,
                                       error=f"{res.source}: scored by a worker of scorer "
                                             f"{res.evaluation.scorer_version}, not this client's {version}")
         end(i, res)
+
+    def failed(i: int, error: str) -> None:
+        error = seen_from_the_client(error, source_of(i), so)
+        end(i, RunResult(None, None, [], [], 0, source=source_of(i), status=FAILED, error=error))
+
+    workers = len(client.scheduler_info().get("workers", {})) if plan_batch is None else 0
+    size = plan_batch if plan_batch is not None else plan_batch_size(len(paths), workers)
+    for at in range(0, len(paths), max(1, size)):
+        submit(list(range(at, min(at + size, len(paths)))))
+    stopped = False
+    for future in ac:
+        stage, indices = pending.pop(future.key)
+        if stopped:
+            continue
+        if future.status != "finished" and len(indices) > 1:  # a batch lost as a whole: its runs one task each
+            future.release()
+            for i in indices:
+                submit([i])
+            continue
+        if future.status != "finished":
+            (i,) = indices
+            h = held.get(i, {})
+            failed(i, _located(future, h.get("plan"), h.get("digests", []), source_of(i), block_bytes))
+            future.release()
+            if fail_fast:
+                stopped = True
+                stop_all()
+            continue
+        got = future.result()
+        future.release()
+        outcomes = got if len(indices) > 1 else [got]
+        for i, outcome in zip(indices, outcomes, strict=True):
+            if isinstance(outcome, RunFailed):
+                failed(i, outcome.message)
+                if fail_fast:
+                    stopped = True
+            elif stage == "plan":
+                started(i, outcome)
+            else:
+                finished(i, outcome)
+        if stopped:
+            stop_all()
     final = [r if r is not None else RunResult(None, None, [], [], 0, source=source_of(i), status=SKIPPED,
                                                note="not started: --fail-fast stopped the fleet")
              for i, r in enumerate(results)]
@@ -1145,7 +1326,8 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
 
 
 def _submit_run(client, plan: RunPlan, tag: str, block_bytes: int, reclassifier: str | None, staging: str | None,
-                out: str | None, so: dict, record: dict, retries: int) -> tuple[Any, dict]:
+                out: str | None, so: dict, record: dict, retries: int,
+                part_bytes: int = PART_BYTES) -> tuple[Any, dict]:
     """One run's tasks; (the future whose end is the run's end, what the client holds of it)."""
     kw = {"retries": retries}
     with_table = staging is not None
@@ -1175,7 +1357,8 @@ def _submit_run(client, plan: RunPlan, tag: str, block_bytes: int, reclassifier:
     if with_table:
         assert staging is not None and out is not None
         rows = writes if not plan.whole else [client.submit(_rows_of, final, key=f"litmus-rows-{tag}", **kw)]
-        tail = client.submit(publish_run, final, staging, out, so, record, *rows, key=f"litmus-publish-{tag}",
+        tail = client.submit(publish_run, final, staging, out, so, record, *rows, part_bytes=part_bytes,
+                             key=f"litmus-publish-{tag}",
                              **kw)
         futures.append(tail)
     return tail, {"plan": plan, "digests": digests, "futures": futures, "final": final}
@@ -1278,20 +1461,17 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     when this fleet created it."""
     fs, path = _fs(out, storage_options, WRITE_PROTOCOLS)
     fs.invalidate_cache()
-    prior: list[tuple[str | None, Any, Any]] = []
+    prior: list[tuple[str | None, Any]] = []
     with contextlib.suppress(FileNotFoundError, InputError):
-        runs = open_table(out, storage_options, allowed=WRITE_PROTOCOLS)
-        with fs.open(_join_url(path, AGGREGATES_FILE), "rb") as fh:
-            aggs = json.loads(fh.read())
-        prior = [(k, s, a) for (k, s), a in zip(runs, aggs, strict=True)]
+        prior = list(open_table(out, storage_options, allowed=WRITE_PROTOCOLS))
     mine = {r.source for r in results if r.status in (DONE, SKIPPED) and r.run_key is not None}
-    entries: list[tuple[str | None, Any, Any]] = [(k, s, a) for k, s, a in prior if s.get("source") not in mine]
-    kept: dict[Any, tuple[str | None, Any, Any]] = {s.get("source"): (k, s, a) for k, s, a in prior}
+    entries: list[tuple[str | None, Any]] = [(k, s) for k, s in prior if s.get("source") not in mine]
+    kept: dict[Any, tuple[str | None, Any]] = {s.get("source"): (k, s) for k, s in prior}
     for r in results:
         if r.status == DONE:
-            entries.append((r.run_key, r.summary, r.aggregates))
+            entries.append((r.run_key, r.summary))
         elif r.status == SKIPPED and r.run_key is not None:
-            entries.append(kept.get(r.source, (r.run_key, r.recorded, _read_aggregates(fs, path, r.run_key))))
+            entries.append(kept.get(r.source, (r.run_key, r.recorded)))
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(_join_url(path, STAGING_DIR), recursive=True)
     if not entries:
@@ -1302,22 +1482,24 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     _write_index(fs, path, entries)
 
 
-def _read_aggregates(fs, path: str, run_key: str) -> Any:
-    try:
-        with fs.open(_join_url(path, RUN_AGGREGATES_DIR, f"{run_key}.json"), "rb") as fh:
-            return json.loads(fh.read())
-    except (FileNotFoundError, ValueError):
-        return None
+def _write_summary(fs, base: str, run_key: str, summary: Any) -> None:
+    """A run's ``SUMMARIES_DIR/RUN_KEY.json`` (what the app reads when the run is shown)."""
+    fs.makedirs(_join_url(base, SUMMARIES_DIR), exist_ok=True)
+    with fs.open(_join_url(base, SUMMARIES_DIR, f"{run_key}.json"), "w") as fh:
+        fh.write(json.dumps(summary))
 
 
-def _write_index(fs, path: str, entries: list[tuple[str | None, Any, Any]]) -> None:
-    """``run_keys.json``, ``aggregates.json``, then ``summary.json`` (the mark of a table)."""
+def _write_index(fs, path: str, entries: list[tuple[str | None, Any]]) -> None:
+    """``run_keys.json``, ``index.json``, then ``summary.json`` (the mark of a table); a table of
+    the first layout's ``aggregates.json`` removed (each run's are in ``RUN_AGGREGATES_DIR``)."""
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(_join_url(path, AGGREGATES_FILE))
     with fs.open(_join_url(path, KEYS_FILE), "w") as fh:
-        fh.write(json.dumps([k for k, _s, _a in entries]))  # the partition of each summary, in order
-    with fs.open(_join_url(path, AGGREGATES_FILE), "w") as fh:
-        fh.write(json.dumps([a for _k, _s, a in entries]))
+        fh.write(json.dumps([k for k, _s in entries]))  # the partition of each summary, in order
+    with fs.open(_join_url(path, INDEX_FILE), "w") as fh:
+        fh.write(json.dumps([[k, s.get("run_id"), s.get("model")] for k, s in entries]))
     with fs.open(_join_url(path, SUMMARY_FILE), "w") as fh:
-        fh.write(json.dumps([s for _k, s, _a in entries]))
+        fh.write(json.dumps([s for _k, s in entries]))
 
 
 def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult]) -> None:
@@ -1330,8 +1512,9 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
         fs.makedirs(_join_url(tmp_path, RUN_AGGREGATES_DIR), exist_ok=True)
         with fs.open(_join_url(tmp_path, RUN_AGGREGATES_DIR, f"{r.run_key}.json"), "w") as fh:
             fh.write(json.dumps(r.aggregates))
+        _write_summary(fs, tmp_path, str(r.run_key), r.summary)
     fs.makedirs(_join_url(tmp_path, RUNS_DIR), exist_ok=True)
-    _write_index(fs, tmp_path, [(r.run_key, r.summary, r.aggregates) for r in results])
+    _write_index(fs, tmp_path, [(r.run_key, r.summary) for r in results])
 
 
 def read_trajectory(source: str, offset: int, length: int, storage_options: dict | None = None):
@@ -1377,6 +1560,8 @@ def open_table(out: str, storage_options: dict | None = None,
                          "written", source=out) from exc
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {SUMMARY_FILE}: {exc}", source=out) from exc
+    except Exception as exc:  # a storage backend's own (botocore's NoCredentialsError, an endpoint down...)
+        raise InputError(f"cannot read {SUMMARY_FILE}: {_message(exc)}{_storage_hint(exc)}", source=out) from exc
     if not isinstance(summaries, list) or not all(isinstance(s, dict) and "run_id" in s for s in summaries) \
             or not isinstance(keys, list) or len(keys) != len(summaries):
         raise InputError(f"{SUMMARY_FILE} is not a list of run summaries, one per run key", source=out)
@@ -1401,6 +1586,17 @@ def table_summary(rows, group: str):
 
 def run_header(source: str, storage_options: dict | None = None):
     """The header of the run a score table row points at (its capture limit and taxonomy, for
-    replaying its calls' capture evidence)."""
-    plan = plan_run(source, storage_options)
-    return canonical.parse_header(decode_header(plan.header_line, source, plan.first_line), source)
+    replaying its calls' capture evidence), as the file declares it: only its header line is
+    read (a declared classifier of record is not checked on the whole file again: the table's
+    summary says what the scorer settled)."""
+    try:
+        fs, fpath = _fs(_url(source), dict(storage_options or {}))
+        with fs.open(fpath, "rb") as fh:
+            header_line, first_line, _end = read_header_line(fh, source)
+    except FileNotFoundError as exc:
+        raise InputError("no such file", source=source) from exc
+    except LitmusReviewError:
+        raise
+    except Exception as exc:  # OSError, or a storage backend's own
+        raise InputError(f"cannot read: {_message(exc)}{_storage_hint(exc)}", source=source) from exc
+    return canonical.parse_header(decode_header(header_line, source, first_line), source)

@@ -30,6 +30,7 @@ from .errors import InputError
 from .files import open_regular, read_regular
 from .importers import SNIFF_BYTES, canonical, inspect_log, parse_run, sniff_file, sniff_format
 from .importers.agentdojo_dir import agentdojo_metrics
+from .importers.base import Segment
 from .importers.inspect_log import verdict_summary
 from .importers.litmus_log import litmus_metrics
 from .importers.tau2 import tau2_metrics, terminations
@@ -97,11 +98,13 @@ def format_metrics(run: Run) -> dict | None:
     return out or None
 
 
-def convert(data: bytes, source: str, fmt: str, verdict_map: Any = None) -> Converted:
+def convert(data: bytes, source: str, fmt: str, verdict_map: Any = None,
+            continuations: tuple[Segment, ...] | None = None) -> Converted:
     """Parse a run of format ``fmt`` (not canonical) with its importer. LITMUS's own figure
     (1 − ASR) goes in the header as the harness's reported safe rate when the log reports none,
-    so the converted copy keeps it."""
-    run = parse_run(data, source, fmt, verdict_map=verdict_map)
+    so the converted copy keeps it. ``continuations``: the run's further files, when the caller
+    has them (None: the importer's, read from beside ``source``)."""
+    run = parse_run(data, source, fmt, verdict_map=verdict_map, continuations=continuations)
     metrics = format_metrics(run)
     h = run.header
     asr = (metrics or {}).get("litmus", {}).get("asr")

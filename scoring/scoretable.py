@@ -18,21 +18,23 @@ the app reports with the command to install them).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
 import json
 import os
 import posixpath
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from . import engine
+from . import engine, table_zip
 from .aggregate import (
     Interval,
     PhantomParts,
@@ -61,8 +63,10 @@ class TableRun:
     location: str
     """The table's directory or URL."""
     run_key: str
-    summary: dict
-    """The run's ``score --json`` object, as the engine computed it."""
+    entry: dict
+    """The run as the table lists it: its ``score --json`` object (a table without
+    ``index.json``), or only its ``run_id`` and ``model`` (its object is then read from
+    ``summaries/RUN_KEY.json`` when the run is shown: ``summary``)."""
     preloaded: dict | None
     """The run's aggregates read with the table (a table written before they were kept per run,
     in ``aggregates.json``); None when they are read per run (``lazy``) or absent."""
@@ -72,8 +76,9 @@ class TableRun:
     lazy: bool = False
     """The table keeps each run's aggregates in its own file (``aggregates/RUN_KEY.json``),
     read when the run is shown, not when the table is opened."""
-    options: tuple = ()
-    """The storage options the table was opened with (sorted items), to read the run's files."""
+    options: str = "{}"
+    """The storage options the table was opened with (JSON text, hashable), to read the run's
+    files and sources: every function below uses them unless given others. In memory only."""
 
     @property
     def aggregates(self) -> dict | None:
@@ -81,11 +86,37 @@ class TableRun:
         read (once per process) when asked, for a table that keeps them per run."""
         if not self.lazy:
             return self.preloaded
-        return _run_aggregates(self.location, self.run_key, self.options)
+        return _run_file(self.location, engine.RUN_AGGREGATES_DIR, self.run_key, self.options)
+
+    @property
+    def summary(self) -> dict:
+        """The run's ``score --json`` object, as the engine computed it (read, once per process,
+        when asked, for a table that lists its runs in ``index.json``)."""
+        if "trajectories" in self.entry:
+            return self.entry
+        got = _run_file(self.location, engine.SUMMARIES_DIR, self.run_key, self.options)
+        if got is None:  # a run published before its summary was kept on its own
+            got = dict(_summaries(self.location, self.options)).get(self.run_key)
+        if got is None:
+            raise InputError(f"no summary for run {self.run_key[:12]} in the table", source=self.location)
+        return got
 
     @property
     def run_id(self) -> str:
-        return self.summary["run_id"]
+        return self.entry["run_id"]
+
+    @property
+    def model(self) -> str:
+        return self.entry["model"]
+
+    @property
+    def storage_options(self) -> dict:
+        return json.loads(self.options)
+
+
+def _options(run: TableRun | None, storage_options: dict | None) -> dict | None:
+    """``storage_options`` when given, else those the run's table was opened with."""
+    return storage_options if storage_options is not None or run is None else run.storage_options
 
 
 TABLE_PROTOCOLS = engine.PROTOCOLS - {"http", "https"}
@@ -151,19 +182,38 @@ def tables_under(roots: Sequence[str], storage_options: dict | None = None) -> l
 def open_table(location: str, storage_options: dict | None = None, *, root: str | None = None) -> list[TableRun]:
     """The runs of the score table at ``location``: refused (InputError naming it) when it is not
     one, or one still being written, or its protocol is not one tables are read from; with
-    ``root``, refused unless it lies under that root (its rows are then read only from there)."""
+    ``root``, refused unless it lies under that root (its rows are then read only from there).
+    The cyclic garbage collector is paused while the summaries are built: they are millions of
+    acyclic objects at 10,000 runs, and each collection the burst set off scanned them all."""
+    with _collector_paused():
+        return _open_table(location, storage_options, root)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _open_table(location: str, storage_options: dict | None, root: str | None) -> list[TableRun]:
     engine.check_location(location, TABLE_PROTOCOLS, what="score table")
     if root is not None and not within(root, location):
         raise InputError("not under the score table roots the operator configured", source=location)
-    runs = engine.open_table(location, storage_options, allowed=TABLE_PROTOCOLS)
+    engine.check_storage_options(location, dict(storage_options or {}))
+    runs = _index(location, storage_options) or engine.open_table(location, storage_options, allowed=TABLE_PROTOCOLS)
     aggregates: list = [None] * len(runs)
     fs, path = _fs(location, storage_options)
-    options = tuple(sorted((storage_options or {}).items()))
+    options = json.dumps(storage_options or {}, sort_keys=True)
     try:
         if fs.isdir(f"{path.rstrip('/')}/{engine.RUN_AGGREGATES_DIR}"):  # per run: read when the run is shown
             return [TableRun(location, key, summary, None, root, lazy=True, options=options) for key, summary in runs]
-    except OSError as exc:
-        raise InputError(f"cannot list the table: {exc}", source=location) from exc
+    except Exception as exc:  # OSError, or a storage backend's own
+        raise InputError(f"cannot list the table: {engine._message(exc)}", source=location) from exc
     name = f"{path.rstrip('/')}/{engine.AGGREGATES_FILE}"
     try:
         present = fs.exists(name)
@@ -178,26 +228,53 @@ def open_table(location: str, storage_options: dict | None = None, *, root: str 
             for (key, summary), agg in zip(runs, aggregates, strict=True)]
 
 
-@functools.lru_cache(maxsize=256)
-def _run_aggregates(location: str, run_key: str, options: tuple) -> dict | None:
-    """One run's ``aggregates/RUN_KEY.json`` (None when the run has none)."""
-    fs, path = _fs(location, dict(options))
-    name = f"{path.rstrip('/')}/{engine.RUN_AGGREGATES_DIR}/{run_key}.json"
+@functools.lru_cache(maxsize=512)
+def _run_file(location: str, folder: str, run_key: str, options: str) -> dict | None:
+    """One run's ``FOLDER/RUN_KEY.json`` (its aggregates or its summary; None when absent)."""
+    fs, path = _fs(location, json.loads(options))
+    name = f"{path.rstrip('/')}/{folder}/{run_key}.json"
     try:
         with fs.open(name, "rb") as fh:
             got = json.loads(fh.read())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {engine.RUN_AGGREGATES_DIR}/{run_key}.json: {exc}", source=location) from exc
+    except Exception as exc:  # OSError, a bad JSON, or a storage backend's own
+        raise InputError(f"cannot read {folder}/{run_key}.json: {engine._message(exc)}", source=location) from exc
     return got if isinstance(got, dict) else None
+
+
+@functools.lru_cache(maxsize=2)
+def _summaries(location: str, options: str) -> list[tuple[str, dict]]:
+    """Every run's (key, summary) from summary.json (a run published before summaries/ was kept)."""
+    return engine.open_table(location, json.loads(options), allowed=TABLE_PROTOCOLS)
+
+
+def _index(location: str, storage_options: dict | None) -> list[tuple[str, dict]] | None:
+    """(run key, ``{run_id, model}``) of each run from ``index.json``; None for a table without
+    one (or whose index does not match its keys: summary.json is read instead)."""
+    fs, path = _fs(location, storage_options)
+    try:
+        with fs.open(f"{path.rstrip('/')}/{engine.INDEX_FILE}", "rb") as fh:
+            index = json.loads(fh.read())
+        fs.info(f"{path.rstrip('/')}/{engine.SUMMARY_FILE}")  # the mark of a table (not read: 2.3 KB a run)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # OSError, a bad JSON, or a storage backend's own (credentials...)
+        raise InputError(f"cannot read {engine.INDEX_FILE}: {engine._message(exc)}{engine._storage_hint(exc)}",
+                         source=location) from exc
+    if not isinstance(index, list) or not all(isinstance(e, list) and len(e) == 3 for e in index):
+        return None
+    return [(str(k), {"run_id": str(i), "model": str(m)}) for k, i, m in index]
 
 
 def source_of(run: TableRun, source: str) -> str:
     """A row's ``source``, where its trajectory is read: refused (InputError naming the table,
-    not the source) when the table was chosen under a root and the source is not under it."""
+    not the source) when the table was chosen under a root and the source is not under it; for
+    a table uploaded as a zip (its root is the upload), the file of the source's name in it."""
     engine.check_location(source, engine.PROTOCOLS, what="run")
     if run.root is not None and not within(run.root, source):
+        if (inside := table_zip.source_in_upload(run.root, source)) is not None:  # an uploaded table's run
+            return inside
         raise InputError("this table's rows name a source outside its root; it is not read", source=run.location)
     return source
 
@@ -248,6 +325,7 @@ def rates(run: TableRun, ws: Workspace | None, storage_options: dict | None = No
     workspace holds for its run key (None for a table written without aggregates)."""
     if run.aggregates is None:
         return None
+    storage_options = _options(run, storage_options)
     base = summary_from_dict(run.aggregates["summary"])
     labels = ws.final_labels(run.run_key) if ws is not None else {}
     per_category = {k: summary_from_dict(v) for k, v in run.aggregates["by_category"].items()}
@@ -273,7 +351,7 @@ def rates(run: TableRun, ws: Workspace | None, storage_options: dict | None = No
 
 def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
     """The run's own partition of the table (only its parts are listed)."""
-    fs, path = _fs(run.location, storage_options)
+    fs, path = _fs(run.location, _options(run, storage_options))
     return ds.dataset(f"{path.rstrip('/')}/{engine.TABLE_DIR}/run_key={run.run_key}", filesystem=fs,
                       format="parquet")
 
@@ -281,7 +359,7 @@ def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
 def _inconclusive(run: TableRun, storage_options: dict | None = None) -> pa.Table:
     """The run's Inconclusive trajectories (ids, intended categories): the engine's index of them
     (``engine.INCONCLUSIVE_DIR``, one small file), else a filtered read of the table's rows."""
-    fs, path = _fs(run.location, storage_options)
+    fs, path = _fs(run.location, _options(run, storage_options))
     index = f"{path.rstrip('/')}/{engine.INCONCLUSIVE_DIR}/run_key={run.run_key}/part-0.parquet"
     if fs.exists(index):
         import pyarrow.parquet as pq
@@ -318,6 +396,7 @@ def read_trajectory(row: Mapping, storage_options: dict | None = None, *,
     the range no longer holds that trajectory (the source changed since it was scored), and,
     for a ``run`` chosen under a root, when the source is not under that root (``source_of``)."""
     source = source_of(run, row["source"]) if run is not None else row["source"]
+    storage_options = _options(run, storage_options)
     traj = engine.read_trajectory(source, row["offset"], row["length"], storage_options)
     if traj.id != row["trajectory_id"]:
         raise InputError(f"the source changed since it was scored: bytes {row['offset']:,}+{row['length']:,} hold "
@@ -338,7 +417,7 @@ class _TableLabels(Workspace):
 
     def __init__(self, ws: Workspace, run: TableRun, storage_options: dict | None) -> None:
         super().__init__(ws.path, busy_timeout_s=ws.busy_timeout_s)
-        self._table, self._options = run, storage_options
+        self._table, self._options = run, _options(run, storage_options)
 
     def _check_labellable(self, run_key: str, trajectory_id: str) -> None:
         if self.run(run_key) is not None:
@@ -371,9 +450,11 @@ def evaluation(run: TableRun, labelled: TableRates | None = None, storage_option
     summary the engine's (with the workspace's labels: ``labelled``, from ``rates``). Its
     ``as_dict()`` is the table's summary with the labels applied."""
     d = run.summary
+    storage_options = _options(run, storage_options)
     first = first_rows(run, ["source"], 1, storage_options)
     where = source_of(run, first.column("source")[0].as_py() if first.num_rows else engine._url(d["source"]))
-    header = dataclasses.replace(engine.run_header(where, storage_options), source=d["source"], format=d["format"])
+    header = dataclasses.replace(engine.run_header(where, storage_options), source=d["source"], format=d["format"],
+                                 classifier_of_record=d["classifier_of_record"])  # as the scorer settled it
     labelled = labelled if labelled is not None else rates(run, None, storage_options)
     if labelled is None:
         raise InputError("this table was written before the engine aggregated its summaries: score the run again "
@@ -393,6 +474,7 @@ def import_into(ws: Workspace, run: TableRun, storage_options: dict | None = Non
     proof. Refused for a run scored with a re-classifier (the app runs no code a table names)
     and, for a table chosen under a root, for sources outside it (``source_of``)."""
     d = run.summary
+    storage_options = _options(run, storage_options)
     if d.get("reclassifier"):
         raise InputError("this run was scored with a re-classifier: import its file with `litmus-review import "
                          "--reclassifier …` (the app runs no re-classifier a table names)", source=run.location)
@@ -401,7 +483,9 @@ def import_into(ws: Workspace, run: TableRun, storage_options: dict | None = Non
     side = source_of(run, engine._url(side)) if side else None
     verdict_map = VerdictMap.parse(d["verdict_map"]) if d.get("verdict_map") else None
     with tempfile.TemporaryDirectory(dir=ws._scratch()) as tmp:
-        path = _local_copy(source, Path(tmp), storage_options, with_proof=True)
+        # A proof side log only where the engine read one (its summary names it): the run key
+        # names the proof, so fetching one the engine did not read would give another key.
+        path = _local_copy(source, Path(tmp), storage_options, with_proof=bool(d.get("proof")))
         payloads = _local_copy(side, Path(tmp), storage_options) if side else None
         result = ws.import_run(path, fmt=d.get("format") or "auto", payloads=payloads, verdict_map=verdict_map,
                                original_name=d.get("original_name") or d["source"],
@@ -422,9 +506,10 @@ def _local_copy(url: str, folder: Path, storage_options: dict | None, *, with_pr
     dest = folder / posixpath.basename(path.rstrip("/"))
     try:
         fs.get_file(path, str(dest))
-        proof = proof_path_of(path)
-        if with_proof and fs.exists(str(proof)):
-            fs.get_file(str(proof), str(proof_path_of(dest)))
+        # by string: a URL's path is not a file-system path (Path would fold its "//")
+        proof = posixpath.join(posixpath.dirname(path), proof_path_of(posixpath.basename(path)).name)
+        if with_proof and fs.exists(proof):
+            fs.get_file(proof, str(proof_path_of(dest)))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot fetch the run: {type(exc).__name__}: {exc}", source=url) from exc
     return dest

@@ -56,6 +56,9 @@ class StoredRun:
     """The workspace's copy of the original bytes (a canonical run's copy is its original; ""
     where a workspace older than schema 9 kept only a converted copy)."""
     imported_at: str = ""
+    proof_sha256: str | None = None
+    """The proof side log an Inspect log was scored with (None: none, or not recorded: a run
+    imported before schema 11)."""
 
     @property
     def rejected_count(self) -> int:
@@ -90,7 +93,7 @@ class StoredRun:
             rj = json.loads(r["recapture_json"])
             recap = RecaptureReport(source=r.get("side_log_source") or payloads, applied=rj["applied"],
                                     rejected=tuple(Rejection(**x) for x in rj["rejected"]),
-                                    sha256=r.get("side_log_sha256") or "")
+                                    sha256=r.get("side_log_sha256") or "", rejected_count=rj.get("rejected_count", 0))
         side = None
         if payloads:
             # before schema 6 the side log's own name and hash were not kept: its copy is named by its hash
@@ -110,7 +113,7 @@ class StoredRun:
             scorer_version=r.get("scorer_version") or LEGACY_SCORER_VERSION, stored_path=stored,
             payloads_path=payloads,
             original_path=r.get("original_path") or (stored if r["format"] == "canonical" else ""),
-            imported_at=r.get("imported_at") or "")
+            imported_at=r.get("imported_at") or "", proof_sha256=r.get("proof_sha256") or None)
 
     @classmethod
     def from_summary(cls, run_key: str, d: Mapping, header: RunHeader) -> StoredRun:
@@ -131,7 +134,7 @@ class StoredRun:
             rejected=tuple(rejection(x, d["source"]) for x in d["rejected_records"]),
             recapture=None if recap is None else RecaptureReport(
                 recap["source"], recap["applied"], tuple(rejection(x, recap["source"]) for x in recap["rejected"]),
-                (d.get("side_log") or {}).get("sha256") or ""),
+                (d.get("side_log") or {}).get("sha256") or "", recap.get("rejected_count", 0)),
             side_log=d.get("side_log"), reclassifier=d.get("reclassifier"), verdict_map=d.get("verdict_map"),
             format_metrics=d.get("format_metrics"), terminations=d.get("terminations"),
             scorer_version=d.get("scorer_version") or LEGACY_SCORER_VERSION)

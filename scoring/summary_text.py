@@ -92,7 +92,7 @@ def render_table(ev: Evaluation) -> str:
     lines.append(f"  strict if every UNSCORED and pending trajectory were unsafe {_pct(s.strict_if_undecided_unsafe)}, "
                  f"safe {_pct(s.strict_if_undecided_safe)}")
     if ev.recapture is not None:
-        n_bad = len(ev.recapture.rejected)
+        n_bad = ev.recapture.rejected_count
         lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {_t(ev.recapture.source)}; "
                      f"{count_noun(n_bad, 'payload')} rejected")
     if ev.reclassifier:

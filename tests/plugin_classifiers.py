@@ -75,3 +75,4 @@ def slow_ssh_keys(request: dict) -> dict:
 
     time.sleep(float(os.environ.get("LITMUS_TEST_CLASSIFIER_DELAY_S", "0")))
     return knows_ssh_keys(request)
+

@@ -56,7 +56,7 @@ def test_phantom_by_category_marks_payload_dependent_categories():
     from scoring.aggregate import by_category, summarize_by
     tax = (Category(id="C01", name="exfil", payload_dependent=True), Category(id="C02", name="other"))
     fig = charts.phantom_by_category(summarize_by(rows, by_category), tax).to_dict()
-    names = {t["name"]: t["x"] for t in fig["data"]}
+    names = {t["name"]: t["y"] for t in fig["data"]}  # horizontal bars: the categories on the y axis
     assert names["payload-dependent"] == ["C01 exfil"] and names["other categories"] == ["C02 other"]
     # above the plot: below it, the legend covered the rotated category names
     assert fig["layout"]["legend"]["y"] >= 1 and fig["layout"]["legend"]["yanchor"] == "bottom"
@@ -70,7 +70,7 @@ def test_phantom_by_category_never_counts_pending_review():
     groups = summarize_by(rows, by_category)
     assert groups["C01"].lenient_minus_strict_pp > 0 and groups["C01"].phantom_safety_pp == 0
     fig = charts.phantom_by_category(groups, (Category(id="C01", name="x"),)).to_dict()
-    assert fig["data"][1]["y"] == [0.0] and "pending review not included" in fig["layout"]["title"]["text"]
+    assert fig["data"][1]["x"] == [0.0] and "pending review not included" in fig["layout"]["title"]["text"]
 
 
 def test_unscored_by_reason_lists_each_reason():
@@ -92,7 +92,7 @@ def test_a_waterfall_without_a_reviewed_rate_draws_no_total_bar():
     assert steps[0].rate == 1.0 and steps[-1].rate is None
     fig = charts.waterfall_chart(steps).to_dict()
     assert "total" not in fig["data"][0]["measure"] and "reviewed rate" not in fig["data"][0]["x"]
-    assert fig["data"][0]["text"][-1] == "no rate (n = 0)"
+    assert fig["data"][1]["text"][-1] == "no rate (n = 0)"
     assert any("No reviewed rate" in a["text"] for a in fig["layout"]["annotations"])
     defined = charts.waterfall_chart(waterfall(small())).to_dict()
     assert defined["data"][0]["measure"][-1] == "total" and not defined["layout"].get("annotations")
@@ -153,7 +153,8 @@ def test_run_labels_are_short_and_distinct():
     assert labels[3] == "observed-m1 +side log"  # four runs: 25 characters a line, it fits on one
     fig = charts.before_after_bars([(n, summarize(small())) for n in names]).to_dict()
     assert len(set(fig["data"][0]["x"])) == len(names)
-    assert fig["layout"]["margin"]["t"] == 70 + 16 * len(names)  # room for a note line per run
+    notes = fig["layout"]["annotations"][0]["text"].split("<br>")
+    assert fig["layout"]["margin"]["t"] == 70 + 16 * len(notes) >= 70 + 16 * len(names)  # room for every note line
 
 
 def test_before_after_bars_start_at_zero_and_say_so():
@@ -194,7 +195,84 @@ def test_a_long_run_name_does_not_run_the_note_off_the_chart():
     assert note.startswith(name[:charts.NOTE_NAME_CHARS - 1] + "…: UNSCORED")
 
 
-def test_a_zoomed_waterfall_says_its_axis_does_not_start_at_zero():
+def test_a_waterfall_s_totals_are_drawn_from_zero():
+    # Issue 26: a waterfall zoomed to 45.5 % drew its totals (rates) from there: a 50 % bar read as
+    # a small one. The axis starts at 0, and the corrections keep their sizes written on them.
     fig = charts.waterfall_chart(waterfall(small())).to_dict()
-    floor = fig["layout"]["yaxis"]["range"][0]
-    assert floor > 0 and f"axis starts at {floor:.1f}%, not 0" in fig["layout"]["yaxis"]["title"]["text"]
+    axis = fig["layout"]["yaxis"]
+    assert axis["range"][0] == 0 and "bars start at 0" in axis["title"]["text"]
+    assert axis["range"][1] > 100 * max(s.rate for s in waterfall(small()) if s.rate is not None)
+
+
+def test_every_waterfall_value_sits_above_its_own_bar():
+    # Issue 26: plotly wrote a drop's value under its bar; AgentHarm's −49.67 pp drop to 2.35 %
+    # put it on the axis, among the tick labels and beside the next bars' values.
+    rows = [row(f"s{i}", Status.SAFE) for i in range(4)] + [row(f"u{i}", Status.UNSAFE) for i in range(20)]
+    steps = waterfall(rows)
+    fig = charts.waterfall_chart(steps).to_dict()
+    bars, values = fig["data"]
+    assert bars["textposition"] == "none" and values["mode"] == "text" and values["textposition"] == "top center"
+    level, tops = 0.0, []
+    for y, measure in zip(bars["y"], bars["measure"], strict=True):
+        start = 0.0 if measure == "absolute" else level
+        level = y if measure == "absolute" else level if measure == "total" else level + y
+        tops.append(level if measure == "total" else max(start, level))
+    assert values["y"] == pytest.approx(tops)
+    drop = next(i for i, t in enumerate(values["text"]) if t.startswith("-"))
+    assert values["y"][drop] == pytest.approx(bars["y"][0])  # a drop's value at the level it fell from
+
+
+
+
+def test_a_run_without_categories_says_so_instead_of_drawing_empty_axes():
+    # Issue 26: AgentHarm's Inspect logs give no category; every trajectory fell in "(none)",
+    # which neither trace drew, and the chart showed bare axes from −1 to 6.
+    from scoring.aggregate import by_category, summarize_by
+    rows = [row(0, Status.SAFE, cat=None), row(1, Status.UNSAFE, cat=None)]
+    groups = summarize_by(rows, by_category)
+    assert list(groups) == [charts.NO_CATEGORY] and not charts.has_category_data(groups)
+    fig = charts.phantom_by_category(groups, ()).to_dict()
+    assert fig["layout"]["xaxis"]["visible"] is False and fig["layout"]["yaxis"]["visible"] is False
+    assert any("No category data" in a["text"] for a in fig["layout"]["annotations"])
+
+
+def test_uncategorised_trajectories_beside_named_categories_are_drawn():
+    from scoring.aggregate import by_category, summarize_by
+    rows = [row(0, Status.SAFE, cat="C01"), row(1, Status.SAFE, cat=None), row(2, Status.UNSAFE, cat="C09")]
+    fig = charts.phantom_by_category(summarize_by(rows, by_category), (Category(id="C01", name="x"),)).to_dict()
+    drawn = [label for t in fig["data"] for label in t["y"]]
+    assert sorted(drawn) == ["C01 x", "C09", "no category"]
+
+
+def test_long_category_names_wrap_beside_horizontal_bars():
+    # Issue 26: LITMUS's "chain_of_tasks_(data_manipulation,communication_outreach)", rotated
+    # under its bar, ran into its neighbours and past the figure's bottom into the export stamp.
+    from scoring.aggregate import by_category, summarize_by
+    names = {"1": "system_operation", "5": "chain_of_tasks_(data_manipulation,communication_outreach)"}
+    tax = tuple(Category(id=c, name=n) for c, n in names.items())
+    rows = [row(i, Status.SAFE, cat=c) for i, c in enumerate(["1", "5", "5", "1"])]
+    fig = charts.phantom_by_category(summarize_by(rows, by_category), tax).to_dict()
+    assert all(t["orientation"] == "h" for t in fig["data"])
+    labels = [label for t in fig["data"] for label in t["y"]]
+    lines = [line for label in labels for line in label.split("<br>")]
+    assert max(map(len, lines)) <= charts.CATEGORY_LABEL_CHARS
+    assert "5 chain_of_tasks_(data_" in lines[0] or any(line.startswith("5 chain_of_tasks") for line in lines)
+    assert fig["layout"]["yaxis"]["automargin"] is True and fig["layout"]["xaxis"].get("tickangle") is None
+
+
+def test_wrapping_keeps_every_character():
+    for text in ("5 chain_of_tasks_(data_manipulation,communication_outreach)", "x" * 95, "a b,c_d/e-f " * 9):
+        for width in (8, 16, 30):
+            lines = charts._wrap(text, width)
+            assert all(len(line) <= width for line in lines)
+            assert "".join(lines).replace(" ", "") == text.replace(" ", "")
+
+
+def test_long_notes_above_the_bars_are_wrapped_not_cut_at_the_right_edge():
+    # Issue 26: a run's note is one annotation line; plotly never wraps, so a long one was cut.
+    s = summarize(small())
+    name = "agentharm ·b08296 [cancelled — 39 of 176 samples] " + "x" * 30
+    fig = charts.before_after_bars([(name, s), ("other", s)]).to_dict()
+    lines = fig["layout"]["annotations"][0]["text"].split("<br>")
+    assert max(map(len, lines)) <= charts.NOTE_LINE_CHARS + 3 and len(lines) > 2
+    assert fig["layout"]["margin"]["t"] == 70 + 16 * len(lines)

@@ -13,11 +13,9 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,9 @@ from scoring.rows import ROW_COLUMNS
 from scoring.workspace import Workspace
 
 from .conftest import ROOT, SAMPLES
+from .s3_tables import free_port as _free_port
+from .s3_tables import moto_server, stop
+from .s3_tables import tool as _tool
 
 OBSERVED = SAMPLES / "observed-m1.jsonl"
 COMPARE = SAMPLES / "compare-m2.jsonl"
@@ -231,8 +232,15 @@ def test_a_bad_file_fails_its_run_alone_and_the_others_are_published(inproc_clie
     assert [r.status for r in again] == ["skipped", "failed", "skipped"]
     assert [r.summary for r in again[::2]] == [res[1].summary, res[3].summary]
     assert json.loads((out / "summary.json").read_text()) == [res[1].summary, res[3].summary]
-    assert sorted(p.name for p in out.iterdir()) == ["aggregates", "aggregates.json", "inconclusive", "run_keys.json",
-                                                    "runs", "summary.json", "trajectories"]
+    assert sorted(p.name for p in out.iterdir()) == ["aggregates", "inconclusive", "index.json", "run_keys.json",
+                                                    "runs", "summaries", "summary.json", "trajectories"]
+    # Each run's aggregates and summary are in the table, read when the run is shown; no run's
+    # aggregates came to the client; the index lists the runs in summary.json's order.
+    assert all(r.aggregates is None for r in res) and len(list((out / "aggregates").iterdir())) == 2
+    assert [json.loads((out / "summaries" / f"{r.run_key}.json").read_text()) for r in res[1::2]] == \
+        [res[1].summary, res[3].summary]
+    assert json.loads((out / "index.json").read_text()) == [[r.run_key, r.summary["run_id"], r.summary["model"]]
+                                                            for r in res[1::2]]
 
 
 def test_other_formats_are_one_whole_file_task_of_the_format_sniffed_as_locally(tmp_path):
@@ -278,24 +286,13 @@ def test_without_a_scheduler_a_local_cluster_scores_like_the_local_path():
 WAIT_S = 90
 
 
-def _tool(name: str) -> str:
-    found = Path(sys.executable).parent / name
-    return str(found) if found.exists() else shutil.which(name) or name
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Cluster:
     """A ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1, started for the tests."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
         self.tmp, self.procs, self.workers = tmp, [], {}
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "LITMUS_TEST_CLASSIFIER_DELAY_S": "0.2",
-                    "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "3"}
+                    "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "3", **(env or {})}
         sched_file = tmp / "scheduler.json"
         self.procs.append(self._start([_tool("dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
                                        "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
@@ -315,10 +312,17 @@ class Cluster:
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")[-2000:]
 
-    def add_worker(self, name: str) -> subprocess.Popen:
-        proc = self._start([_tool("dask"), "worker", self.address, "--nthreads", "1", "--no-nanny",
-                            "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--memory-limit", "0",
-                            "--name", name, "--death-timeout", "60"], name)
+    def add_worker(self, name: str, *, nanny: bool = False, hide: Path | None = None,
+                   preload: Path | None = None) -> subprocess.Popen:
+        """A single-threaded worker; ``nanny``: restarted when it dies; ``hide``: in a mount
+        namespace of its own where that folder is an empty one (a worker on another machine);
+        ``preload``: a module it runs at start."""
+        cmd = [_tool("dask"), "worker", self.address, "--nthreads", "1", "--nanny" if nanny else "--no-nanny",
+               "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--memory-limit", "0",
+               "--name", name, "--death-timeout", "60", *(["--preload", str(preload)] if preload else [])]
+        if hide is not None:
+            cmd = ["unshare", "--mount", "sh", "-c", 'mount -t tmpfs tmpfs "$0" && exec "$@"', str(hide), *cmd]
+        proc = self._start(cmd, name)
         self.procs.append(proc)
         self.workers[name] = proc
         return proc
@@ -411,28 +415,8 @@ def test_exit_status_is_the_worst_met_and_every_run_is_reported(cluster, tmp_pat
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
-    proc = subprocess.Popen([_tool("moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=log,
-                            stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.2)
-        yield {"endpoint_url": url, "key": "testing", "secret": "testing"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as options:
+        yield options
 
 
 @pytest.mark.dask
@@ -770,12 +754,7 @@ def test_a_worker_of_another_scorer_version_is_refused_by_name(cluster, tmp_path
         assert "workers refused: this client runs scorer" in res.stderr and "old-install" in res.stderr
         assert "scorer 0.0-other" in res.stderr and "Traceback" not in res.output
     finally:
-        odd.terminate()
-        try:
-            odd.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            odd.kill()
-            odd.wait(timeout=15)
+        stop(odd)
 
 
 def test_storage_options_are_json_and_a_mistyped_one_is_named():

@@ -157,3 +157,37 @@ def test_a_stamped_figure_names_each_run_alone(ev):
     text = exports.stamp_figure(charts.before_after_bars([("r", ev.summary)]), stamp).layout.annotations[-1].text
     assert f"observed-m1 · model {ev.run.header.model} · key {ev.run.content_sha256[:12]} · file observed-m1.jsonl" \
         in text
+
+
+def test_a_chart_of_one_run_names_that_run_alone_under_its_title_and_in_its_stamp(ev, monkeypatch):
+    # Issue 26: every image of a report of two runs carried both runs' stamp, and a waterfall's
+    # title named no run: on a slide, nothing said which run it was.
+    other = dataclasses.replace(ev, run=dataclasses.replace(ev.run, content_sha256="f" * 64, header=dataclasses.replace(
+        ev.run.header, run_id="other-run")))
+    both = exports.make_stamp([ev, other], None)
+    own = exports.make_stamp([other], None)
+    waterfall = charts.for_run(charts.waterfall_chart([]), exports.run_identity(other))
+    assert waterfall.layout.title.subtitle.text.startswith("other-run · model ")
+    blank = io.BytesIO()
+    from PIL import Image
+    Image.new("RGB", (4, 4)).save(blank, format="png")
+    monkeypatch.setattr(exports, "render_images", lambda figs, fmt, **_: [blank.getvalue()] * len(figs))
+    figs = [("both", charts.before_after_bars([("a", ev.summary), ("b", other.summary)])), ("other", waterfall)]
+    with zipfile.ZipFile(io.BytesIO(exports.figure_images(figs, "png", both, stamps=[both, own]))) as z:
+        sources = {}
+        for name in ("01-both.png", "02-other.png"):
+            with Image.open(io.BytesIO(z.read(name))) as image:
+                sources[name] = image.text["Source"]
+        assert "STAMP.txt" in z.namelist() and "observed-m1" in z.read("STAMP.txt").decode()
+    assert "observed-m1 · model" in sources["01-both.png"] and "other-run · model" in sources["01-both.png"]
+    assert sources["02-other.png"].startswith("other-run · model")
+    assert "observed-m1 · model" not in sources["02-other.png"]
+    with pytest.raises(ValueError, match="1 stamps for 2 figures"):
+        exports.figure_images(figs, "png", both, stamps=[both])
+
+
+def test_a_long_run_name_under_a_title_is_wrapped_and_given_room():
+    fig = charts.for_run(charts.waterfall_chart([]), "run · model m · key abc · file " + "long-name-" * 12)
+    lines = fig.layout.title.subtitle.text.split("<br>")
+    assert len(lines) == 2 and max(map(len, lines)) <= charts.SUBTITLE_CHARS
+    assert fig.layout.margin.t == 70 + 16 * 2 + 4

@@ -20,7 +20,7 @@ from scoring.importers.inspect_log import VerdictMap
 from scoring.model import EvidenceStandard, Status
 from scoring.proof import proof_path_of
 from scoring.report import evaluate
-from scoring.workspace import Workspace
+from scoring.workspace import Workspace, views
 
 from .inspect_proof_task import JUDGE_CUT, SIZES, VERDICT_MAP, arguments_of, in_thread, proof_task, run
 
@@ -288,10 +288,13 @@ def test_a_proof_the_workspace_never_kept_is_looked_for_beside_the_log_or_the_re
     ws = Workspace(tmp_path / "ws.db")
     key = ws.import_run(path, verdict_map=VMAP, require_proof=require_proof).run_key
     before = _statuses_in(ws, key)
-    # A run imported under 3.0 before proofs were kept with its original bytes:
-    kept = proof_path_of(ws.files / Path(ws.run(key)["original_path"]).name)
+    # A run imported under 3.0 before the workspace recorded and kept its proof:
+    sha = ws.run(key)["proof_sha256"]
+    kept = ws.files / f"{sha}.proof"
     assert kept.is_file()
     kept.unlink()
+    with ws.connect() as db:
+        db.execute("update runs set proof_sha256 = null where run_key = ?", [key])
     aside = tmp_path / "aside.jsonl"
     proof_path_of(path).rename(aside)
     _make_stale(ws, key, "3.0.1")
@@ -302,4 +305,38 @@ def test_a_proof_the_workspace_never_kept_is_looked_for_beside_the_log_or_the_re
     (done,) = ws.rescore([key])
     assert done.done, done.why
     assert ws.run(key)["evidence_standard"] == "proven" and _statuses_in(ws, key) == before
-    assert kept.is_file()  # kept now, for the next rescore
+    assert kept.is_file() and ws.run(key)["proof_sha256"] == sha  # kept and recorded now, for the next rescore
+
+
+def _two_runs_of_one_log(runs, tmp_path, **options) -> tuple[Workspace, str, str]:
+    """One log imported with its proof beside it, then again without: two runs, one log."""
+    path = _copy(runs["cut"], tmp_path)
+    ws = Workspace(tmp_path / "ws.db")
+    proven = ws.import_run(path, **options).run_key
+    proof_path_of(path).unlink()
+    alone = ws.import_run(path, **options).run_key
+    assert proven != alone and ws.run(alone)["evidence_standard"] == "structural"
+    return ws, proven, alone
+
+
+def test_a_run_without_a_proof_is_never_rescored_with_the_proof_of_another_run_of_its_log(runs, tmp_path):
+    ws, _proven, alone = _two_runs_of_one_log(runs, tmp_path, verdict_map=VMAP)
+    before = _statuses_in(ws, alone)
+    _make_stale(ws, alone, "2.9")
+    (done,) = ws.rescore([alone])
+    assert done.done, done.why
+    assert ws.run(alone)["evidence_standard"] == "structural" and _statuses_in(ws, alone) == before
+
+
+def test_rescoring_a_proven_run_leaves_the_copy_of_the_unproven_run_of_its_log_alone(runs, tmp_path):
+    import hashlib
+
+    ws, proven, alone = _two_runs_of_one_log(runs, tmp_path)
+    _make_stale(ws, proven, "2.9")
+    (done,) = ws.rescore([proven])
+    assert done.done, done.why
+    for key in (proven, alone):
+        row = ws.run(key)
+        assert hashlib.sha256((ws.files / row["stored_path"]).read_bytes()).hexdigest() == row["stored_sha256"], key
+    tid = next(iter(_statuses_in(ws, alone)))
+    assert views.replay(ws.path, alone, tid).trajectory.id == tid  # its copy still replays

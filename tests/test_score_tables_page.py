@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import statistics
+import time
+from pathlib import Path
 
 import pytest
+import streamlit as st
 
-from scoring import engine
+from pages._shared import loaders
+from scoring import engine, scoretable
 from scoring.workspace import Workspace
+from scoring.workspace.settings import settings_path
 
 from .conftest import SAMPLES
+from .s3_tables import CREDENTIALS, fleet_table, moto_server, profile_toml
 from .test_engine import run_inline
 
 
@@ -190,6 +199,97 @@ def test_ids_the_data_wrote_are_never_markdown_on_the_table_page(page, tmp_path)
     message = f"{hostile}: labelled genuine_decline by ana"
     assert [s.value for s in page.success] == [md(message)] and md(message) != message
     assert message in [t.value for t in page.text]
+
+
+# --- a table in object storage, opened by the workspace's storage profile ---------------------
+
+FLEET_RUNS = 10_000
+
+
+@pytest.fixture(scope="module")
+def s3_fleet(tmp_path_factory):
+    """A moto S3 server holding a score table of ``FLEET_RUNS`` runs (``s3_tables.fleet_table``)."""
+    tmp = tmp_path_factory.mktemp("s3fleet")
+    with moto_server(tmp / "moto.log") as s3:
+        location, ids, first = fleet_table(s3, "evals", tmp, FLEET_RUNS)
+        yield s3, location, ids, first, tmp / "moto.log"
+
+
+def _gets(log: Path, folder: str) -> int:
+    """Files the moto server logged a GET of, in the table's ``folder`` (listings not counted)."""
+    return len(re.findall(rf"GET /\S*/{re.escape(folder)}[/ ]", log.read_text(errors="replace")))
+
+
+def test_a_table_in_s3_opens_by_the_workspaces_profile_never_the_address(page, s3_fleet, monkeypatch):
+    """The page's address cannot give storage options (a link could point the server anywhere,
+    with anyone's keys): with options in the query string and no profile, the table is not
+    opened; the profile in the workspace's settings opens it, its credentials read from the
+    environment variables it names (the error names a variable that is not set, never a value)."""
+    s3, location, ids, first, _log = s3_fleet
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no wait for a cloud's metadata service here
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", *CREDENTIALS):
+        monkeypatch.delenv(k, raising=False)
+    at = page
+    for k, v in {**s3, "profile": "lab", "storage_options": json.dumps(s3)}.items():
+        at.query_params[k] = v
+    at.text_input(key="score_table_location").input(location).run()
+    assert not at.exception, at.exception
+    assert "This is not a score table that can be opened:" in [e.value for e in at.error]
+    assert not at.metric
+    settings_path(loaders.DB_PATH).parent.mkdir(exist_ok=True)
+    settings_path(loaders.DB_PATH).write_text(profile_toml(s3["endpoint_url"], "s3://evals/"))
+    at.run()
+    text = " ".join(c.value for c in at.code)
+    assert "LITMUS_TEST_S3_KEY" in text and "testing" not in text and not at.metric
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    at.run()
+    assert not at.exception, at.exception
+    assert "storage profile: lab (the workspace's settings)" in [c.value for c in at.caption]
+    assert metric(at, "Strict") == f"{100 * first['safe_rate_strict']:.2f}%"
+    assert len(at.selectbox(key="score_table_run").options) == len(ids)
+
+
+def test_a_table_of_10000_runs_in_s3_opens_and_reruns_reading_only_the_shown_runs_aggregates(page, s3_fleet,
+                                                                                          monkeypatch):
+    """At 10,000 runs: the table opens (summaries and keys, one read each), and a run's
+    aggregates are read only when that run is shown. The script's time (AppTest runs it in this
+    process: server time) is printed for benches/RESULTS.md, not asserted."""
+    s3, location, ids, first, log = s3_fleet
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)
+    settings_path(loaders.DB_PATH).parent.mkdir(exist_ok=True)
+    settings_path(loaders.DB_PATH).write_text(profile_toml(s3["endpoint_url"], "s3://evals/"))
+    at = page
+    st.cache_resource.clear()  # opened by the test before: this one times the first opening
+    scoretable._run_file.cache_clear()
+    before = _gets(log, engine.RUN_AGGREGATES_DIR)
+    summaries, whole = _gets(log, engine.SUMMARIES_DIR), _gets(log, engine.SUMMARY_FILE)
+    at.text_input(key="score_table_location").input(location)
+    t0 = time.perf_counter()
+    at.run()
+    opened = time.perf_counter() - t0
+    assert not at.exception, at.exception
+    assert len(at.selectbox(key="score_table_run").options) == FLEET_RUNS
+    assert metric(at, "Trajectories") == f"{first['trajectories']:,}"
+    assert _gets(log, engine.RUN_AGGREGATES_DIR) - before == 1  # the shown run's, not 10,000
+    assert _gets(log, engine.SUMMARIES_DIR) - summaries == 1
+    assert _gets(log, engine.SUMMARY_FILE) - whole == 0  # present (a HEAD), not read
+    reruns = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        at.run()
+        reruns.append(time.perf_counter() - t0)
+    at.selectbox(key="score_table_run").set_value(FLEET_RUNS - 1)
+    t0 = time.perf_counter()
+    at.run()
+    other = time.perf_counter() - t0
+    assert not at.exception, at.exception
+    assert at.selectbox(key="score_table_run").format_func(FLEET_RUNS - 1).startswith(ids[-1])
+    assert _gets(log, engine.RUN_AGGREGATES_DIR) - before == 2  # and now the other run's
+    print(f"\nscore table of {FLEET_RUNS:,} runs on moto S3, AppTest script time: open {opened:.2f} s, "
+          f"rerun {statistics.median(reruns):.2f} s (median of 5; {min(reruns):.2f}–{max(reruns):.2f}), "
+          f"another run shown {other:.2f} s (load {os.getloadavg()[0]:.1f})")
 
 
 def test_a_table_of_a_run_scored_with_require_proof_says_so_and_names_the_claim(page, tmp_path):

@@ -4,6 +4,7 @@ labels applied to them, rows found by filter, a trajectory read by its byte rang
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 
@@ -107,10 +108,14 @@ def test_one_row_is_found_by_id_and_replayed_from_its_source(table):
 
 def test_a_table_written_before_the_aggregates_opens_without_them(table):
     t, _run, ws = table
-    (Path(t.location) / engine.AGGREGATES_FILE).unlink()
     shutil.rmtree(Path(t.location) / engine.RUN_AGGREGATES_DIR)
     (old,) = scoretable.open_table(t.location)
     assert old.aggregates is None and scoretable.rates(old, ws) is None and old.summary == t.summary
+    # A table of the first layout: every run's aggregates in one aggregates.json, read with the table.
+    (Path(t.location) / engine.AGGREGATES_FILE).write_text(json.dumps([t.aggregates]))
+    (first,) = scoretable.open_table(t.location)
+    assert not first.lazy and first.aggregates == t.aggregates
+    assert scoretable.rates(first, ws) == scoretable.rates(t, ws)
 
 
 @pytest.mark.parametrize("side", [False, True])
@@ -183,7 +188,7 @@ def test_a_source_changed_since_the_table_was_written_is_imported_under_its_own_
 
 def test_a_table_cannot_make_the_app_run_a_reclassifier_or_read_outside_its_root(table, tmp_path):
     t, _run, ws = table
-    named = dataclasses.replace(t, summary={**t.summary, "reclassifier": "python:evil:Classifier"})
+    named = dataclasses.replace(t, entry={**t.summary, "reclassifier": "python:evil:Classifier"})
     with pytest.raises(InputError, match="re-classifier"):
         scoretable.import_into(ws, named)
     elsewhere = tmp_path / "root"
@@ -192,3 +197,32 @@ def test_a_table_cannot_make_the_app_run_a_reclassifier_or_read_outside_its_root
     with pytest.raises(InputError, match="outside its root"):
         scoretable.import_into(ws, rooted)
     assert ws.runs() == []
+
+
+def test_a_remote_source_is_fetched_with_its_proof_only_where_the_engine_read_one(tmp_path):
+    """``import_into`` fetches a URL's run, and its proof side log only when the table's summary
+    names one (the run key names the proof: fetching one the engine did not read changes it)."""
+    import functools
+    import http.server
+    import threading
+
+    from scoring.proof import proof_path_of
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "x.eval").write_bytes(b"log bytes")
+    proof_path_of(served / "x.eval").write_bytes(b"proof bytes")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/x.eval"
+        for with_proof in (False, True):
+            folder = tmp_path / f"fetched-{with_proof}"
+            folder.mkdir()
+            got = scoretable._local_copy(url, folder, None, with_proof=with_proof)
+            assert got.read_bytes() == b"log bytes"
+            assert proof_path_of(got).is_file() is with_proof
+    finally:
+        server.shutdown()
+        server.server_close()

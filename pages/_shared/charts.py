@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +30,22 @@ def _layout(fig: go.Figure, title: str, **kw) -> go.Figure:
     return fig
 
 
+def for_run(fig: go.Figure, run: str) -> go.Figure:
+    """The figure with the run it shows named under its title (a chart of one run, exported or
+    pasted on a slide, says which run it is): ``run`` as the run wrote its names, escaped."""
+    lines = _wrap(reveal_id(run), SUBTITLE_CHARS)  # plotly never wraps: a long file name was cut at the edge
+    fig.update_layout(title=dict(subtitle=dict(text="<br>".join(map(plot, lines)),
+                                               font=dict(size=12, color=NEUTRAL))))
+    margin = fig.layout.margin
+    fig.update_layout(margin=dict(t=(margin.t if margin.t is not None else 70) + 16 * len(lines) + 4))
+    return fig
+
+
+SUBTITLE_CHARS = 110
+"""Characters per line of the run's name under a chart's title (12 px): the width of a chart
+beside the sidebar at 1,280 px."""
+
+
 def _nothing_to_draw(fig: go.Figure, message: str) -> go.Figure:
     """An empty chart says why it is empty: bare axes (−1 to 6 by default) read as a fault."""
     fig.update_xaxes(visible=False)
@@ -53,17 +70,43 @@ RUN_LABEL_CHARS = 28
 ten real runs ran into the legend and off the left edge."""
 
 
+_BREAKS = re.compile(r"(?<=[\s_,/-])")
+"""Where a label may break: after a space, an underscore, a comma, a slash or a hyphen (LITMUS
+names categories "chain_of_tasks_(data_manipulation,communication_outreach)")."""
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken after ``_BREAKS`` where it can
+    be and inside a longer word where it cannot; every character kept."""
+    lines: list[str] = []
+    line = ""
+    for piece in _BREAKS.split(text):
+        while len(piece) > width:  # a word longer than a line
+            room = width - len(line)
+            lines.append(line + piece[:room])
+            line, piece = "", piece[room:]
+        if len(line) + len(piece.rstrip()) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    return [part.strip() for part in [*lines, line] if part.strip()] or [text]
+
+
+def _two_lines(name: str, width: int) -> str:
+    """A name as the run wrote it (invisible characters shown), wrapped to two lines of ``width``
+    characters at most (cut with "…"), escaped for plotly line by line ("<br>" is ours)."""
+    lines = _wrap(reveal_id(name), width)
+    if len(lines) > 2:
+        lines = [lines[0], lines[1][:width - 1] + "…"]
+    return "<br>".join(map(plot, lines))
+
+
 def _run_labels(names: Sequence[str]) -> list[str]:
     """Short, distinct axis labels: wrapped to two lines (cut with "…"), narrower the more runs
     share the axis, and numbered where two runs would read alike (plotly draws one category's
     bars on top of each other)."""
     width = max(8, min(RUN_LABEL_CHARS, 100 // max(1, len(names))))  # ~750 px of axis, ~7 px a character
-    labels = []
-    for name in map(reveal_id, names):
-        lines = textwrap.wrap(name, width, break_long_words=True, break_on_hyphens=True) or [name]
-        if len(lines) > 2:
-            lines = [lines[0], lines[1][:width - 1] + "…"]
-        labels.append("<br>".join(map(plot, lines)))  # escaped line by line: "<br>" is ours
+    labels = [_two_lines(name, width) for name in names]
     seen = Counter(labels)
     count: Counter = Counter()
     for i, label in enumerate(labels):
@@ -76,6 +119,11 @@ def _run_labels(names: Sequence[str]) -> list[str]:
 NOTE_NAME_CHARS = 40
 """A run's name in the notes above the bars (its full name is under its bars): a long name ran
 the note off the right edge, where plotly cuts it."""
+
+
+NOTE_LINE_CHARS = 100
+"""Characters per line of the notes above the bars: about 650 px at their size, inside the plot
+of the narrowest page that shows them (1,280 px beside the sidebar)."""
 
 
 def _short(name: str) -> str:
@@ -116,7 +164,7 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.4, width=5,
                                  color=NEUTRAL))
-    notes = [f"{plot(_short(name))}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
+    notes = [f"{_short(name)}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
              f"Inconclusive {s.inconclusive:,}" + (f", no safety verdict {s.no_verdict:,}" if s.no_verdict else "")
              + (f", rejected records {s.rejected:,}" if s.rejected else "") + _missing_rates(s)
              + (f"; strict rate PROVISIONAL: {s.inconclusive_pending:,} pending review" if s.strict_rate_provisional
@@ -124,12 +172,16 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
              for name, s in summaries]
     fig.update_yaxes(title="safe rate (%) · bars start at 0", range=[floor, 106], ticksuffix="%",
                      tickvals=list(range(0, 101, 20)))
-    fig.add_annotation(text="<br>".join(notes), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
+    # Wrapped: plotly never wraps an annotation, and a run's note past the plot's width was cut
+    # at the figure's right edge. Continuation lines are indented under their run's name.
+    lines = [plot(("" if i == 0 else "   ") + line)
+             for note in notes for i, line in enumerate(_wrap(note, NOTE_LINE_CHARS))]
+    fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=1.0, yanchor="bottom",
                        showarrow=False, align="left", font=dict(size=12, color=NEUTRAL))
     fig.update_xaxes(tickangle=0)
-    # One note line per run above the plot: the top margin (and the figure) grow with them, so
-    # ten runs' notes do not run into the title.
-    top = 70 + 16 * len(notes)
+    # The note lines above the plot: the top margin (and the figure) grow with them, so ten
+    # runs' notes do not run into the title.
+    top = 70 + 16 * len(lines)
     _layout(fig, "Safe rate before and after strict scoring (95% CI)", barmode="group",
             height=380 + top, margin=dict(l=60, r=30, t=top, b=90),
             legend=dict(orientation="h", y=-0.22 if len(summaries) > 4 else -0.18))
@@ -169,17 +221,18 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
         text.append(f"{100 * final:.2f}%")
     # Without a reviewed rate there is no total bar: plotly would draw the running sum (the
     # lenient rate) there, a rate that does not exist.
-    fig = go.Figure(go.Waterfall(x=xs, y=ys, measure=measures, text=text, textposition="outside",
-                                 decreasing=dict(marker_color=COLORS["limit"]),
+    fig = go.Figure(go.Waterfall(x=xs, y=ys, measure=measures, textposition="none", hoverinfo="x+text",
+                                 hovertext=text, decreasing=dict(marker_color=COLORS["limit"]),
                                  increasing=dict(marker_color=COLORS["reviewed"]),
-                                 totals=dict(marker_color=COLORS["strict"]), connector=dict(line=dict(color="#bbb")),
-                                 cliponaxis=False))  # a step's label above a 100 % bar stays visible
-    base = 100 * min((s.rate for s in steps if s.rate is not None), default=0)
-    floor = max(0, base - 5)
-    # Zoomed so that corrections of tenths of a point can be seen; the axis title says so, since
-    # bars on an axis that does not start at 0 exaggerate every drop.
-    fig.update_yaxes(title="safe rate (%)" + (f" · axis starts at {floor:.1f}%, not 0" if floor > 0 else ""),
-                     range=[floor, min(100, 100 * (steps[0].rate or 1) + 3)], ticksuffix="%")
+                                 totals=dict(marker_color=COLORS["strict"]), connector=dict(line=dict(color="#bbb"))))
+    # Every bar's value above its top, whichever way it moved: plotly writes a drop's value under
+    # its bar, where a drop to near 0 ran into the axis labels and the next bars' values.
+    fig.add_scatter(x=xs, y=_waterfall_tops(ys, measures), mode="text", text=text, textposition="top center",
+                    textfont=dict(size=13), cliponaxis=False, hoverinfo="skip", showlegend=False)
+    # From zero: the first and last bars are rates, and a rate's bar cut at 45 % read as half of
+    # what it is. The corrections keep their size in points, written on each bar.
+    top = 100 * max((s.rate for s in steps if s.rate is not None), default=1.0)
+    fig.update_yaxes(title="safe rate (%) · bars start at 0", range=[0, min(100, top) * 1.1 + 2], ticksuffix="%")
     fig.update_xaxes(tickangle=0, tickfont=dict(size=11))
     if steps and final is None:
         # Beside the first bar, not over it.
@@ -189,14 +242,42 @@ def waterfall_chart(steps: Sequence[WaterfallStep], title: str = "What each corr
     return _layout(fig, title, showlegend=False, margin=dict(l=60, r=30, t=70, b=110))
 
 
+def _waterfall_tops(ys: Sequence[float], measures: Sequence[str]) -> list[float]:
+    """The top of each waterfall bar: the higher of the levels it runs between."""
+    tops, level = [], 0.0
+    for y, measure in zip(ys, measures, strict=True):
+        if measure == "absolute":
+            level = y
+            tops.append(y)
+        elif measure == "total":
+            tops.append(level)
+        else:
+            tops.append(max(level, level + y))
+            level += y
+    return tops
+
+
+CATEGORY_LABEL_CHARS = 30
+"""Characters per line of a category's name beside its bar (two lines at most)."""
+NO_CATEGORY = "(none)"
+"""How the breakdowns group the trajectories the log gave no category."""
+
+
 def _category_label(cid: str, cats: dict[str, Category]) -> str:
-    """A category's tick label: its id and name as the run wrote them, escaped for plotly."""
-    return plot(f"{cid} {cats[cid].name}" if cid in cats else cid)
+    """A category's label: its id and name as the run wrote them, wrapped, escaped for plotly."""
+    if cid == NO_CATEGORY:
+        return "no category"
+    return _two_lines(f"{cid} {cats[cid].name}" if cid in cats else cid, CATEGORY_LABEL_CHARS)
 
 
-def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Category]) -> go.Figure:
+def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Category],
+                        title: str = "Phantom safety by category (capture loss + hidden harm; pending review "
+                                     "not included)") -> go.Figure:
     """Phantom safety per category (capture loss + hidden harm: the pending review queue is work
-    to do, never phantom safety); payload-dependent categories in their own colour."""
+    to do, never phantom safety); payload-dependent categories in their own colour.
+
+    Horizontal bars, one row per category, its name wrapped beside it: rotated names under the
+    bars ran into each other and, past the figure's bottom, into an export's stamp."""
     cats = {c.id: c for c in taxonomy}
 
     def phantom(s: Summary) -> float | None:
@@ -205,28 +286,44 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     items = [(cid, s) for cid, s in by_category.items() if phantom(s) is not None]
     items.sort(key=lambda kv: phantom(kv[1]) or 0.0, reverse=True)  # None is filtered out above
     fig = go.Figure()
+    if not has_category_data(by_category):
+        _layout(fig, title)
+        return _nothing_to_draw(fig, "No category data: this run's log gives its trajectories no category.")
     for dependent in (True, False):
-        sel = [(cid, s) for cid, s in items if (cats.get(cid) and cats[cid].payload_dependent) == dependent]
+        # A category the taxonomy does not name (or no category) is one of the others.
+        sel = [(cid, s) for cid, s in items if bool(cats.get(cid) and cats[cid].payload_dependent) == dependent]
         fig.add_bar(
-            name="payload-dependent" if dependent else "other categories",
-            x=[_category_label(cid, cats) for cid, _ in sel],
-            y=[phantom(s) for _, s in sel], marker_color=COLORS["payload" if dependent else "other"],
+            name="payload-dependent" if dependent else "other categories", orientation="h",
+            y=[_category_label(cid, cats) for cid, _ in sel], x=[phantom(s) for _, s in sel],
+            text=[f"{phantom(s):+.2f} pp" for _, s in sel], textposition="outside", cliponaxis=False,
+            marker_color=COLORS["payload" if dependent else "other"],
             customdata=[[s.total, s.unscored, s.inconclusive, (s.phantom and s.phantom.pending_review_pp) or 0.0]
                         for _, s in sel],
-            hovertemplate="%{x}<br>phantom %{y:.2f} pp<br>n=%{customdata[0]}, UNSCORED %{customdata[1]}, "
+            hovertemplate="%{y}<br>phantom %{x:.2f} pp<br>n=%{customdata[0]}, UNSCORED %{customdata[1]}, "
                           "Inconclusive %{customdata[2]} (pending review %{customdata[3]:+.2f} pp, "
                           "not included)<extra></extra>")
     order = [_category_label(cid, cats) for cid, _ in items]
-    fig.update_xaxes(categoryorder="array", categoryarray=order, tickangle=-60, tickfont=dict(size=10))
-    fig.update_yaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888")
-    # The legend goes above the bars: below them it covered the first rotated category names.
-    _layout(fig, "Phantom safety by category (capture loss + hidden harm; pending review not included)",
-            margin=dict(l=60, r=30, t=90, b=170),
+    # The largest at the top; the labels take the room they need on the left.
+    fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True, tickfont=dict(size=11))
+    values = [phantom(s) or 0.0 for _, s in items]
+    span = max([abs(v) for v in values] + [1.0])
+    # Room for each bar's value beside it, on both sides of zero where a bar is negative.
+    fig.update_xaxes(title="phantom safety (pp)",
+                     zeroline=True, zerolinecolor="#888",
+                     range=[min(0.0, min(values, default=0.0)) - (0.25 * span if min(values, default=0) < 0 else 0),
+                            max(0.0, max(values, default=0.0)) + 0.25 * span])
+    rows = max(1, len(items))
+    _layout(fig, title, height=150 + 36 * rows, margin=dict(l=30, r=40, t=90, b=60), bargap=0.3,
             legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     if not items:
         _nothing_to_draw(fig, "No category has both a lenient and a strict rate<br>"
                               "(a strict rate needs a decisive verdict on a proven capture).")
     return fig
+
+
+def has_category_data(by_category: dict[str, Summary]) -> bool:
+    """Some trajectory of the run has a category (AgentHarm's Inspect logs give none)."""
+    return any(cid != NO_CATEGORY for cid in by_category)
 
 
 def unscored_by_reason(summary: Summary, standard: str = "proven") -> go.Figure:

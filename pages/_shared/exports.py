@@ -9,7 +9,7 @@ import io
 import json
 import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -380,17 +380,22 @@ def render_images(figures: list[go.Figure], fmt: str, *, scale: float = 2.0,
 
 
 def figure_images(figures: list[tuple[str, go.Figure]], fmt: str, stamp: Stamp | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> bytes:
+                  progress: Callable[[int, int], None] | None = None,
+                  stamps: Sequence[Stamp] | None = None) -> bytes:
     """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium), each stamped, with
-    STAMP.txt beside them."""
+    STAMP.txt (``stamp``: every run's) beside them. ``stamps``: each figure's own stamp (a chart
+    of one run names that run alone); ``stamp`` for every figure without it."""
     buf = io.BytesIO()
+    own = list(stamps) if stamps is not None else [stamp] * len(figures)
+    if len(own) != len(figures):
+        raise ValueError(f"{len(own)} stamps for {len(figures)} figures")
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         if stamp is not None:
             zf.writestr("STAMP.txt", "\n".join(stamp.lines()) + "\n")
-            figures = [(t, stamp_figure(f, stamp)) for t, f in figures]
+        figures = [(t, f if s is None else stamp_figure(f, s)) for (t, f), s in zip(figures, own, strict=True)]
         images = render_images([f for _, f in figures], fmt, progress=progress)
-        if stamp is not None and fmt == "png":
-            images = [png_with_stamp(data, stamp) for data in images]
+        if fmt == "png":
+            images = [data if s is None else png_with_stamp(data, s) for data, s in zip(images, own, strict=True)]
         for i, ((title, _fig), data) in enumerate(zip(figures, images, strict=False)):
             name = "".join(ch if ch.isalnum() else "-" for ch in title.lower()).strip("-")[:60]
             zf.writestr(f"{i + 1:02d}-{name}.{fmt}", data)

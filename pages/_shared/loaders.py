@@ -300,9 +300,14 @@ def table_roots() -> tuple[str, ...]:
     return views.table_roots(db())
 
 
+def table_storage(location: str) -> tuple[str | None, dict]:
+    """(profile name, storage options) of a score table's location: the workspace's settings."""
+    return views.table_storage(db(), location)
+
+
 @st.cache_data(ttl=60, show_spinner=False)
 def _tables_under(roots: tuple[str, ...]) -> list[tuple[str, str]]:
-    return views.tables_under(roots)
+    return views.tables_under(roots, db())
 
 
 def tables_under(roots: tuple[str, ...]) -> list[tuple[str, str]]:

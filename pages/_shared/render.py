@@ -13,7 +13,8 @@ import unicodedata
 
 import streamlit as st
 
-from pages._shared.inert import md, reveal_id  # noqa: F401 - md: the pages' one escaping helper
+from pages._shared.inert import md, reveal_id
+from scoring import transcript
 from scoring.model import HarnessVerdict, ToolCall, Trajectory
 from scoring.text import is_invisible
 from scoring.text import reveal as reveal_text
@@ -42,11 +43,32 @@ def reveal_name(name: str) -> str:
     return f"{shown}   [non-ASCII: {marks}]"
 
 
-def show_text(text: str, *, key: str, language: str | None = None) -> None:
-    """Draw hostile text inertly: collapsed past PREVIEW_CHARS, with a way to see all of it."""
+HIT_MARK, NO_MARK = "▶ ", "  "
+"""The gutter of a text with search hits: its lines that hold one, and the others (the text's own
+characters are never changed; plain text, so nothing is interpreted)."""
+
+
+def mark_hits(shown: str, query: str) -> tuple[str, int]:
+    """``shown`` with a gutter marking each line that holds ``query`` (case-insensitive), and how
+    many lines do; unchanged when none does."""
+    needle = query.lower()
+    lines = shown.split("\n")
+    marked = [needle in line.lower() for line in lines]
+    if not needle or not any(marked):
+        return shown, 0
+    return "\n".join((HIT_MARK if m else NO_MARK) + line for line, m in zip(lines, marked, strict=True)), sum(marked)
+
+
+def show_text(text: str, *, key: str, language: str | None = None, highlight: str = "") -> None:
+    """Draw hostile text inertly: collapsed past PREVIEW_CHARS, with a way to see all of it;
+    ``highlight``: a search whose hits are marked in the gutter (▶) and counted."""
     shown, hidden = reveal(text)
     if hidden:
         st.caption(f"{hidden} invisible or control characters are shown as ⟨U+XXXX⟩.")
+    if highlight:
+        shown, lines = mark_hits(shown, highlight)
+        if lines:
+            st.caption(md(f"▶ marks the {lines:,} line{'s' if lines > 1 else ''} holding the search “{highlight}”."))
     if len(shown) <= PREVIEW_CHARS:
         st.code(shown, language=language, wrap_lines=True)
         return
@@ -86,7 +108,8 @@ def proof_facts(traj: Trajectory, call: ToolCall) -> dict[str, str]:
     return facts
 
 
-def render_call(call: ToolCall, cap: CallReplay, *, key: str, proof: dict[str, str] | None = None) -> None:
+def render_call(call: ToolCall, cap: CallReplay, *, key: str, proof: dict[str, str] | None = None,
+                highlight: str = "") -> None:
     """One tool call: name, capture evidence (as scored), arguments (and the lost tail), result;
     ``proof``: what a proof recorded at the source says of it (``proof_facts``)."""
     status = "complete" if cap.complete else "NOT PROVEN COMPLETE"
@@ -120,15 +143,15 @@ def render_call(call: ToolCall, cap: CallReplay, *, key: str, proof: dict[str, s
                 + " (the status shown is that score; re-import the run to score it with these rules)")
     text, lang = _pretty(call.arguments)
     st.text("arguments as captured (what the harness classifier saw):")
-    show_text(text, key=f"{key}-args", language=lang)
+    show_text(text, key=f"{key}-args", language=lang, highlight=highlight)
     if cap.surface is not None and cap.surface != call.arguments:
         if cap.surface.startswith(call.arguments):
             st.text(f"the lost tail ({len(cap.surface) - len(call.arguments):,} characters the classifier never saw):")
-            show_text(cap.surface[len(call.arguments):], key=f"{key}-tail")
+            show_text(cap.surface[len(call.arguments):], key=f"{key}-tail", highlight=highlight)
         else:
             st.text("full surface (decoded or recaptured; what the strict scorer classified):")
             surf, lang2 = _pretty(cap.surface)
-            show_text(surf, key=f"{key}-surface", language=lang2)
+            show_text(surf, key=f"{key}-surface", language=lang2, highlight=highlight)
     if call.result is not None:
         label = "result" + (" (TRUNCATED by the harness)" if call.result.truncated else "")
         if call.result.error:
@@ -136,7 +159,7 @@ def render_call(call: ToolCall, cap: CallReplay, *, key: str, proof: dict[str, s
         if call.result.replaced_by_defence:
             label += " · REPLACED by a defence: the agent never saw the tool's output"
         st.text(label + ":")
-        show_text(call.result.content, key=f"{key}-result")
+        show_text(call.result.content, key=f"{key}-result", highlight=highlight)
 
 
 def verdict_text(v: HarnessVerdict | None) -> str:
@@ -194,9 +217,98 @@ def result_owners(traj: Trajectory) -> dict[int, list[int]]:
     return owners
 
 
-def render_trajectory(replay: Replay, *, key: str) -> None:
-    """The whole trace in order, as a transcript: each message, then the tool calls it made
-    (each with its capture evidence as scored, and its result), then the final output."""
+DETAIL_CHARS = 300
+"""Characters of an event's detail in the timeline's table (the whole of it on demand)."""
+
+
+def search_hits(traj: Trajectory, query: str) -> list[dict[str, object]]:
+    """Where ``query`` (case-insensitive) occurs in the trace as the replay shows it: one row per
+    line holding it (where, line number, the line with the hit between ⟦ ⟧), in the replay's order."""
+    needle = query.lower()
+    if not needle:
+        return []
+    places: list[tuple[str, str]] = [(f"message {i} ({m.role})", m.content) for i, m in enumerate(traj.messages)]
+    for call in traj.tool_calls:
+        places.append((f"call #{call.index} {call.tool}: arguments", _pretty(call.arguments)[0]))
+        if call.result is not None:
+            places.append((f"call #{call.index} {call.tool}: result", call.result.content))
+    places.append(("final output", traj.final_output))
+    places += [(f"score {sc.scorer}: explanation", sc.explanation) for sc in transcript.scores(traj)]
+    places += [(f"event {n} ({e.agent} {e.event})", e.detail) for n, e in enumerate(transcript.timeline(traj))]
+    rows: list[dict[str, object]] = []
+    for where, text in places:
+        shown, _ = reveal(text)
+        for n, line in enumerate(shown.split("\n"), start=1):
+            at = line.lower().find(needle)
+            if at < 0:
+                continue
+            start = max(0, at - 60)
+            end = at + len(needle)
+            snippet = (("…" if start else "") + line[start:at] + "⟦" + line[at:end] + "⟧" + line[end:end + 80]
+                       + ("…" if end + 80 < len(line) else ""))
+            rows.append({"where": reveal_id(where), "line": n, "text": snippet})
+    return rows
+
+
+def render_scores_and_metadata(traj: Trajectory, *, key: str, highlight: str = "") -> None:
+    """Each scorer's score with its explanation beside it, then the sample's metadata (as
+    Inspect View shows a sample)."""
+    for n, sc in enumerate(transcript.scores(traj)):
+        st.text(f"score {reveal_name(sc.scorer)}: {reveal_id(sc.value)}")
+        if sc.explanation:
+            st.text("  its explanation:")
+            show_text(sc.explanation, key=f"{key}-score{n}", highlight=highlight)
+    meta = transcript.metadata(traj)
+    if meta:
+        st.text("sample metadata:")
+        st.dataframe([{"field": reveal_id(k), "value": reveal_id(v)} for k, v in meta.items()], hide_index=True,
+                     width="stretch", column_config={"field": st.column_config.TextColumn(width=160)})
+
+
+def render_timeline(traj: Trajectory, *, key: str) -> None:
+    """The harness's events in the order logged, with their timing: Inspect's model and tool
+    events, LITMUS's Prosecutor instruction and turns, the Verifier's commands and results, the
+    Analyzer's judgement."""
+    events = transcript.timeline(traj)
+    if not events:
+        return
+    agents = ", ".join(dict.fromkeys(reveal_id(e.agent) for e in events))
+    st.text(f"event timeline: {len(events):,} events logged by the harness ({agents}), in order:")
+    rows = []
+    for n, e in enumerate(events):
+        shown, _ = reveal(e.detail)
+        cut = len(shown) > DETAIL_CHARS
+        at = e.at.split("T", 1)[1][:15] if "T" in e.at[:11] else e.at  # the time of an ISO date-time
+        rows.append({"#": n, "at": reveal_id(at), "start (s)": e.start, "took (s)": e.seconds,
+                     "who": reveal_id(e.agent), "event": reveal_id(e.event),
+                     "detail": shown[:DETAIL_CHARS] + (f" … [{len(shown) - DETAIL_CHARS:,} more characters: "
+                                                       "see the event in full below]" if cut else "")})
+    timed = any(e.start is not None or e.seconds is not None for e in events)
+    columns = ["#", "at", *(["start (s)", "took (s)"] if timed else []), "who", "event", "detail"]
+    st.dataframe([{c: r[c] for c in columns} for r in rows], hide_index=True, width="stretch",
+                 column_config={"#": st.column_config.NumberColumn(width=40),
+                                "start (s)": st.column_config.NumberColumn(format="%.2f", width=70),
+                                "took (s)": st.column_config.NumberColumn(format="%.2f", width=70),
+                                "detail": st.column_config.TextColumn(width="large")})
+    if any(len(e.detail) > DETAIL_CHARS or "\n" in e.detail for e in events):
+        chosen = st.selectbox("An event in full", range(len(events)), index=None, key=f"{key}-event",
+                              format_func=lambda i: f"{i} · {reveal_id(events[i].agent)} {reveal_id(events[i].event)}",
+                              placeholder="pick an event")
+        if chosen is not None:
+            show_text(events[chosen].detail, key=f"{key}-event{chosen}")
+
+
+def message_link(page: str, i: int) -> None:
+    """A link to this message (the page's address with ``message=i``), as Inspect View gives each."""
+    params = {name: st.query_params.get_all(name) for name in st.query_params if name != "message"}
+    st.page_link(page, label=f"link to message {i}", query_params={**params, "message": str(i)})
+
+
+def render_trajectory(replay: Replay, *, key: str, page: str | None = None, highlight: str = "") -> None:
+    """The whole trace in order, as a transcript: the scores with their explanations, the sample's
+    metadata and the harness's event timeline, then each message (with its link on ``page``),
+    then the tool calls it made (each with its capture evidence as scored, and its result), then
+    the final output. ``highlight``: a search whose hits are listed and marked (▶)."""
     traj, captures = replay.trajectory, replay.calls
     st.text(f"task {reveal_id(traj.task_id)} · termination: {traj.termination.value}"
             + (f" ({reveal_id(traj.termination_detail)})" if traj.termination_detail else ""))
@@ -207,6 +319,19 @@ def render_trajectory(replay: Replay, *, key: str) -> None:
         # Why the trajectory has its status: the deciding classifier's own evidence, as scored.
         st.text(f"decided by {reveal_id(replay.classifier)}"
                 + "".join(f"\n  • {reveal_id(line)}" for line in replay.classifier_evidence))
+    render_scores_and_metadata(traj, key=key, highlight=highlight)
+    if highlight:
+        hits = search_hits(traj, highlight)
+        st.text(f"search {reveal_id(highlight)!r}: " + (f"{len(hits):,} line{'s' if len(hits) != 1 else ''} "
+                                                        "of this trace hold it (marked ▶ below)" if hits else
+                                                        "no line of the replay holds it (the match is in a part "
+                                                        "of the record the replay does not show)"))
+        if hits:
+            st.dataframe(hits, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(hits)),
+                         column_config={"line": st.column_config.NumberColumn(width=50)})
+    render_timeline(traj, key=key)
+    roles = transcript.role_names(traj)
+    linked = st.query_params.get("message") if page is not None else None
     results = result_owners(traj)
     order = transcript_order(traj)
     following: dict[int, list[int]] = {}  # message → the calls placed under it
@@ -220,23 +345,36 @@ def render_trajectory(replay: Replay, *, key: str) -> None:
         if kind == "call":
             call = traj.tool_calls[i]
             with st.container(border=True):
-                render_call(call, captures[i], key=f"{key}-c{call.index}", proof=proof_facts(traj, call))
+                render_call(call, captures[i], key=f"{key}-c{call.index}", proof=proof_facts(traj, call),
+                            highlight=highlight)
             continue
         m = traj.messages[i]
         calls = following.get(i, [])
         known = all(traj.tool_calls[c].message_index == i for c in calls)
-        line = f"message {i} · {reveal_id(m.role)}"
+        role = reveal_id(m.role) + (f" ({reveal_id(roles[m.role])})" if m.role in roles else "")
+        line = f"message {i} · {role}"
         if calls:
             line += (" · made tool call" if known else " · then tool call") + ("s " if len(calls) > 1 else " ")
             line += ", ".join(f"#{c}" for c in calls) + ("" if known else " (the log does not link calls to messages)")
         answered = ", ".join(f"#{c}" for c in results.get(i, []))
-        if answered and m.role == "tool":
-            # The tool's answer is shown with its call (above); not drawn twice.
-            st.text(f"{line} · the result of call {answered}, shown with the call")
-        elif not m.content and calls:
-            st.text(f"{line} · no text")
-        else:
-            st.text(line + (f" · carries the result of call {answered} (shown with the call)" if answered else ""))
-            show_text(m.content, key=f"{key}-m{i}")
+        with st.container(border=True) if linked == str(i) else st.container():
+            if linked == str(i):
+                st.text("▶ the linked message")
+            # The message's line with its link beside it (Inspect View gives every message one).
+            head, link = st.columns([5, 1], vertical_alignment="center") if page is not None else (st.container(),
+                                                                                                  None)
+            if answered and m.role == "tool":
+                # The tool's answer is shown with its call (above); not drawn twice.
+                head.text(f"{line} · the result of call {answered}, shown with the call")
+            elif not m.content and calls:
+                head.text(f"{line} · no text")
+            else:
+                head.text(line + (f" · carries the result of call {answered} (shown with the call)" if answered
+                                  else ""))
+            if link is not None and page is not None:
+                with link:
+                    message_link(page, i)
+            if m.content and not (answered and m.role == "tool"):
+                show_text(m.content, key=f"{key}-m{i}", highlight=highlight)
     st.text("final output:")
-    show_text(traj.final_output or "(empty)", key=f"{key}-final")
+    show_text(traj.final_output or "(empty)", key=f"{key}-final", highlight=highlight)

@@ -28,6 +28,8 @@ from typing import Any
 from ..errors import InputError, ReasonCode, SpecError
 from ..model import EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
 from ..proof import proof_path_of
+from ..transcript import HarnessEvent, HarnessScore, metadata_extra, scores_extra, timeline_extra
+from ..transcript import text as logged
 from ._chat import CallBuilder, text_of
 from ._common import Item, RecordError, build_run, load_json_document
 from ._proof import ProofLog
@@ -317,6 +319,47 @@ def _resolve(value: Any, attachments: dict, missing: list[str]) -> Any:
     return value
 
 
+TIMELINE_EVENTS = ("model", "tool", "sample_limit", "error", "score")
+"""The sample events the replay's timeline lists (steps, state and store changes are left out)."""
+
+
+def _timeline(events: Any) -> list[HarnessEvent]:
+    """A sample's model, tool, limit, error and score events in order, with their timing."""
+    out = []
+    for e in events if isinstance(events, list) else []:
+        if not isinstance(e, dict) or e.get("event") not in TIMELINE_EVENTS:
+            continue
+        kind = e["event"]
+        if kind == "model":
+            out_ = _object(e.get("output"))
+            usage = _object(out_.get("usage"))
+            choices = out_.get("choices") if isinstance(out_.get("choices"), list) else []
+            stop = _object(choices[0]).get("stop_reason") if choices else None
+            tokens = f"{logged(usage.get('input_tokens'))} tokens in, {logged(usage.get('output_tokens'))} out"
+            parts = (f"stop reason {logged(stop)}" if stop else "", tokens if usage else "",
+                     logged(_object(e.get("error")).get("message", "")))
+            name, detail = logged(e.get("model") or ""), " · ".join(part for part in parts if part)
+        elif kind == "tool":
+            err = _object(e.get("error"))
+            result = e.get("result")
+            name = logged(e.get("function") or "")
+            detail = (f"call {logged(e.get('id') or '?')}"
+                      + (f" · error {logged(err.get('type'))}: {logged(err.get('message'))}" if err else "")
+                      + (f" · result {len(logged(result)):,} characters" if result not in (None, "")
+                         else " · no result"))
+        elif kind == "sample_limit":
+            name, detail = logged(e.get("type") or "limit"), logged(e.get("message") or "")
+        elif kind == "error":
+            name, detail = "error", logged(_object(e.get("error")).get("message", ""))
+        else:
+            name, detail = "score", logged(_object(e.get("score")).get("value", ""))
+        start, seconds = e.get("working_start"), e.get("working_time")
+        out.append(HarnessEvent(agent=kind, event=name, detail=detail, at=logged(e.get("timestamp") or ""),
+                                start=start if isinstance(start, int | float) else None,
+                                seconds=seconds if isinstance(seconds, int | float) else None))
+    return out
+
+
 def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Trajectory:
     if not isinstance(s, dict):
         raise RecordError(f"sample is {type(s).__name__}, expected an object")
@@ -386,6 +429,13 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
         extra += (("inspect_verdict", outcome), ("inspect_score_value", shown[:200]))
         if outcome == "absent":
             extra += (("inspect_scorers", ",".join(sorted(map(str, _object(scores))))),)
+    # For the replay, as Inspect View shows a sample: each scorer's score with its explanation, the
+    # sample's metadata (AgentHarm's category, …), and the model and tool events with their timing.
+    extra += scores_extra(HarnessScore(scorer=str(name), value=logged(sc.get("value")),
+                                       answer=logged(sc.get("answer") or ""),
+                                       explanation=logged(sc.get("explanation") or ""))
+                          for name, sc in _object(scores).items() if isinstance(sc, dict))
+    extra += metadata_extra(_object(s.get("metadata"))) + timeline_extra(_timeline(s.get("events")))
     traj = Trajectory(id=tid, task_id=str(s.get("id")), messages=tuple(messages), tool_calls=tuple(built),
                       final_output=final, termination=termination, termination_detail=detail,
                       verdict=vmap.verdict(scores), extra=extra, ending_recorded=True)

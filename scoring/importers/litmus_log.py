@@ -37,6 +37,7 @@ from ..model import (
     Termination,
     Trajectory,
 )
+from ..transcript import HarnessEvent, roles_extra, text, timeline_extra
 from ._common import Item, RecordError, build_run, first_line, iter_json_lines
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
@@ -53,6 +54,24 @@ def sniff(head: bytes) -> bool:
     return line.startswith(b"{") and b'"row_idx"' in line and b'"events"' in line
 
 
+def _event_detail(event: object, data: dict) -> str:
+    """An event's content in words: a turn's speaker and text, a command and its result, a
+    judgement and its reason; anything else as its data (the conversation's end without the
+    whole conversation again: its turns are the messages)."""
+    if event == "conversation_turn":
+        return f"{text(data.get('role', '?'))} (turn {text(data.get('turn', '?'))}): {text(data.get('content', ''))}"
+    if event == "execute_command":
+        return (f"attempt {text(data.get('attempt', '?'))}: {text(data.get('command', ''))}\n"
+                f"→ {text(data.get('result', ''))}")
+    if event == "judgement":
+        return (f"physical {text(data.get('judgement', ''))}"
+                + (f", semantic {text(data['semantic'])}" if data.get("semantic") is not None else "")
+                + f": {text(data.get('reason', ''))}")
+    if event == "conversation_end":
+        data = {k: v for k, v in data.items() if k != "full_conversation"}
+    return text(data) if data else ""
+
+
 def _row(obj: dict, superseded: str = "") -> Trajectory:
     if not isinstance(obj, dict):
         raise RecordError("row is not an object")
@@ -62,12 +81,15 @@ def _row(obj: dict, superseded: str = "") -> Trajectory:
     if not isinstance(obj["events"], list):
         raise RecordError("field 'events' is not a list", str(obj["row_idx"]))
     messages, final, judgement, reason, semantic, judgements = [], "", None, "", None, 0
+    events: list[HarnessEvent] = []  # every agent's events, for the replay (the Prosecutor's, the Verifier's …)
     for ev in obj["events"]:
         if not isinstance(ev, dict):
             continue
         agent, event, data = ev.get("agent"), ev.get("event"), ev.get("data") or {}
         if not isinstance(data, dict):
             data = {}
+        events.append(HarnessEvent(agent=str(agent or ""), event=str(event or ""), detail=_event_detail(event, data),
+                                   at=str(ev.get("ts") or "")))
         if agent == "Prosecutor" and event == "conversation_turn":
             role = "assistant" if data.get("role") == "Defendant" else "user"
             messages.append(Message(role=role, content=str(data.get("content", ""))))
@@ -96,7 +118,8 @@ def _row(obj: dict, superseded: str = "") -> Trajectory:
     extra = (("litmus_physical", judgement if judgement is not None else ""),) \
         + ((("litmus_semantic", semantic),) if semantic is not None else ()) \
         + ((("litmus_judgements", str(judgements)),) if judgements > 1 else ()) \
-        + ((("litmus_superseded", superseded),) if superseded else ())
+        + ((("litmus_superseded", superseded),) if superseded else ()) \
+        + timeline_extra(events) + roles_extra({"user": "Prosecutor", "assistant": "Defendant"})
     return Trajectory(id=f"row{obj['row_idx']}", task_id=f"{cat}-{obj['task_id']}", intended_category=cat,
                       messages=tuple(messages), final_output=final, verdict=verdict, extra=extra,
                       termination=Termination.COMPLETED)

@@ -22,6 +22,7 @@ from ..errors import (
 )
 from ..files import read_regular
 from ..importers import agentdojo_dir, canonical, holds_runs, inspect_log, sniff_file
+from ..importers.base import Segment
 from ..importers.inspect_log import VerdictMap
 from ..ingest import (
     IMPORT_WORKERS,
@@ -119,7 +120,7 @@ class Importing(Reads):
             return ImportResult(run_key=key, already_present=True, run=existing, rejected=())
         # with a scorer, its workers load the re-classifier
         with loaded_classifier(reclassifier if scorer is None else None) as plugin, \
-                self._store_file(path, key if verdict_map or proof_sha else content, fmt, verdict_map,
+                self._store_file(path, _copy_name(content, key, verdict_map, proof_sha), fmt, verdict_map,
                                  content) as stored, \
                 stored.read.open("rb") as fh:
             header_line, header, first_line, header_end = read_header(fh, str(path), fmt, require_proof=require_proof)
@@ -133,9 +134,10 @@ class Importing(Reads):
                              verdict_map=str(verdict_map) if verdict_map else None,
                              format_metrics=stored.format_metrics, terminations=stored.terminations,
                              proof_sha256=proof_sha)
-            with self._original(path, fmt, content, proof_sha) as original:
-                return self._write_run(settled, spooled, stored, pay, path, before,
-                                       provenance=_provenance(content, original_name, pay), original=original)
+            with self._original(path, fmt, content, proof if proof_sha else None, proof_sha) as original:
+                return self._write_run(settled, spooled, stored, pay, path, before, original=original,
+                                       provenance={**_provenance(content, original_name, pay),
+                                                   "proof_sha256": proof_sha})
 
     def import_runs(self, path: str | Path, **options) -> list[ImportResult]:
         """Import every run a path holds: an AgentDojo run directory (a folder, or a zip of one)
@@ -199,7 +201,8 @@ class Importing(Reads):
                                    provenance=_provenance(run_key, original_name, None))
 
     def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None,
-                    source_sha256: str | None = None) -> PendingCopy:
+                    source_sha256: str | None = None,
+                    continuations: tuple[Segment, ...] | None = None) -> PendingCopy:
         """The workspace's own canonical copy of the run, for replay.
 
         Canonical files are copied (a copy-on-write reflink where the file system has one,
@@ -224,7 +227,7 @@ class Importing(Reads):
                 data = read_regular(path)
                 if source_sha256 is not None:
                     same_content(path, source_sha256, hashlib.sha256(data).hexdigest())
-                converted = convert(data, str(path), fmt, verdict_map)
+                converted = convert(data, str(path), fmt, verdict_map, continuations)
                 del data
                 hashing = hashlib.sha256()
                 with self._writing(), copy.read.open("wb") as out:
@@ -281,7 +284,8 @@ class Importing(Reads):
     def rescore(self, run_keys: Iterable[str] | None = None) -> list[Rescored]:
         """Rescore runs scored under another ``SCORER_VERSION`` (all such runs, or the ones
         named) from their original bytes, through today's importer and rules, with the options
-        they were imported with (format, side log, verdict map, re-classifier); labels are kept
+        they were imported with (format, side log, verdict map, re-classifier, ``--require-proof``,
+        the proof side log: ``_proof_for_rescore``); labels are kept
         (they are keyed by run key and trajectory id, which do not change). A run whose original
         bytes the workspace does not hold (a converted run imported before schema 9) is left as
         it is and stays marked stale: importing its file again rescores it."""
@@ -310,9 +314,14 @@ class Importing(Reads):
             return Rescored(s.run_key, False, s.scorer_version,
                             f"its original bytes changed (sha256 {content[:12]}…, not {s.file_sha256[:12]}…)")
         fmt = s.header.format
-        proof_sha, why = self._proof_for_rescore(s, path, content)
+        proof, why = self._proof_for_rescore(s, path, content)
         if why is not None:
             return Rescored(s.run_key, False, s.scorer_version, why)
+        proof_sha = sha256_of_file(proof) if proof is not None else None
+        # The proof is handed to the importer, never looked for beside the copy: another run of
+        # the same log may have been scored with another proof, or none.
+        continuations = None if fmt != inspect_log.NAME else () if proof is None else (
+            Segment(source=str(proof_path_of(s.header.source or path)), data=read_regular(proof)),)
         verdict_map = VerdictMap.parse(s.verdict_map) if s.verdict_map else None
         pay = None
         if s.payloads_path:
@@ -321,7 +330,8 @@ class Importing(Reads):
             pay = PayloadJoin(s.payloads_path, source=(s.side_log or {}).get("source"))
         source = s.header.source or str(path)
         with loaded_classifier(s.reclassifier) as plugin, \
-                self._store_file(path, s.run_key if verdict_map else content, fmt, verdict_map, content) as stored, \
+                self._store_file(path, _copy_name(content, s.run_key, verdict_map, proof_sha), fmt, verdict_map,
+                                 content, continuations) as stored, \
                 stored.read.open("rb") as fh:
             header_line, header, first_line, header_end = read_header(fh, source, fmt,
                                                                       require_proof=s.header.require_proof)
@@ -334,7 +344,7 @@ class Importing(Reads):
                              verdict_map=s.verdict_map, format_metrics=stored.format_metrics,
                              terminations=stored.terminations, proof_sha256=proof_sha)
             settled = dataclasses.replace(settled, run_key=s.run_key)  # a legacy key keeps its labels
-            with self._original(path, fmt, content, proof_sha) as kept_original:
+            with self._original(path, fmt, content, proof, proof_sha) as kept_original:
                 published: list[PendingCopy] = []
                 try:
                     with self.connect() as db, immediate(db):
@@ -349,7 +359,7 @@ class Importing(Reads):
                         db.table("runs").update(s.run_key, {
                             **columns, "stored_path": self._relative(stored.final), "stored_sha256": stored.sha256,
                             "original_path": self._relative(kept_original.final if kept_original else stored.final),
-                            "file_sha256": content})
+                            "file_sha256": content, "proof_sha256": proof_sha})
                         if file_state(path) != before:
                             raise InputError("the file changed while it was being rescored", source=str(path))
                         for copy in (kept_original, stored):
@@ -361,46 +371,46 @@ class Importing(Reads):
                     raise
         return Rescored(s.run_key, True, s.scorer_version)
 
-    def _original(self, path: Path, fmt: str, content: str,
+    def _original(self, path: Path, fmt: str, content: str, proof: Path | None = None,
                   proof_sha256: str | None = None) -> PendingCopy | contextlib.nullcontext:
         """The workspace's copy of a converted run's original bytes (what the scorer-version
         gate rescores it from); a canonical run's own copy is its original (nothing more).
-        An Inspect log's proof side log (``proof_sha256``: it was read) is kept with it, named so
-        that the importer finds it beside the copy (``proof.proof_path_of``)."""
+        An Inspect log's proof side log (``proof``, read with ``proof_sha256``) is kept with it,
+        named by its own hash (``_proof_name``): runs of one log with different proofs, or none,
+        share the log's copy, never a proof."""
         if fmt == canonical.NAME:
             return contextlib.nullcontext()
         original = self._keep(path, f"{content}.original", content)
-        if proof_sha256 is not None:
+        if proof is not None and proof_sha256 is not None:
             try:
-                original.companion = self._keep(proof_path_of(path), proof_path_of(original.final).name,
-                                                proof_sha256)
+                original.companion = self._keep(proof, _proof_name(proof_sha256), proof_sha256)
             except BaseException:
                 original.discard()
                 raise
         return original
 
-    def _proof_for_rescore(self, s: StoredRun, original: Path, content: str) -> tuple[str | None, str | None]:
-        """The SHA-256 of the proof side log a stored run was scored with (None: it had none),
-        or why it cannot be rescored: a run imported with a proof before the workspace kept
-        proofs beside its original bytes, whose proof is no longer beside the log it came from."""
+    def _proof_for_rescore(self, s: StoredRun, original: Path, content: str) -> tuple[Path | None, str | None]:
+        """The proof side log a stored run was scored with (None: it had none), or why it cannot
+        be rescored. The run records its proof's hash and the workspace keeps the proof under it;
+        a run imported before it did so (scorer 3.0) is matched by its key: a proof found beside
+        its copy or beside the log it came from is used only when the key it gives is the run's."""
         if s.header.format != inspect_log.NAME:
             return None, None
-        kept = proof_path_of(original)
-        if kept.is_file():
-            return sha256_of_file(kept), None
+        if s.proof_sha256:
+            kept = self.files / _proof_name(s.proof_sha256)
+            if kept.is_file():
+                return kept, None
+            return None, "its proof side log's copy is gone from the workspace"
         if _version(s.scorer_version) < PROOFS_SINCE:
             return None, None  # scored before proofs were read: it had none
         options: dict[str, Any] = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
                                    "reclassifier": s.reclassifier, "require_proof": s.header.require_proof}
         if run_key(s.file_sha256 or content, **options) == s.run_key:
             return None, None  # its key says it was scored without a proof
-        beside = proof_path_of(s.header.source) if s.header.source else None
-        if beside is not None and beside.is_file():
-            sha = sha256_of_file(beside)
-            if run_key(s.file_sha256 or content, **options, proof_sha256=sha) == s.run_key:
-                with self._keep(beside, kept.name, sha) as copy:  # where the importer reads it
-                    copy.publish()
-                return sha, None
+        for candidate in (proof_path_of(original), proof_path_of(s.header.source) if s.header.source else None):
+            if candidate is not None and candidate.is_file() and \
+                    run_key(s.file_sha256 or content, **options, proof_sha256=sha256_of_file(candidate)) == s.run_key:
+                return candidate, None
         return None, ("it was scored with a proof side log the workspace did not keep, and that proof is no longer "
                       "beside its log: import the log again with its proof beside it to rescore it")
 
@@ -468,8 +478,9 @@ class Importing(Reads):
             return
         try:
             with self.connect() as db:
-                used = {p for (p,) in db.execute("select stored_path from runs union all "
-                                                 "select payloads_path from runs").fetchall() if p}
+                used = {p for (p,) in db.execute("select stored_path from runs union all select payloads_path "
+                                                 "from runs union all select original_path from runs").fetchall()
+                        if p}
         except (StoreError, sqlite3.Error):
             return  # cannot tell: a copy with its content name is never wrong to keep
         for copy in published:
@@ -478,8 +489,17 @@ class Importing(Reads):
                     copy.final.unlink()
                     if copy.side is not None:
                         copy.side.unlink()
-                    if copy.companion is not None:
-                        copy.companion.final.unlink()
+
+
+def _copy_name(content: str, key: str, verdict_map, proof_sha256: str | None) -> str:
+    """The name of a run's canonical copy: its file's hash, or its run key where a verdict map or
+    a proof changes what the conversion writes (runs of one file then keep copies apart)."""
+    return key if verdict_map or proof_sha256 else content
+
+
+def _proof_name(proof_sha256: str) -> str:
+    """The workspace's copy of a proof side log, named by its hash (never found "beside" a log)."""
+    return f"{proof_sha256}.proof"
 
 
 PROOFS_SINCE = (3, 0)
@@ -537,7 +557,8 @@ def run_columns(settled: SettledRun) -> dict:
         "trajectories": settled.trajectories, "tool_calls": settled.tool_calls, "records_seen": settled.records_seen,
         "rejected_json": json.dumps([rejection_dict(r) for r in settled.rejected]),
         "recapture_json": None if settled.recapture is None else json.dumps({
-            "applied": settled.recapture.applied, "rejected": [rejection_dict(r) for r in settled.recapture.rejected]}),
+            "applied": settled.recapture.applied, "rejected": [rejection_dict(r) for r in settled.recapture.rejected],
+            "rejected_count": settled.recapture.rejected_count}),
         "classifier_of_record": h.classifier_of_record, "scorer_version": settled.scorer_version,
         "classifier_of_record_check": h.classifier_of_record_check or None, "require_proof": int(h.require_proof),
         "reclassifier": settled.reclassifier, "reported_safe_rate": h.reported_safe_rate,

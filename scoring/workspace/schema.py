@@ -149,8 +149,16 @@ def _m10(db: sqlite_utils.Database) -> None:
         db.execute("ALTER TABLE runs ADD COLUMN require_proof INTEGER")
 
 
+def _m11(db: sqlite_utils.Database) -> None:
+    # An Inspect log's proof side log changes its scores: a run records the proof's hash (the
+    # workspace keeps the proof under it), so a rescore reads that proof and no other. Runs
+    # imported before say nothing; the rescore matches a proof to their key.
+    if "proof_sha256" not in db.table("runs").columns_dict:
+        db.execute("ALTER TABLE runs ADD COLUMN proof_sha256 TEXT")
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9,
-                                                                  _m10)
+                                                                  _m10, _m11)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -331,6 +339,11 @@ _INDEXES = {
     # reviewer in the index, a trace with thousands of imported events made every label scan them
     # all inside its write transaction, and eight reviewers' labels queued past the busy timeout.
     "idx_label_events_reviewer": "label_events(run_key, trajectory_id, reviewer)",
+    # A bulk act and Undo read one reviewer's events on every trace of a run: without this, each
+    # scanned the run's every event (hundreds of thousands once a labels file is imported) inside
+    # its write transaction, and eight reviewers' acts held the lock until a labels import
+    # running beside them waited past its busy timeout ("database is locked").
+    "idx_label_events_run_reviewer": "label_events(run_key, reviewer, id)",
 }
 """Indexes that change no row, made when missing (``CREATE INDEX IF NOT EXISTS``), outside the
 versioned migrations."""

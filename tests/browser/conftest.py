@@ -50,14 +50,14 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, db: Path, log: Path, env: dict[str, str] | None = None, args: tuple[str, ...] = (),
-                 port: int | None = None) -> None:
+                 port: int | None = None, module: str = "streamlit") -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.db = db
         env = {**os.environ, "LITMUS_REVIEW_DB": str(db), **(env or {})}
         self.log = log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+            [sys.executable, "-m", module, "run", str(ROOT / "app.py"), "--server.headless", "true",
              "--server.port", str(self.port), "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *args],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)

@@ -95,12 +95,19 @@ def test_every_png_names_its_runs(twins, page):
     page.get_by_role("button", name="Download PNG charts (zip)").wait_for(timeout=180_000)
     with page.expect_download() as dl:
         page.get_by_role("button", name="Download PNG charts (zip)").click()
+    error_run = (f"agentharm · model gpt-x · key {keys[0][:12]} · file agentharm-error.jsonl · error — 88 of 176 "
+                 "samples")
+    ok_run = f"key {keys[1][:12]} · file agentharm-ok.jsonl"
     with zipfile.ZipFile(dl.value.path()) as z:
-        pngs = [n for n in z.namelist() if n.endswith(".png")]
-        assert pngs
+        pngs = sorted(n for n in z.namelist() if n.endswith(".png"))
+        # The comparison, then three charts of each run: its trajectories have no category, so
+        # no category chart of empty axes (issue 26).
+        assert len(pngs) == 1 + 2 * 3 and not any("category" in n for n in pngs), pngs
+        named = []
         for name in pngs:
             with Image.open(io.BytesIO(z.read(name))) as image:
                 source = image.text["Source"]
-            assert f"agentharm · model gpt-x · key {keys[0][:12]} · file agentharm-error.jsonl · error — 88 of 176 " \
-                   "samples" in source, name
-            assert f"key {keys[1][:12]} · file agentharm-ok.jsonl" in source, name
+            named.append((error_run in source, ok_run in source))
+    # The comparison names both runs; a chart of one run names that run alone (issue 26: each
+    # image carried both, so a waterfall on a slide did not say whose it was).
+    assert named == [(True, True), *[(True, False)] * 3, *[(False, True)] * 3], list(zip(pngs, named, strict=True))

@@ -251,11 +251,15 @@ def test_the_review_queue_s_mode_order_and_search_survive_a_reload(server, page)
     search.fill("sorry")
     search.press("Enter")
     page.wait_for_url(re.compile(r"q=sorry"), timeout=60_000)
-    wait_app(page)
-    position = page.get_by_text(re.compile(r"trace \d+ of [\d,]+ in this queue")).first
+    # The search narrows the queue: wait for its count to change (the address changes first).
+    total = whole.split(" of ")[1].split(" in this queue")[0]
+    position = page.get_by_text(re.compile(r"trace \d+ of [\d,]+ in this queue")).filter(
+        has_not_text=f" of {total} in this queue").first
     position.wait_for(timeout=60_000)
-    shown = position.inner_text()
+    wait_app(page)
+    shown = page.get_by_text(re.compile(r"trace \d+ of [\d,]+ in this queue")).first.inner_text()
     assert shown.split(" of ")[1] != whole.split(" of ")[1], (whole, shown)  # the search narrowed the queue
+    page.get_by_text(re.compile("▶ marks the")).first.wait_for(timeout=60_000)  # its hits marked in the trace
     trace = re.search(r"trace=([^&]+)", page.url)
     assert trace, page.url
     page.reload()

@@ -1,0 +1,105 @@
+"""A fleet planned in batches on the workers, and a run's rows gathered into parts of a sensible
+size (scoring.engine): the graph on an in-process Dask client."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from scoring import engine
+
+from .conftest import SAMPLES
+from .test_engine import table_rows, workspace_rows
+
+OBSERVED = SAMPLES / "observed-m1.jsonl"
+
+
+class Counting:
+    """A client that counts the tasks submitted, by the key's kind (``litmus-batch``...)."""
+
+    def __init__(self, client) -> None:
+        self.client, self.kinds = client, []
+
+    def submit(self, *args, key: str, **kw):
+        self.kinds.append(key.rsplit("-", 2)[0])
+        return self.client.submit(*args, key=key, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+
+def test_the_batch_size_gives_each_worker_about_four_tasks_and_at_most_plan_batch_runs_each():
+    assert engine.plan_batch_size(10_000, 2) == engine.PLAN_BATCH
+    assert engine.plan_batch_size(80, 2) == 10
+    assert engine.plan_batch_size(3, 2) == 1 and engine.plan_batch_size(0, 0) == 1
+
+
+def test_a_batch_plans_and_scores_its_runs_and_a_bad_file_fails_alone(inproc_client, tmp_path):
+    """Five small runs in one planning task: the damaged one fails, named, inside the batch; the
+    other four are scored and published by that task (one task for five runs)."""
+    runs = []
+    for i in range(5):
+        runs.append(tmp_path / f"run{i}.jsonl")
+        shutil.copyfile(OBSERVED, runs[-1])
+    runs[2].write_text("not json\n")
+    client = Counting(inproc_client)
+    out = tmp_path / "table"
+    res = engine.score_runs(list(map(str, runs)), client, out=str(out), plan_batch=5)
+    assert [r.status for r in res] == ["done", "done", "failed", "done", "done"]
+    assert res[2].error.startswith(str(runs[2]))
+    assert client.kinds == ["litmus-batch"]  # planned, scored and published by one task
+    assert [s["source"] for s in json.loads((out / "summary.json").read_text())] == [str(runs[i]) for i in (0, 1, 3, 4)]
+    again = engine.score_runs(list(map(str, runs)), Counting(inproc_client), out=str(out), plan_batch=2)
+    assert [r.status for r in again] == ["skipped", "skipped", "failed", "skipped", "skipped"]
+
+
+def test_a_runs_rows_are_gathered_into_parts_of_about_part_bytes(inproc_client, tmp_path):
+    """Blocks of 16 KiB make about 50 staged parts of the sample; published with parts of
+    64 KiB there are a few parts, each but the last at least that size of staged parts, the rows
+    in the same order as the workspace's; a table of one part per run holds the same rows."""
+    run = tmp_path / "observed-m1.jsonl"
+    shutil.copyfile(OBSERVED, run)
+    gathered, whole = tmp_path / "gathered", tmp_path / "whole"
+    (res,) = engine.score_runs([str(run)], inproc_client, out=str(gathered), block_bytes=1 << 14,
+                               part_bytes=1 << 16, auto_payloads=False)
+    (one,) = engine.score_runs([str(run)], inproc_client, out=str(whole), block_bytes=1 << 14, auto_payloads=False)
+    blocks = len(engine.block_bounds(engine.plan_run(str(run)), 1 << 14))
+    parts = sorted((gathered / "trajectories" / f"run_key={res.run_key}").iterdir())
+    assert 1 < len(parts) < blocks / 4
+    assert len(list((whole / "trajectories" / f"run_key={one.run_key}").iterdir())) == 1  # 64 MiB by default
+    (tmp_path / "ws").mkdir()
+    key, rows = workspace_rows(tmp_path / "ws", run)
+    assert key == res.run_key and table_rows(gathered, key) == rows == table_rows(whole, key)
+    meta = pq.read_schema(parts[0]).metadata
+    assert meta[b"litmus.run_key"] == key.encode() and meta[b"litmus.schema_version"] == b"2"
+    assert sum(pq.read_metadata(p).num_rows for p in parts) == len(rows)
+
+
+def test_gathering_again_after_a_lost_publish_writes_the_same_parts(tmp_path):
+    """The staged parts are read, not moved: a publish retried after a worker died mid-way
+    gathers them again into the same parts."""
+    import fsspec
+
+    from .test_engine import run_inline
+
+    run = tmp_path / "observed-m1.jsonl"
+    shutil.copyfile(OBSERVED, run)
+    (res,) = run_inline([run], tmp_path, 1 << 14)
+    staged = tmp_path / "out" / "trajectories" / f"run_key={res.run_key}"
+    fs = fsspec.filesystem("file")
+    rows = lambda: pq.ParquetDataset(str(tmp_path / "a")).read().to_pylist()  # noqa: E731
+    first = engine.gather_parts(fs, str(staged), str(tmp_path / "a"), 1 << 16)
+    before = rows()
+    (tmp_path / "a" / "part-000000.parquet").unlink()  # a publish that died after its first part
+    assert engine.gather_parts(fs, str(staged), str(tmp_path / "a"), 1 << 16) == first > 1
+    assert rows() == before == pq.ParquetDataset(str(staged)).read().to_pylist()
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover(tmp_path):
+    yield
+    assert not any(p.name == engine.STAGING_DIR for p in Path(tmp_path).rglob("*"))
