@@ -119,15 +119,21 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        results = ROOT / "benches" / "RESULTS.md"
-        old = results.read_text()
-        head = old.split(MARK)[0].rstrip("\n")
-        tail = ""
-        if MARK in old:
-            rest = old.split(MARK, 1)[1]
-            nxt = rest.find("\n<!-- ")
-            tail = rest[nxt:] if nxt >= 0 else ""
-        results.write_text(head + "\n\n" + text + tail)
+        write_section(MARK, text)
+
+
+def write_section(mark: str, text: str) -> None:
+    """Put ``text`` (which starts with ``mark``) into benches/RESULTS.md in place of the section
+    that starts with ``mark`` (up to the next marker), or at its end."""
+    results = ROOT / "benches" / "RESULTS.md"
+    old = results.read_text()
+    head = old.split(mark)[0].rstrip("\n")
+    tail = ""
+    if mark in old:
+        rest = old.split(mark, 1)[1]
+        nxt = rest.find("\n<!-- ")
+        tail = rest[nxt:] if nxt >= 0 else ""
+    results.write_text(head + "\n\n" + text + tail)
 
 
 def _child(path: Path) -> tuple[float, float, int, str]:

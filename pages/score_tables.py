@@ -104,6 +104,31 @@ def _undo(run) -> None:
         else ("error", "Nothing of yours to undo in this run."))
 
 
+def _upload_table() -> None:
+    """Team mode: a score table arrives as a zip of the folder ``score --out`` wrote (with the
+    run files it scored, for replay), unpacked into the workspace once per upload and opened
+    from there (``views.unpack_table``: bounded, no member outside its folder)."""
+    up = st.file_uploader("Upload a score table (a .zip of the folder `score --out` wrote; put the run files it "
+                          f"scored in the zip to replay them; up to {loaders.MAX_UPLOAD_MB} MB)", type=["zip"],
+                          key="score_table_upload")
+    if up is None or st.session_state.get("score_table_unpacked") == up.file_id:
+        return
+    st.session_state["score_table_unpacked"] = up.file_id  # once per upload, not on every rerun
+    if up.size > loaders.MAX_UPLOAD_MB * 1024 * 1024:
+        st.error(f"{md(up.name)} is {up.size / 1e6:.0f} MB; the upload limit is {loaders.MAX_UPLOAD_MB} MB.")
+        return
+    try:
+        root = views.unpack_table(loaders.db(), up.name, up.getvalue())
+    except LitmusReviewError as exc:
+        st.error("This upload is not a score table that can be opened:")
+        st.code(error_text(exc), language=None)
+        return
+    if not views.tables_under([root]):
+        st.warning("The upload holds no score table (no summary.json written by `score --out`).")
+        return
+    st.session_state["score_table_uploaded"] = root  # picked below
+
+
 def _import(run) -> None:
     try:
         report = loaders.import_table_run(run)
@@ -120,17 +145,21 @@ def _import(run) -> None:
 root: str | None = None
 if router.team_mode():
     # A shared server opens no location a browser user types (it would read any file the server
-    # can, fetch any URL, and its errors would tell which paths exist): tables are chosen from
-    # the folders the operator listed in the workspace's settings.
-    tables = loaders.tables_under(loaders.table_roots())
+    # can, fetch any URL, and its errors would tell which paths exist): tables are uploaded, or
+    # chosen from the folders the operator listed in the workspace's settings.
+    _upload_table()
+    tables = views.uploaded_tables(loaders.db()) + [
+        (r, loc, loc) for r, loc in loaders.tables_under(loaders.table_roots())]
     if not tables:
-        st.info("No score table to open. On a shared server, tables are chosen from the folders the operator "
-                "lists as score_table_roots in the workspace's settings.toml; none is listed, or none holds a "
-                "table written by `score --out`.")
+        st.info("No score table to open. On a shared server, upload one (a zip of the folder `score --out` "
+                "wrote), or pick one from the folders the operator lists as score_table_roots in the "
+                "workspace's settings.toml; none is listed, or none holds a table written by `score --out`.")
         st.stop()
+    if (fresh := st.session_state.pop("score_table_uploaded", None)) is not None:
+        st.session_state["score_table_pick"] = next((i for i, t in enumerate(tables) if t[0] == fresh), 0)
     at = st.selectbox("Score table", range(len(tables)), key="score_table_pick",
-                      format_func=lambda i: reveal_id(tables[i][1]))
-    root, location = tables[at]
+                      format_func=lambda i: reveal_id(tables[i][2]))
+    root, location, _name = tables[at]
 else:
     location = st.text_input("Score table (directory or URL)", key="score_table_location",
                              placeholder="/data/scores/nightly or s3://bucket/scores/nightly").strip()

@@ -62,14 +62,15 @@ def _rejection(prefix: str, r: Rejection) -> str:
 def _rejections(ev: Evaluation) -> list[str]:
     out = _listed(ev.run.rejected, ev.run.rejected_count)
     if ev.recapture:
-        out += [_rejection("payload not used", r) for r in ev.recapture.rejected]
+        out += _listed(ev.recapture.rejected, ev.recapture.rejected_count, "payload not used", "payloads not used")
     return out
 
 
-def _listed(rejected: tuple[Rejection, ...], count: int) -> list[str]:
-    """A run's rejections as printed: the ones it lists, then "and M more" past the cap."""
-    more = unlisted_note(count, len(rejected))
-    return [_rejection("rejected", r) for r in rejected] + ([more] if more else [])
+def _listed(rejected: tuple[Rejection, ...], count: int, prefix: str = "rejected",
+            what: str = "rejected records") -> list[str]:
+    """Rejections as printed: the ones listed, then "and M more" past the cap."""
+    more = unlisted_note(count, len(rejected), what)
+    return [_rejection(prefix, r) for r in rejected] + ([more] if more else [])
 
 
 def report_error(exc: Exception, path: Path | None = None) -> int:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import pipeline, score
+from . import rows as rows_codec
 from .aggregate import STATUS_CODE, ScoreColumns, by_category, summarize, summarize_by, waterfall
 from .classifiers import load_classifier
 from .errors import BlockFailed, EngineError, InputError, LitmusReviewError, RunFailed
@@ -705,19 +706,19 @@ def table_schema(run_key: str | None = None, run_id: str | None = None, scorer_v
 
 
 def _typed(columns: dict[str, list]) -> dict[str, list]:
-    """A block's row columns (the workspace's text encodings) as the table types them."""
-    split = lambda t: t.split(",") if t else []  # noqa: E731
+    """A block's row columns (the workspace's text encodings) as the table types them, read by
+    the workspace's own decoders (``scoring.rows``), so both read a value alike."""
     out = dict(columns)
     for c in _FLAGS:
         out[c] = [None if v is None else bool(v) for v in columns[c]]
     for c in _TEXT_LISTS:
-        out[c] = [split(v or "") for v in columns[c]]
+        out[c] = [list(rows_codec.split(v)) for v in columns[c]]
     for c in _INT_LISTS:
-        out[c] = [[int(x) for x in split(v or "")] for v in columns[c]]
+        out[c] = [list(rows_codec.split_ints(v)) for v in columns[c]]
     for c in _JSON_LISTS:
-        out[c] = [None if v is None else json.loads(v) for v in columns[c]]
+        out[c] = [None if v is None else list(rows_codec.evidence(v)) for v in columns[c]]
     for c in _GAPS:
-        out[c] = [[split(call) for call in v.split("|")] if v else [] for v in columns[c]]
+        out[c] = [[list(rows_codec.split(call)) for call in v.split("|")] if v else [] for v in columns[c]]
     return out
 
 

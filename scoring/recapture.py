@@ -52,9 +52,16 @@ class RecaptureReport:
     applied: int
     """Payloads that proved and completed a call."""
     rejected: tuple[Rejection, ...]
-    """Payloads that were malformed, did not match, or named no call (each says why)."""
+    """Payloads that were malformed, did not match, or named no call (each says why; a settled
+    run's report lists the first ``settle.REJECTIONS_LISTED`` of them)."""
     sha256: str = ""
     """SHA-256 of the side log file."""
+    rejected_count: int = 0
+    """How many payloads were not used, listed in ``rejected`` or not (never fewer than it lists)."""
+
+    def __post_init__(self) -> None:
+        if self.rejected_count < len(self.rejected):
+            object.__setattr__(self, "rejected_count", len(self.rejected))
 
 
 class PayloadJoin:

@@ -175,6 +175,8 @@ class Evaluation:
                     {"line": r.line, "record_id": r.record_id, "message": r.message}
                     for r in self.recapture.rejected
                 ],
+                # payloads not used, listed or not (the list holds the first settle.REJECTIONS_LISTED)
+                "rejected_count": self.recapture.rejected_count,
             }
         return out
 

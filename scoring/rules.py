@@ -38,15 +38,19 @@ def compile_rule(rule: str):
 
 
 def compile_any(rules: list[str]):
-    """One RE2 pattern that matches where any of ``rules`` matches, or None where RE2 refuses it.
+    """One RE2 pattern that matches where any of ``rules`` matches, or None where it cannot be
+    built safely (the caller then searches rule by rule).
 
     A prefilter: one search says whether any rule can match, so a text no rule matches (the
     common case) costs one search, not one per rule. Each rule is already known to compile
-    alone, so wrapping it in a group keeps it balanced, and RE2 scopes a ``(?i)`` inside a group
-    to that group. The union may exceed RE2's memory cap where each rule alone does not; the
-    caller then searches rule by rule.
+    alone and is wrapped in a group of its own (RE2 scopes a ``(?i)`` inside a group to that
+    group). A rule holding ``\\Q`` is the exception: a quote left open runs to the end of the
+    pattern and would swallow the groups after it, changing what the union means, so such rule
+    sets get no prefilter. (RE2's own ``Set`` is not used: its search gives no answer, rather than
+    a wrong one, only where the caller can ask for its error, which this binding cannot.) The
+    union may also exceed RE2's memory cap where each rule alone does not.
     """
-    if not rules:
+    if not rules or any("\\Q" in rule for rule in rules):
         return None
     try:
         return re2.compile(b"|".join(b"(?:" + rule.encode("utf-8") + b")" for rule in rules), _OPTIONS)

@@ -34,7 +34,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from . import engine
+from . import engine, table_zip
 from .aggregate import (
     Interval,
     PhantomParts,
@@ -269,9 +269,12 @@ def _index(location: str, storage_options: dict | None) -> list[tuple[str, dict]
 
 def source_of(run: TableRun, source: str) -> str:
     """A row's ``source``, where its trajectory is read: refused (InputError naming the table,
-    not the source) when the table was chosen under a root and the source is not under it."""
+    not the source) when the table was chosen under a root and the source is not under it; for
+    a table uploaded as a zip (its root is the upload), the file of the source's name in it."""
     engine.check_location(source, engine.PROTOCOLS, what="run")
     if run.root is not None and not within(run.root, source):
+        if (inside := table_zip.source_in_upload(run.root, source)) is not None:  # an uploaded table's run
+            return inside
         raise InputError("this table's rows name a source outside its root; it is not read", source=run.location)
     return source
 
@@ -480,7 +483,9 @@ def import_into(ws: Workspace, run: TableRun, storage_options: dict | None = Non
     side = source_of(run, engine._url(side)) if side else None
     verdict_map = VerdictMap.parse(d["verdict_map"]) if d.get("verdict_map") else None
     with tempfile.TemporaryDirectory(dir=ws._scratch()) as tmp:
-        path = _local_copy(source, Path(tmp), storage_options, with_proof=True)
+        # A proof side log only where the engine read one (its summary names it): the run key
+        # names the proof, so fetching one the engine did not read would give another key.
+        path = _local_copy(source, Path(tmp), storage_options, with_proof=bool(d.get("proof")))
         payloads = _local_copy(side, Path(tmp), storage_options) if side else None
         result = ws.import_run(path, fmt=d.get("format") or "auto", payloads=payloads, verdict_map=verdict_map,
                                original_name=d.get("original_name") or d["source"],
@@ -501,9 +506,10 @@ def _local_copy(url: str, folder: Path, storage_options: dict | None, *, with_pr
     dest = folder / posixpath.basename(path.rstrip("/"))
     try:
         fs.get_file(path, str(dest))
-        proof = proof_path_of(path)
-        if with_proof and fs.exists(str(proof)):
-            fs.get_file(str(proof), str(proof_path_of(dest)))
+        # by string: a URL's path is not a file-system path (Path would fold its "//")
+        proof = posixpath.join(posixpath.dirname(path), proof_path_of(posixpath.basename(path)).name)
+        if with_proof and fs.exists(proof):
+            fs.get_file(proof, str(proof_path_of(dest)))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot fetch the run: {type(exc).__name__}: {exc}", source=url) from exc
     return dest

@@ -36,6 +36,7 @@ of each block travelling, and the workspace writer with its rows spooled on disk
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -62,12 +63,11 @@ def listed(rejections: Iterable[Rejection]) -> list[Rejection]:
     return sorted(rejections, key=lambda r: (r.line is None, r.line or 0))[:REJECTIONS_LISTED]
 
 
-def unlisted_note(count: int, listed_: int) -> str | None:
+def unlisted_note(count: int, listed_: int, what: str = "rejected records") -> str | None:
     """The line that ends a list of ``listed_`` rejections of ``count``: "and M more", or None
     when every one is listed."""
     more = count - listed_
-    return f"… and {more:,} more rejected records (the first {listed_:,} of {count:,} are listed)" if more > 0 \
-        else None
+    return f"… and {more:,} more {what} (the first {listed_:,} of {count:,} are listed)" if more > 0 else None
 
 
 def run_key(file_sha256: str, *, side_log_sha256: str | None = None, verdict_map: str | None = None,
@@ -204,7 +204,8 @@ def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: st
     rejected = listed(rejected)
     report = side = None
     if side_log is not None:
-        report = side_log.report_of([d.recapture or [] for d in digests], header.run_id, refused_ids)
+        whole = side_log.report_of([d.recapture or [] for d in digests], header.run_id, refused_ids)
+        report = dataclasses.replace(whole, rejected=tuple(listed(whole.rejected)), rejected_count=len(whole.rejected))
         side = {"source": side_log.source, "sha256": side_log.content_sha256 or None}
     return SettledRun(
         header=header, file_sha256=file_sha256, records_seen=seen, rejected=tuple(rejected),

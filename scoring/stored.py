@@ -93,7 +93,7 @@ class StoredRun:
             rj = json.loads(r["recapture_json"])
             recap = RecaptureReport(source=r.get("side_log_source") or payloads, applied=rj["applied"],
                                     rejected=tuple(Rejection(**x) for x in rj["rejected"]),
-                                    sha256=r.get("side_log_sha256") or "")
+                                    sha256=r.get("side_log_sha256") or "", rejected_count=rj.get("rejected_count", 0))
         side = None
         if payloads:
             # before schema 6 the side log's own name and hash were not kept: its copy is named by its hash
@@ -134,7 +134,7 @@ class StoredRun:
             rejected=tuple(rejection(x, d["source"]) for x in d["rejected_records"]),
             recapture=None if recap is None else RecaptureReport(
                 recap["source"], recap["applied"], tuple(rejection(x, recap["source"]) for x in recap["rejected"]),
-                (d.get("side_log") or {}).get("sha256") or ""),
+                (d.get("side_log") or {}).get("sha256") or "", recap.get("rejected_count", 0)),
             side_log=d.get("side_log"), reclassifier=d.get("reclassifier"), verdict_map=d.get("verdict_map"),
             format_metrics=d.get("format_metrics"), terminations=d.get("terminations"),
             scorer_version=d.get("scorer_version") or LEGACY_SCORER_VERSION)

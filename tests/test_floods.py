@@ -5,6 +5,7 @@ grows with the flood."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -116,3 +117,23 @@ def test_a_run_lists_every_rejection_an_importer_gives_it():
     rejected = tuple(Rejection(source="r", line=n, record_id=None, message="bad") for n in range(3))
     assert Run(header=header, trajectories=(), rejected=rejected).rejected_count == 3
     assert Run(header=header, trajectories=(), rejected=rejected, rejected_count=9).rejected_count == 9
+
+
+def test_a_flooded_side_log_is_counted_and_its_first_payloads_listed(tmp_path):
+    """A side log of the sample's payloads and 1,500 lines of ``1``: the report lists the first
+    REJECTIONS_LISTED payloads not used and counts them all, in JSON, on stderr and stored."""
+    run, side = tmp_path / "observed-m1.jsonl", tmp_path / "observed-m1.payloads.jsonl"
+    run.write_bytes((SAMPLES / "observed-m1.jsonl").read_bytes())
+    bad = REJECTIONS_LISTED + 500
+    side.write_bytes((SAMPLES / "observed-m1.payloads.jsonl").read_bytes() + b"1\n" * bad)
+    res = CliRunner().invoke(main, ["score", str(run), "--json"])
+    recap = json.loads(res.stdout)["recapture"]
+    assert recap["rejected_count"] >= bad and len(recap["rejected"]) == REJECTIONS_LISTED
+    assert sum(line.startswith("payload not used ") for line in res.stderr.splitlines()) == REJECTIONS_LISTED
+    assert f"… and {recap['rejected_count'] - REJECTIONS_LISTED:,} more payloads not used" in res.stderr
+    db = tmp_path / "w.db"
+    assert CliRunner().invoke(main, ["import", str(run), "--db", str(db)]).exit_code == 0
+    ws = Workspace(db)
+    stored = ws.stored_run(ws.find_run("observed-m1")["run_key"])
+    assert stored.recapture.rejected_count == recap["rejected_count"]
+    assert len(stored.recapture.rejected) == REJECTIONS_LISTED

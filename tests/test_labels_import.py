@@ -5,8 +5,14 @@ reviewer's label never fails while a large import runs (stored == acknowledged).
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +21,7 @@ from scoring.cli import main
 from scoring.errors import DatabaseUnavailableError
 from scoring.model import ReviewLabel
 from scoring.workspace import Workspace
+from scoring.workspace.schema import BUSY_TIMEOUT_S
 
 from .conftest import SAMPLES
 
@@ -32,6 +39,16 @@ def event(ws, **fields) -> dict:
             "label": "genuine_decline", "note": "", "created_at": "2026-12-01T10:00:00+00:00", "event_id": 1,
             "supersedes": "", "batch_id": ""}
     return {**base, **fields}
+
+
+def bulk_label_file(ws, path: Path, n: int) -> Path:
+    """A labels file of ``n`` events by 50 bulk reviewers over the run's Inconclusive traces."""
+    with path.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps(event(ws, trajectory_id=ws.inconclusive[i % len(ws.inconclusive)],
+                                      reviewer=f"bulk{i % 50}", created_at=f"2026-11-30T00:00:00.{i:06d}+00:00",
+                                      event_id=i + 1, label=("genuine_decline", "degenerate")[i % 2])) + "\n")
+    return path
 
 
 BAD_JSONL = {
@@ -86,12 +103,7 @@ def test_reviewers_label_while_a_large_import_runs_and_every_label_is_stored(ws,
     import's lock must come free well within it) while 150,000 label events are imported; every
     acknowledged label is stored once, none fails with "database is locked"."""
     n = 150_000
-    path = tmp_path / "big.jsonl"
-    with path.open("w") as fh:
-        for i in range(n):
-            fh.write(json.dumps(event(ws, trajectory_id=ws.inconclusive[i % len(ws.inconclusive)],
-                                      reviewer=f"bulk{i % 50}", created_at=f"2026-11-30T00:00:00.{i:06d}+00:00",
-                                      event_id=i + 1, label=("genuine_decline", "degenerate")[i % 2])) + "\n")
+    path = bulk_label_file(ws, tmp_path / "big.jsonl", n)
     done = threading.Event()
     acknowledged: list[tuple[str, str, str]] = []
     failures: list[BaseException] = []
@@ -128,3 +140,72 @@ def test_reviewers_label_while_a_large_import_runs_and_every_label_is_stored(ws,
               if e["reviewer"].startswith("rev")]
     assert sorted(stored) == sorted(acknowledged) and len(acknowledged) >= 40
     assert sum(1 for e in ws.history(ws.key) if e["reviewer"].startswith("bulk")) == n
+
+
+def _reviewer_process(db: str, key: str, tids: list[str], name: str, done: str, out: str) -> None:
+    """One reviewer in a process of its own, as the app's sessions are: labels, bulk acts and
+    undos until ``done`` exists (at least a dozen acts); what was acknowledged written to ``out``."""
+    mine = Workspace(db, busy_timeout_s=BUSY_TIMEOUT_S)
+    labels = list(ReviewLabel)[:3]
+    acts: list[list] = []
+    i = 0
+    began = time.perf_counter()
+    try:
+        while not os.path.exists(done) or i < 12:
+            label = labels[i % 3]
+            began = time.perf_counter()
+            if i % 4 == 3:
+                undone = mine.undo_last(key, name)
+                acts.append(["undo", undone["trajectory_ids"] if undone else [], None])
+            elif i % 4 == 2:
+                batch = [tids[(i + k) % len(tids)] for k in range(5)]
+                mine.add_labels(key, batch, name, label)
+                acts.append(["label", batch, label.value])
+            else:
+                tid = tids[i % len(tids)]
+                mine.add_label(key, tid, name, label)
+                acts.append(["label", [tid], label.value])
+            i += 1
+            time.sleep(0.01)
+        failure = None
+    except Exception as exc:  # reported to the test, which fails on it
+        failure = f"act {i} ({('label', 'label', 'bulk', 'undo')[i % 4]}) after {time.perf_counter() - began:.2f} s: " \
+                  f"{type(exc).__name__}: {exc}"
+    Path(out).write_text(json.dumps({"acts": acts, "failure": failure}))
+
+
+def test_eight_reviewer_processes_act_while_labels_import_runs_in_another(ws, tmp_path):
+    """The issue's load test: 8 reviewers, each a process (labels, bulk acts, undo), while the
+    CLI's ``labels import`` of 300,000 events runs in another: every acknowledged act is stored
+    once, no reviewer fails ("database is locked" included), and the database is intact."""
+    n = 300_000
+    path = bulk_label_file(ws, tmp_path / "big.jsonl", n)
+    done = tmp_path / "done"
+    spawn = multiprocessing.get_context("spawn")
+    names = [f"rev{k}" for k in range(8)]
+    procs = [spawn.Process(target=_reviewer_process, args=(str(ws.path), ws.key, ws.inconclusive, name, str(done),
+                                                           str(tmp_path / f"{name}.json"))) for name in names]
+    for p in procs:
+        p.start()
+    try:
+        imported = subprocess.run([sys.executable, "-m", "scoring", "labels", "import", str(path), "--db",
+                                   str(ws.path)], capture_output=True, text=True, timeout=900)
+    finally:
+        done.touch()
+        for p in procs:
+            p.join(timeout=300)
+    assert imported.returncode == 0, imported.stderr
+    history = ws.history(ws.key)
+    assert sum(1 for e in history if e["reviewer"].startswith("bulk")) == n
+    for name in names:
+        got = json.loads((tmp_path / f"{name}.json").read_text())
+        assert got["failure"] is None, (name, got["failure"])
+        acts = got["acts"]
+        assert len(acts) >= 12
+        mine = [e for e in history if e["reviewer"] == name]
+        labelled = sorted((tid, label) for action, tids, label in acts if action == "label" for tid in tids)
+        undone = sorted(tid for action, tids, _label in acts if action == "undo" for tid in tids)
+        assert sorted((e["trajectory_id"], e["label"]) for e in mine if e["action"] == "label") == labelled, name
+        assert sorted(e["trajectory_id"] for e in mine if e["action"] == "undo") == undone, name
+    with sqlite3.connect(ws.path) as con:
+        assert con.execute("pragma integrity_check").fetchone() == ("ok",)

@@ -99,3 +99,16 @@ def test_a_score_tables_parquet_schema_is_derived_from_the_row_schema():
 def test_the_builder_refuses_a_column_name_that_is_not_an_identifier():
     with pytest.raises(ValueError, match="not a plain identifier"):
         rows._tuple_builder(("ok", "x): pass\nimport os\ndef y(z"))
+
+
+def test_a_score_table_types_list_columns_with_the_workspaces_own_decoders():
+    from scoring import engine
+
+    typed = engine._typed({"tools": ["a,,x", ""], "call_sizes": ["3,,4", ""], "recaptured_calls": ["", "1"],
+                           "reasons": ["", "truncated"], "lenient_safe": [1, None],
+                           "classifier_evidence": ['["e"]', "[]"], "suggestion_evidence": [None, '["s"]'],
+                           "call_gaps": ["over_capture_limit,|", ""]})
+    assert typed["tools"] == [list(rows.split("a,,x")), []] == [["a", "x"], []]
+    assert typed["call_sizes"] == [[3, 4], []]  # an empty item is no item, never int('')
+    assert typed["call_gaps"] == [[["over_capture_limit"], []], []]
+    assert typed["lenient_safe"] == [True, None] and typed["suggestion_evidence"] == [None, ["s"]]

@@ -28,15 +28,17 @@ def test_the_first_category_in_taxonomy_order_still_fires():
     assert hit is not None and hit[0].id == "C01" and hit[2] == "b"
 
 
-def test_a_union_too_large_for_re2_falls_back_to_rule_by_rule():
-    big = "(?:" + "|".join(f"word{i}x{'y' * 40}" for i in range(4000)) + ")"
-    # Each rule compiles alone; their union may not. Either way the answer is the same.
-    rules = _classifier((big,), (big.replace("word", "term"),), ("needle",))
-    assert rules.match(["a needle here"])[0].id == "C03"
+def test_a_rule_quoting_to_its_end_gets_no_prefilter_and_still_matches():
+    # ``\Q`` without ``\E`` is a valid rule alone; in a union it would swallow the next groups.
+    rules = _classifier((r"\Qrm -rf /",), (r"\Q)\E",))
+    assert rules._any is None
+    hit = rules.match(["sudo rm -rf /"])
+    assert hit is not None and hit[0].id == "C01"
     assert compile_any([]) is None
 
 
-_rule = st.sampled_from(["abc", "(?i)abc", "a.c", "^x", "y$", r"\bkey\b", "[0-9]{3}", "(?i)K(?:E)Y"])
+_rule = st.sampled_from(["abc", "(?i)abc", "a.c", "^x", "y$", r"\bkey\b", "[0-9]{3}", "(?i)K(?:E)Y", r"\Qa.c",
+                         r"\Q)\E", r"x\Q(y", r"\Qab\E|z"])
 _text = st.text(alphabet="abcxyzKEY0123 \n", max_size=30)
 
 

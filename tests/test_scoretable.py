@@ -197,3 +197,32 @@ def test_a_table_cannot_make_the_app_run_a_reclassifier_or_read_outside_its_root
     with pytest.raises(InputError, match="outside its root"):
         scoretable.import_into(ws, rooted)
     assert ws.runs() == []
+
+
+def test_a_remote_source_is_fetched_with_its_proof_only_where_the_engine_read_one(tmp_path):
+    """``import_into`` fetches a URL's run, and its proof side log only when the table's summary
+    names one (the run key names the proof: fetching one the engine did not read changes it)."""
+    import functools
+    import http.server
+    import threading
+
+    from scoring.proof import proof_path_of
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "x.eval").write_bytes(b"log bytes")
+    proof_path_of(served / "x.eval").write_bytes(b"proof bytes")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/x.eval"
+        for with_proof in (False, True):
+            folder = tmp_path / f"fetched-{with_proof}"
+            folder.mkdir()
+            got = scoretable._local_copy(url, folder, None, with_proof=with_proof)
+            assert got.read_bytes() == b"log bytes"
+            assert proof_path_of(got).is_file() is with_proof
+    finally:
+        server.shutdown()
+        server.server_close()

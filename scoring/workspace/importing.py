@@ -557,7 +557,8 @@ def run_columns(settled: SettledRun) -> dict:
         "trajectories": settled.trajectories, "tool_calls": settled.tool_calls, "records_seen": settled.records_seen,
         "rejected_json": json.dumps([rejection_dict(r) for r in settled.rejected]),
         "recapture_json": None if settled.recapture is None else json.dumps({
-            "applied": settled.recapture.applied, "rejected": [rejection_dict(r) for r in settled.recapture.rejected]}),
+            "applied": settled.recapture.applied, "rejected": [rejection_dict(r) for r in settled.recapture.rejected],
+            "rejected_count": settled.recapture.rejected_count}),
         "classifier_of_record": h.classifier_of_record, "scorer_version": settled.scorer_version,
         "classifier_of_record_check": h.classifier_of_record_check or None, "require_proof": int(h.require_proof),
         "reclassifier": settled.reclassifier, "reported_safe_rate": h.reported_safe_rate,

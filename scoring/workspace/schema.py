@@ -339,6 +339,11 @@ _INDEXES = {
     # reviewer in the index, a trace with thousands of imported events made every label scan them
     # all inside its write transaction, and eight reviewers' labels queued past the busy timeout.
     "idx_label_events_reviewer": "label_events(run_key, trajectory_id, reviewer)",
+    # A bulk act and Undo read one reviewer's events on every trace of a run: without this, each
+    # scanned the run's every event (hundreds of thousands once a labels file is imported) inside
+    # its write transaction, and eight reviewers' acts held the lock until a labels import
+    # running beside them waited past its busy timeout ("database is locked").
+    "idx_label_events_run_reviewer": "label_events(run_key, reviewer, id)",
 }
 """Indexes that change no row, made when missing (``CREATE INDEX IF NOT EXISTS``), outside the
 versioned migrations."""

@@ -14,6 +14,7 @@ documents its columns, and ``has_any_tool``/``tool_names`` read its one list col
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from .. import rows as codec
+from .. import table_zip
 from ..aggregate import (
     PairedDifference,
     Rate,
@@ -65,8 +67,8 @@ __all__ = [
     "export_labels", "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version",
     "next_pending", "output_previews", "paired", "parse_verdict_map", "replay", "replay_of", "review_queue", "run",
     "runs", "score_columns", "search", "side_log_beside", "size_quantiles", "table_roots", "tables_under",
-    "tool_names", "trajectory_table", "undo_last", "unlisted_note", "visible_disputed", "visible_history",
-    "visible_labels", "workspace_folder",
+    "tool_names", "trajectory_table", "undo_last", "unlisted_note", "unpack_table", "uploaded_tables",
+    "visible_disputed", "visible_history", "visible_labels", "workspace_folder",
 ]
 
 
@@ -515,3 +517,20 @@ def tables_under(roots: Sequence[str], db: str | Path | None = None) -> list[tup
             continue
         found += scoretable.tables_under([root], options)
     return found
+
+
+def unpack_table(db: str | Path, name: str, data: bytes) -> str:
+    """An uploaded zip of a score table unpacked into the workspace's folder (``table_zip.unpack``):
+    the folder it is opened from, its root."""
+    return str(table_zip.unpack(data, name, _ws(db).files))
+
+
+def uploaded_tables(db: str | Path) -> list[tuple[str, str, str]]:
+    """(root, location, what to call it) of every score table uploaded to the workspace, newest
+    upload first; the root is the upload's own folder (its rows read nothing outside it)."""
+    out = []
+    for root, name in table_zip.uploads(_ws(db).files):
+        for _root, location in tables_under([root]):
+            inside = os.path.relpath(location, root)
+            out.append((root, location, f"{name} (uploaded)" + ("" if inside == "." else f": {inside}")))
+    return out

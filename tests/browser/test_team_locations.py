@@ -1,6 +1,6 @@
 """A team-mode server, typed at with hostile locations in every field that takes text on the
 Score tables and Runs pages: nothing opened, nothing fetched, no crash, one message whether or
-not a path exists (issue 24)."""
+not a path exists; a score table arrives by upload instead (issue 24)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from scoring.workspace.settings import settings_path
 
+from ..test_table_upload import TRAJECTORY, zip_folder, zip_of
 from ..test_team_tables import Listener, make_table
 from .conftest import Server, wait_app
 
@@ -53,3 +54,35 @@ def test_a_team_mode_server_opens_no_typed_location(tmp_path, page, artifacts):
     finally:
         server.stop()
         listener.close()
+
+
+def test_a_team_mode_server_opens_an_uploaded_table(tmp_path, page, artifacts):
+    """No roots configured: a hostile zip is a message; a zip of a table and its run is opened
+    from the upload and replays (the run's file on this machine removed: the zip's is read)."""
+    out, run = make_table(tmp_path / "scored" / "nightly", "table")
+    good, evil = tmp_path / "nightly.zip", tmp_path / "evil.zip"
+    good.write_bytes(zip_folder(out.parent))
+    evil.write_bytes(zip_of([("t/summary.json", b"{}"), ("../../escape.json", b"{}")]))
+    run.unlink()
+    server = Server(tmp_path / "team.db", tmp_path / "streamlit.log", env={"LITMUS_REVIEW_TEAM_MODE": "1"})
+    try:
+        page.goto(server.url + "/score_tables")
+        wait_app(page, "No score table to open")
+        uploader = page.locator('[data-testid="stFileUploaderDropzoneInput"]').first
+        uploader.set_input_files(str(evil))
+        wait_app(page, "not a score table that can be opened")
+        page.get_by_text("unsafe member path").first.wait_for(timeout=30_000)
+        assert not (tmp_path.parent / "escape.json").exists()
+        uploader.set_input_files(str(good))
+        wait_app(page, "Replay a trajectory (its id)")
+        box = page.locator('[data-testid="stSelectbox"]').first
+        pick = box.inner_text() + " ".join(i.input_value() for i in box.locator("input").all())
+        assert "nightly.zip (uploaded): nightly/table" in pick, pick
+        replay = page.get_by_label("Replay a trajectory (its id)")
+        replay.fill(TRAJECTORY)
+        replay.press("Enter")
+        wait_app(page, "final output:")
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(artifacts / "team_score_table_upload.png"), full_page=True)
+    finally:
+        server.stop()
