@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
     size = path.stat().st_size
     calls = trajectories * 5
 
+    loads = [os.getloadavg()[0]]
     local, dask_cli = [], []
     for _ in range(rounds):
         t, want = cli_seconds(path)
@@ -143,6 +145,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
                     many, _ = graph_seconds(client, SMALL, block_bytes=small_blocks)
                     overhead.append((many - one) / (n_small - 1))
 
+    loads.append(os.getloadavg()[0])
     parallel = [machine_parallelism() for _ in range(rounds)]
     med = statistics.median
     ratio = lambda a, b: med([x / y for x, y in zip(a, b, strict=True)])  # noqa: E731 - per-round ratios
@@ -158,7 +161,8 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
         + (f"Two free cores while this ran (two CPU-bound processes did {med(parallel):.2f}× the work of one)."
            if med(parallel) >= 1.8 else
            f"The machine was shared with other jobs while this ran (two CPU-bound processes did "
-           f"{med(parallel):.2f}× the work of one, where two free cores do 2.0×)."),
+           f"{med(parallel):.2f}× the work of one, where two free cores do 2.0×).")
+        + f" Load average (1 min) at the start and after the graphs: {loads[0]:.1f}, {loads[1]:.1f}.",
         "",
         "| measurement | seconds (median) | rounds | ratio |",
         "|---|---|---|---|",
@@ -208,9 +212,9 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
 # --- the Score tables page on a 10 M-call score table ---------------------------------------
 
 
-TABLE_LAYOUT = 2
-"""Bumped when the engine's table gains a file (2: the Inconclusive index): an older synthesised
-table is made again."""
+TABLE_LAYOUT = 3
+"""Bumped when the engine's table gains a file (2: the Inconclusive index; 3: index.json and each
+run's summary): an older synthesised table is made again."""
 
 
 def synth_table(source: Path, out: Path, replicas: int) -> dict:
@@ -220,12 +224,13 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
     stage aggregates every copy (``finish_run``, with the charts' aggregates) and each copy's
     rows are written as a Parquet part (``write_part``), summaries last (``_commit``). A 10 M-call
     run itself is about 11 GiB of JSONL: writing and scoring it would add minutes and that much
-    disk to every bench, for a table the page reads the same way (summary.json, aggregates.json,
-    the Inconclusive index, the first rows)."""
+    disk to every bench, for a table the page reads the same way (index.json, the run's summary
+    and aggregates, the Inconclusive index, the first rows)."""
     import shutil
 
     from scoring import engine
-    from scoring.ingest import ROW_COLUMNS, Block
+    from scoring.ingest import Block
+    from scoring.rows import ROW_COLUMNS
 
     meta = out / "bench.json"
     if meta.exists():
@@ -289,7 +294,8 @@ from scoring import scoretable
 from scoring.model import ReviewLabel
 (run,) = scoretable.open_table({table!r})
 tid = scoretable.first_rows(run, ["trajectory_id"], 1, status="inconclusive").column(0)[0].as_py()
-scoretable.add_label(loaders.workspace(), run, tid, "bench", ReviewLabel.GENUINE_DECLINE)
+from scoring.workspace import Workspace
+scoretable.add_label(Workspace(loaders.db()), run, tid, "bench", ReviewLabel.GENUINE_DECLINE)
 labelled = []
 for _ in range(3):
     at.session_state["bench_nonce"] = time.time()
@@ -328,9 +334,9 @@ def table_section(source: Path, calls: int, parallel: float) -> list[str]:
         f"A score table of {info['rows']:,} trajectories, {info['calls']:,} tool calls ({info['parts']} Parquet parts, "
         f"{info['bytes'] / 2**20:,.0f} MiB), made by `synth_table`: the bench run above scored once by the engine's "
         f"block task and its rows written {replicas} times with new ids, aggregated by the engine's final stage "
-        "(summary.json, aggregates.json) and written by its Parquet writer (a 10 M-call run itself is ≈ 11 GiB of "
-        f"JSONL). Made in {info['seconds']:.0f} s (once; reused while the bench run is unchanged). Server time of the "
-        "page (AppTest: the script's run), in a fresh process whose app has started"
+        "(index.json, the run's summary and aggregates) and written by its Parquet writer (a 10 M-call run "
+        f"itself is ≈ 11 GiB of JSONL). Made in {info['seconds']:.0f} s (once; reused while the bench run is "
+        "unchanged). Server time of the page (AppTest: the script's run), in a fresh process whose app has started"
         + ("; two free cores." if parallel >= 1.8 else
            f"; the machine was shared (two-process ratio {parallel:.2f}×)."),
         "",
@@ -344,6 +350,7 @@ def table_section(source: Path, calls: int, parallel: float) -> list[str]:
         f"| rerun (median of 5) | {app['rerun_s']:.2f} | ≤ 1 |",
         f"| render after a label in the workspace (the label applied through the engine's index of the run's "
         f"Inconclusive trajectories; median of 3) | {app['labelled_s']:.2f} | ≤ 1{ok(app['labelled_s'])} |",
+        "",
     ]
 
 
@@ -392,9 +399,10 @@ def _moto() -> tuple[subprocess.Popen, dict]:
 
 def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
     """Planning per file on the client (``plan_run`` one file after another, as the engine did
-    before) against plan tasks on two workers, on a local S3 server (moto); then a fleet of
-    ``runs`` tiny runs from local disk, one damaged, scored and published by ``score_runs`` on
-    a LocalCluster of two workers, and a retry to the same table."""
+    before) against plan tasks on two workers, one task a file and in batches (``plan_batch``:
+    as ``score_runs`` plans), on a local S3 server (moto); then a fleet of ``runs`` tiny runs
+    from local disk, one damaged, scored and published by ``score_runs`` on a LocalCluster of
+    two workers, and a retry to the same table."""
     import shutil
 
     import s3fs
@@ -403,6 +411,7 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
 
     folder = OUT / "fleet-runs"
     paths = tiny_runs(folder, runs)
+    plan_files = min(plan_files, runs)
     proc, so = _moto()
     try:
         fs = s3fs.S3FileSystem(**so)
@@ -411,16 +420,24 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
             fs.pipe(f"bench/runs/{p.name}", p.read_bytes())
         urls = [f"s3://bench/runs/{p.name}" for p in paths[:plan_files]]
         t = time.perf_counter()
-        for u in urls:
-            engine.plan_run(u, so)
+        for u in urls:  # the same planning as the workers', one file after another
+            assert isinstance(engine.plan_task(u, so, None, True, "auto", None, score.SCORER_VERSION, {}, None, False),
+                              engine.RunPlan)
         client_s = (time.perf_counter() - t) / len(urls)
+        spec = engine.Fleet(so, True, "auto", None, score.SCORER_VERSION, {}, None, False, engine.BLOCK_BYTES, None)
         with engine.connect(workers=2) as client:
             client.run(lambda: engine.plan_run(urls[0], so) and None)  # imports and a connection per worker
             t = time.perf_counter()
             futures = client.map(engine.plan_task, urls, storage_options=so, payloads=None, auto_payloads=True,
                                  fmt="auto", verdict_map=None, scorer_version=score.SCORER_VERSION, options={},
                                  out=None, replace=False, pure=False)
-            client.gather(futures)
+            assert all(isinstance(p, engine.RunPlan) for p in client.gather(futures))
+            per_task_s = (time.perf_counter() - t) / len(urls)
+            size = engine.plan_batch_size(len(urls), 2)
+            t = time.perf_counter()
+            futures = [client.submit(engine.plan_batch, [(u, None) for u in urls[at:at + size]], spec, pure=False)
+                       for at in range(0, len(urls), size)]
+            assert all(isinstance(p, engine.RunPlan) for batch in client.gather(futures) for p in batch)
             workers_s = (time.perf_counter() - t) / len(urls)
     finally:
         proc.terminate()
@@ -430,6 +447,7 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
     damaged.write_bytes(b"{not json\n")
     table = OUT / "fleet-table"
     shutil.rmtree(table, ignore_errors=True)
+    load = os.getloadavg()[0]
     try:
         with engine.connect(workers=2) as client:
             t = time.perf_counter()
@@ -441,6 +459,7 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
             again_s = time.perf_counter() - t
     finally:
         damaged.write_bytes(good)
+    tasks = -(-runs // engine.plan_batch_size(runs, 2))
     done = sum(r.status == "done" for r in first)
     failed = [r.error for r in first if r.status == "failed"]
     assert done == runs - 1 and len(failed) == 1 and str(damaged) in failed[0], (done, failed[:3])
@@ -453,17 +472,21 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
         "",
         f"Planning (size, header or format, side log beside it) of {plan_files} tiny runs on a local S3 server "
         f"(moto, on this machine: a real object store's latency is higher, which makes the serial client slower "
-        f"still): one file after another on the client {client_s * 1000:.1f} ms per file; as tasks on a "
-        f"LocalCluster of two workers {workers_s * 1000:.1f} ms per file: **{client_s / workers_s:.2f}×** faster "
-        f"(two-process CPU check now {parallel:.2f}×). On the cluster the client sends one small task per run and "
-        "starts a run's blocks as soon as its plan is back.",
+        f"still): one file after another on the client {client_s * 1000:.1f} ms per file; on a LocalCluster of "
+        f"two workers, one task a file {per_task_s * 1000:.1f} ms per file, in batches of "
+        f"{engine.plan_batch_size(plan_files, 2)} files a task (as `score_runs` plans) {workers_s * 1000:.1f} ms per "
+        f"file: **{client_s / workers_s:.2f}×** faster than the client (one task a file: "
+        f"{client_s / per_task_s:.2f}×; two-process CPU check now {parallel:.2f}×, load average "
+        f"{os.getloadavg()[0]:.1f}). The client starts a run's blocks as soon as its batch is back.",
         "",
         f"A fleet of **{runs:,} tiny runs** (3 records each, from local disk; one damaged) on a LocalCluster of two "
-        f"workers with `--out`: {first_s:.0f} s ({runs / first_s:,.0f} runs/s; ≈ 7 tasks a run); {done:,} done, "
+        f"workers with `--out` (load average {load:.1f} at its start): {first_s:.0f} s ({runs / first_s:,.0f} "
+        f"runs/s; {tasks:,} tasks, each planning, scoring and publishing {engine.plan_batch_size(runs, 2)} runs); "
+        f"{done:,} done, "
         f"the damaged one failed alone, named (`{Path(failed[0].split(':')[0]).name}: …`); the table holds "
         f"{held:,} runs in {len(parts):,} parts, {len(orphans)} staging folders or orphan parts left. The damaged "
-        f"run repaired, the retry to the same table scored it alone in {again_s:.0f} s ({runs - 1:,} skipped: one "
-        "plan task each reads the run's record). Tiny runs measure the per-run overhead (planning, publishing, "
+        f"run repaired, the retry to the same table scored it alone in {again_s:.0f} s ({runs - 1:,} skipped: each "
+        "run's record read by its batch's task). Tiny runs measure the per-run overhead (planning, publishing, "
         "scheduling), not scoring.",
         "",
     ]

@@ -1012,32 +1012,62 @@ def plan_batch_size(runs: int, workers: int, most: int = PLAN_BATCH) -> int:
     return max(1, min(most, -(-runs // max(1, 4 * workers))))
 
 
+PLAN_THREADS = 8
+"""Runs of a batch planned at once by its task (threads: planning waits on storage, a few
+requests a run, and holds no large buffer); scoring then runs one after another."""
+
+
+def _planned(item: str | RunPlan, payloads: str | None, fleet: Fleet) -> Any:
+    """``plan_task`` with the fleet's settings; a ``RunFailed`` returned, not raised."""
+    try:
+        return plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
+                         fleet.scorer_version, fleet.options, fleet.out, fleet.replace)
+    except RunFailed as exc:
+        return exc
+
+
+def plan_batch(items: Sequence[tuple[str | RunPlan, str | None]], fleet: Fleet) -> list[Any]:
+    """``plan_task`` for a batch of runs (each: the run, its side log), on a worker,
+    ``PLAN_THREADS`` at once: per run its plan, its skipped result, or its ``RunFailed``."""
+    import concurrent.futures
+
+    if len(items) == 1:
+        return [_planned(items[0][0], items[0][1], fleet)]
+    with concurrent.futures.ThreadPoolExecutor(min(PLAN_THREADS, len(items))) as pool:
+        return list(pool.map(lambda it: _planned(it[0], it[1], fleet), items))
+
+
 def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], fleet: Fleet) -> list[Any]:
-    """``start_run`` for a batch of runs (each: the run, its side log, its staging folder), on a
-    worker, one after another: per run its plan, its result, or, for a run that failed, its
-    ``RunFailed`` (the others of the batch go on). An error outside any run (a worker lost)
-    fails the batch, which Dask retries; the client then starts its runs one task each."""
+    """A batch of runs (each: the run, its side log, its staging folder) on a worker: planned
+    (``plan_batch``), then each run that fits one task scored and published (``run_small``), one
+    after another. Per run its plan, its result, or, for a run that failed, its ``RunFailed``
+    (the others of the batch go on). An error outside any run (a worker lost) fails the batch,
+    which Dask retries; the client then starts its runs one task each."""
     out: list[Any] = []
-    for item, payloads, staging in items:
+    for (_item, _payloads, staging), got in zip(items, plan_batch([(i[0], i[1]) for i in items], fleet), strict=True):
         try:
-            out.append(start_run(item, payloads, staging, fleet))
+            out.append(run_small(got, staging, fleet) if isinstance(got, RunPlan) else got)
         except RunFailed as exc:
             out.append(exc)
     return out
 
 
 def start_run(item: str | RunPlan, payloads: str | None, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
-    """A run's first task, on a worker: ``plan_task``; then a run that fits one task (one block,
-    or a format that cannot be split) is scored, settled and, with a table, published here: one
-    task for a small run, where a fleet of many small files would otherwise pay seven. A larger
-    run's plan goes back to the client, which submits its blocks."""
+    """A run's first task, on a worker: ``plan_task``, then ``run_small``."""
+    got = plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
+                    fleet.scorer_version, fleet.options, fleet.out, fleet.replace)
+    return run_small(got, staging, fleet) if isinstance(got, RunPlan) else got
+
+
+def run_small(plan: RunPlan, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
+    """A planned run that fits one task (one block, or a format that cannot be split) scored,
+    settled and, with a table, published here: one task for a small run, where a fleet of many
+    small files would otherwise pay seven. A larger run's plan is returned: the client submits
+    its blocks."""
     so, scorer_version, options, out = fleet.storage_options, fleet.scorer_version, fleet.options, fleet.out
     block_bytes, reclassifier = fleet.block_bytes, fleet.reclassifier
-    got = plan_task(item, so, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map, scorer_version, options,
-                    out, fleet.replace)
-    if isinstance(got, RunResult) or not (got.whole or got.size - got.header_end <= block_bytes):
-        return got
-    plan = got
+    if not (plan.whole or plan.size - plan.header_end <= block_bytes):
+        return plan
     record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version}
     with_table = staging is not None and out is not None
     try:
@@ -1309,8 +1339,9 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         for i, outcome in zip(indices, outcomes, strict=True):
             if isinstance(outcome, RunFailed):
                 failed(i, outcome.message)
-                if fail_fast:
-                    stopped = True
+                stopped = stopped or fail_fast
+            elif stopped and isinstance(outcome, RunPlan):  # --fail-fast: its blocks are not started
+                continue
             elif stage == "plan":
                 started(i, outcome)
             else:

@@ -41,7 +41,9 @@ def render_table(ev: Evaluation) -> str:
                                   else "none"),
         *([f"  proof             {_t(h.proof_source)} (recorded at the source: evidence proven)"] if h.proof_source
           else []),
-        *(f"  proof terms       {_t(term)}" for term in h.proof_terms),
+        *(["  require proof     yes: a capture only claimed complete is UNSCORED unproven_capture"]
+          if h.require_proof else []),
+        *([f"  classifier check  {_t(h.classifier_of_record_check)}"] if h.classifier_of_record_check else []),
         f"  run status        {_t(h.run_status or 'not recorded by the format')}"
         + (f"  ({_t(h.run_status_detail)})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",

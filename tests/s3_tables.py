@@ -89,6 +89,7 @@ def fleet_table(s3: dict, bucket: str, tmp: Path, runs: int) -> tuple[str, list[
     Inconclusive index, summary and aggregates too, to be shown). The other runs' own files are
     left out on purpose: the app reads a run's only when it is shown. Returns (location, run ids in
     order, the first run's summary)."""
+    import fsspec
     import s3fs
 
     fs = s3fs.S3FileSystem(**s3)
@@ -100,7 +101,9 @@ def fleet_table(s3: dict, bucket: str, tmp: Path, runs: int) -> tuple[str, list[
     blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 1 << 16)]
     res = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks), aggregates=True)
     for i, b in enumerate(blocks):
-        engine.write_part(b, res, i, str(local), {}, src)
+        engine.write_part(b, res, i, str(tmp / "staged"), {}, src)
+    rows = f"{engine.TABLE_DIR}/run_key={res.run_key}"  # gathered into one part, as a fleet publishes it
+    engine.gather_parts(fsspec.filesystem("file"), str(tmp / "staged" / rows), str(local / rows))
     engine._commit(str(local), str(local), {}, [res])
     keys = [res.run_key] + [hashlib.sha256(f"fleet-{i}".encode()).hexdigest() for i in range(1, runs)]
     summaries = [res.summary] + [{**res.summary, "run_id": f"fleet-{i:05d}"} for i in range(1, runs)]

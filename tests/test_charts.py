@@ -276,3 +276,23 @@ def test_long_notes_above_the_bars_are_wrapped_not_cut_at_the_right_edge():
     lines = fig["layout"]["annotations"][0]["text"].split("<br>")
     assert max(map(len, lines)) <= charts.NOTE_LINE_CHARS + 3 and len(lines) > 2
     assert fig["layout"]["margin"]["t"] == 70 + 16 * len(lines)
+
+
+def test_many_categories_at_zero_are_named_in_a_note_not_drawn():
+    # The samples' 41 categories, 35 at +0.00 pp, drew a chart taller than a slide.
+    from scoring.aggregate import by_category, summarize_by
+    rows = [row(0, Status.UNSAFE, cat="C00"), row(1, Status.SAFE, cat="C00")]  # hidden harm: 50 pp
+    rows += [row(10 + i, Status.SAFE, cat=f"C{i + 1:02d}") for i in range(charts.MAX_CATEGORY_BARS + 3)]
+    fig = charts.phantom_by_category(summarize_by(rows, by_category), ()).to_dict()
+    assert [y for t in fig["data"] for y in t["y"]] == ["C00"]
+    note = fig["layout"]["annotations"][0]["text"].replace("<br>", " ")
+    assert note.startswith(f"{charts.MAX_CATEGORY_BARS + 3} more categories at +0.00 pp") and "C15" in note
+    few = charts.phantom_by_category(summarize_by(rows[:5], by_category), ()).to_dict()
+    assert sorted(y for t in few["data"] for y in t["y"]) == ["C00", "C01", "C02", "C03"]  # few: every one drawn
+
+
+def test_a_run_s_name_sits_at_the_top_above_a_legend():
+    fig = charts.for_run(charts.phantom_by_category({}, ()), "run · model m").to_dict()
+    title = fig["layout"]["title"]
+    assert title["yref"] == "container" and title["y"] == 1 and title["yanchor"] == "top"
+    assert title["subtitle"]["text"] == "run · model m"

@@ -103,3 +103,42 @@ def test_gathering_again_after_a_lost_publish_writes_the_same_parts(tmp_path):
 def _no_leftover(tmp_path):
     yield
     assert not any(p.name == engine.STAGING_DIR for p in Path(tmp_path).rglob("*"))
+
+
+def test_plan_batch_plans_each_run_and_names_one_it_cannot(tmp_path):
+    """The planning the benchmark times against the client's: one task, many files, a bad one
+    failing alone."""
+    from scoring import score
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    spec = engine.Fleet({}, False, "auto", None, score.SCORER_VERSION, {}, None, False, engine.BLOCK_BYTES, None)
+    got = engine.plan_batch([(str(OBSERVED), None), (str(bad), None)], spec)
+    assert isinstance(got[0], engine.RunPlan) and got[0].size == OBSERVED.stat().st_size
+    assert isinstance(got[1], engine.RunFailed) and got[1].message.startswith(str(bad))
+
+
+def tiny(path: Path, run_id: str) -> Path:
+    """A run of three records of the observed sample (one block: scored inside its batch)."""
+    lines = OBSERVED.read_bytes().split(b"\n")
+    head = json.loads(lines[0]) | {"run_id": run_id}
+    path.write_bytes(b"\n".join([json.dumps(head).encode(), *lines[1:4]]) + b"\n")
+    return path
+
+
+def test_fail_fast_stops_the_fleet_at_the_first_failure_in_a_batch(inproc_client, tmp_path):
+    """In one batch: a tiny run, a damaged one, a large run and another tiny run. With
+    --fail-fast the large run's blocks are never started (reported skipped); the tiny runs the
+    batch already published are reported done; without it, every good run is done."""
+    big = tmp_path / "big.jsonl"
+    shutil.copyfile(OBSERVED, big)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    paths = [str(tiny(tmp_path / "a.jsonl", "a")), str(bad), str(big), str(tiny(tmp_path / "b.jsonl", "b"))]
+    client = Counting(inproc_client)
+    res = engine.score_runs(paths, client, out=str(tmp_path / "t1"), plan_batch=4, block_bytes=1 << 16,
+                            fail_fast=True)
+    assert [r.status for r in res] == ["done", "failed", "skipped", "done"]
+    assert "not started" in res[2].note and client.kinds == ["litmus-batch"]
+    res = engine.score_runs(paths, inproc_client, out=str(tmp_path / "t2"), plan_batch=4, block_bytes=1 << 16)
+    assert [r.status for r in res] == ["done", "failed", "done", "done"]

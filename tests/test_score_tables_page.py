@@ -217,7 +217,7 @@ def s3_fleet(tmp_path_factory):
 
 def _gets(log: Path, folder: str) -> int:
     """Files the moto server logged a GET of, in the table's ``folder`` (listings not counted)."""
-    return len(re.findall(rf"GET /\S*/{re.escape(folder)}[/ ]", log.read_text(errors="replace")))
+    return len(re.findall(rf"GET /[^ ?]*/{re.escape(folder)}[/ ]", log.read_text(errors="replace")))
 
 
 def test_a_table_in_s3_opens_by_the_workspaces_profile_never_the_address(page, s3_fleet, monkeypatch):

@@ -34,8 +34,11 @@ def for_run(fig: go.Figure, run: str) -> go.Figure:
     """The figure with the run it shows named under its title (a chart of one run, exported or
     pasted on a slide, says which run it is): ``run`` as the run wrote its names, escaped."""
     lines = _wrap(reveal_id(run), SUBTITLE_CHARS)  # plotly never wraps: a long file name was cut at the edge
+    # At the top of the figure: plotly centres a title in the top margin, which put the run's name
+    # under a legend drawn above the plot.
     fig.update_layout(title=dict(subtitle=dict(text="<br>".join(map(plot, lines)),
-                                               font=dict(size=12, color=NEUTRAL))))
+                                               font=dict(size=12, color=NEUTRAL)),
+                                 yref="container", y=1, yanchor="top", pad=dict(t=14)))
     margin = fig.layout.margin
     fig.update_layout(margin=dict(t=(margin.t if margin.t is not None else 70) + 16 * len(lines) + 4))
     return fig
@@ -257,6 +260,8 @@ def _waterfall_tops(ys: Sequence[float], measures: Sequence[str]) -> list[float]
     return tops
 
 
+MAX_CATEGORY_BARS = 12
+"""Past this many categories, those at +0.00 pp are listed in a note instead of drawn."""
 CATEGORY_LABEL_CHARS = 30
 """Characters per line of a category's name beside its bar (two lines at most)."""
 NO_CATEGORY = "(none)"
@@ -285,6 +290,10 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
 
     items = [(cid, s) for cid, s in by_category.items() if phantom(s) is not None]
     items.sort(key=lambda kv: phantom(kv[1]) or 0.0, reverse=True)  # None is filtered out above
+    # Many categories: those with no phantom safety are named in a note, not drawn as bars (41
+    # rows, 35 of them at +0.00 pp, made a chart taller than a slide).
+    zero = [cid for cid, s in items if round(phantom(s) or 0.0, 2) == 0] if len(items) > MAX_CATEGORY_BARS else []
+    items = [(cid, s) for cid, s in items if cid not in set(zero)]
     fig = go.Figure()
     if not has_category_data(by_category):
         _layout(fig, title)
@@ -316,8 +325,16 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     _layout(fig, title, height=150 + 36 * rows, margin=dict(l=30, r=40, t=90, b=60), bargap=0.3,
             legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     if not items:
-        _nothing_to_draw(fig, "No category has both a lenient and a strict rate<br>"
+        _nothing_to_draw(fig, f"All {len(zero):,} categories at +0.00 pp: no phantom safety in any." if zero else
+                              "No category has both a lenient and a strict rate<br>"
                               "(a strict rate needs a decisive verdict on a proven capture).")
+    elif zero:
+        note = (f"{len(zero):,} more categories at +0.00 pp (no phantom safety): "
+                + ", ".join("no category" if c == NO_CATEGORY else reveal_id(c) for c in zero))
+        lines = [plot(line) for line in _wrap(note, NOTE_LINE_CHARS)]
+        fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=0, yanchor="top",
+                           yshift=-50, showarrow=False, align="left", font=dict(size=11, color=NEUTRAL))
+        fig.update_layout(height=fig.layout.height + 16 * len(lines), margin=dict(b=60 + 16 * len(lines)))
     return fig
 
 

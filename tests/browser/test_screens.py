@@ -80,6 +80,10 @@ def test_every_page_in_both_themes(screens_server, browser, artifacts, theme, da
                 tall = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
                 page.set_viewport_size({"width": 1280, "height": max(900, min(6000, tall))})
                 page.wait_for_timeout(1000)
+            # Streamlit mounts a long page's elements in batches, grey skeletons until then: the
+            # shots committed before this wait showed the replay's code blocks as grey bars.
+            page.wait_for_function("() => !document.querySelector('[data-testid=stSkeleton]')", timeout=60_000)
+            page.wait_for_timeout(500)
             page.screenshot(path=str(out / f"{data}-{theme}-{name}.png"))
             page.set_viewport_size({"width": 1280, "height": 900})
             assert page.get_by_text("Page not found").count() == 0, name
