@@ -38,6 +38,10 @@ MAX_ZIP_BYTES = 200 << 20
 MAX_UNPACKED_BYTES = 1 << 30
 """What all of a zip's members may decode to (a table's parts are Parquet: already compressed)."""
 MAX_MEMBERS = 20_000
+MAX_KEPT_BYTES = 8 << 30
+"""What every upload kept in a workspace may hold together: past it an upload is refused (a
+shared server's disk is not filled by its users); the operator removes old ones from the
+folder."""
 _CHUNK = 1 << 20
 
 
@@ -75,8 +79,9 @@ def _copy(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, left: int, sou
         while chunk := fh.read(min(_CHUNK, left - written + 1)):
             written += len(chunk)
             if written > left:
-                raise InputError(f"the zip's members expand past {MAX_UNPACKED_BYTES:,} bytes (at "
-                                 f"{info.filename!r}): refused as a likely compression bomb", source=source)
+                raise InputError(f"the zip's members expand past what an upload may unpack (at {info.filename!r}: "
+                                 f"{MAX_UNPACKED_BYTES:,} bytes an upload, {MAX_KEPT_BYTES:,} all uploads "
+                                 "together): refused, a likely compression bomb", source=source)
             out.write(chunk)
     return written
 
@@ -97,8 +102,14 @@ def unpack(data: bytes, name: str, folder: Path) -> Path:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, ValueError) as exc:
         raise InputError(f"not a readable zip: {exc}", source=source) from exc
+    kept = _kept_bytes(uploads)
     with zf, _staged(uploads, digest) as tmp:
-        left = MAX_UNPACKED_BYTES
+        left = min(MAX_UNPACKED_BYTES, MAX_KEPT_BYTES - kept)
+        if left <= 0:
+            raise InputError(f"the workspace already keeps {kept:,} bytes of uploaded score tables (at most "
+                             f"{MAX_KEPT_BYTES:,}): the server's operator removes old ones from its folder "
+                             f"{UPLOADS_DIR}",
+                             source=source)
         for info in _members(zf, source):
             dest = tmp.joinpath(*PurePosixPath(info.filename).parts)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +129,11 @@ def unpack(data: bytes, name: str, folder: Path) -> Path:
             if not (final / MARK).is_file():
                 raise
     return final
+
+
+def _kept_bytes(uploads: Path) -> int:
+    """The bytes the uploads kept so far hold (a half-unpacked one included)."""
+    return sum(f.stat().st_size for f in uploads.rglob("*") if f.is_file()) if uploads.is_dir() else 0
 
 
 @contextlib.contextmanager

@@ -10,10 +10,12 @@ from pathlib import Path
 from .conftest import ROOT
 
 PAGE_FILES = sorted([ROOT / "app.py", *(ROOT / "pages").rglob("*.py")])
-ALLOWED_FOR_PAGES = {"scoring.workspace.views", "scoring.model", "scoring.errors", "scoring.text"}
+ALLOWED_FOR_PAGES = {"scoring.workspace.views", "scoring.model", "scoring.errors", "scoring.text",
+                     "scoring.transcript"}
 """What a page (or its presentation helpers in pages/_shared) may import of scoring: the views
-API (typed read models and the reviewer's acts), the record types, the error tree, and the
-pure text helpers (revealing hostile characters, CSV-safe cells)."""
+API (typed read models and the reviewer's acts), the record types and the typed readers of what
+a record keeps of its harness's log (``scoring.transcript``: pure, over the model only), the
+error tree, and the pure text helpers (revealing hostile characters, CSV-safe cells)."""
 ALLOWED_EXTRA = {"pages/score_tables.py": {"scoring.engine", "scoring.scoretable"}}
 """The Score tables page reads the Dask engine's Parquet tables, which are not a workspace."""
 
@@ -266,3 +268,19 @@ def test_the_import_smell_check_sees_both(tmp_path):
                    "def g():\n    from .. import scoretable  # optional: needs the dask extra\n")
     assert _import_smells(bad) == ["3: in a function: from .cli import render_table",
                                    "1: private names of ingest: _read_header_line"]
+
+
+def _project_imports_of_a_scoring_module(path: Path) -> set[str]:
+    """The scoring modules a top-level scoring module imports, relative imports included."""
+    found = _scoring_imports(path)
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found.add(f"scoring.{node.module}" if node.module else "scoring")
+    return found
+
+
+def test_the_modules_pages_may_import_besides_the_views_import_only_the_model_and_the_errors():
+    # What makes them safe for a page: no storage, no scoring, nothing but records and errors.
+    for name in ALLOWED_FOR_PAGES - {"scoring.workspace.views", "scoring.model", "scoring.errors"}:
+        path = ROOT.joinpath(*name.split(".")).with_suffix(".py")
+        assert _project_imports_of_a_scoring_module(path) <= {"scoring.model", "scoring.errors"}, name

@@ -108,6 +108,16 @@ def test_a_zip_is_bounded_by_its_size_members_and_decoded_bytes(tmp_path, monkey
     with pytest.raises(InputError, match="compression bomb"):
         table_zip.unpack(bomb, "bomb.zip", tmp_path)
     assert _left_behind(tmp_path) == []
+    monkeypatch.setattr(table_zip, "MAX_UNPACKED_BYTES", 4 << 20)
+    monkeypatch.setattr(table_zip, "MAX_KEPT_BYTES", 3 << 20)  # 3 MiB for every upload together
+    out, _run = make_table(tmp_path / "scored", "table")  # about 2.3 MB with its run
+    table_zip.unpack(zip_folder(out.parent), "first.zip", tmp_path / "ws")
+    with pytest.raises(InputError, match="expand past what an upload may unpack"):
+        table_zip.unpack(zip_of([("t/a", b"0" * (2 << 20))]), "second.zip", tmp_path / "ws")
+    (tmp_path / "ws" / table_zip.UPLOADS_DIR / "extra").write_bytes(b"0" * (1 << 20))
+    with pytest.raises(InputError, match="already keeps") as err:
+        table_zip.unpack(zip_of([("t/a", b"0")]), "third.zip", tmp_path / "ws")
+    assert str(tmp_path) not in str(err.value)  # no server path told to a browser user
     monkeypatch.setattr(table_zip, "MAX_MEMBERS", 10)
     with pytest.raises(InputError, match="at most 10"):
         table_zip.unpack(zip_of([(f"t/{i}", b"x") for i in range(11)]), "many.zip", tmp_path)

@@ -7,6 +7,7 @@ import re
 import secrets
 
 import pytest
+from playwright.sync_api import expect
 
 from scoring.workspace import Workspace
 
@@ -41,7 +42,9 @@ def test_sign_in_with_oidc_and_label_as_that_identity(tmp_path, page, artifacts)
         wait_app(page)
         page.goto(server.url + "/review")
         wait_app(page, "Keyboard:")
-        assert page.get_by_label("Reviewer (your signed-in account)").input_value() == "rita@lab.example"
+        # Streamlit may mount the field empty and fill it a moment later: wait for the value.
+        expect(page.get_by_label("Reviewer (your signed-in account)")).to_have_value("rita@lab.example",
+                                                                                   timeout=30_000)
         page.get_by_role("button", name=re.compile("Genuine decline")).first.click()
         page.get_by_text("labelled genuine_decline by rita@lab.example").first.wait_for(timeout=30_000)
         page.screenshot(path=str(artifacts / "signed_in_review.png"), full_page=True)
