@@ -219,7 +219,9 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
              "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:\">",
              "<title>litmus-review report</title>",
              "<style>body{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1200px}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+             # The table fits the page (a slide, a 1,280 px window): headers and long ids wrap.
+             "table{border-collapse:collapse;width:100%}td,th{border:1px solid #ccc;padding:3px 6px;"
+             "text-align:right;font-size:13px}td{overflow-wrap:anywhere}"
              "th{background:#f4f4f4}.stamp{color:#555;font-size:12px}img.static{max-width:100%;height:auto}"
              ".badge{color:#b00020;font-weight:600;white-space:nowrap}"
              ".js img.static{display:none}html:not(.js) .live{display:none}</style>",
