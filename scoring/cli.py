@@ -274,11 +274,20 @@ def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verd
                         with_trajectories=False, require_proof=require_proof)
     ws = _workspace(db, check=True)
     try:
-        return evaluation(ws, ws.find_run(str(path))["run_key"])
+        key = ws.find_run(str(path))["run_key"]
     except InputError as exc:
         if _looks_like_a_file(path):
             raise InputError(f"no such file (and no imported run in {ws.path} matches it)", source=str(path)) from exc
         raise
+    given = [name for name, on in (("--inspect-verdict", verdict_map is not None), ("--classifier", reclassifier),
+                                   ("--require-proof", require_proof), ("--format", fmt != "auto"),
+                                   ("--payloads", side is not None)) if on]
+    if given:
+        # A stored run was scored with its own options; ignoring these would print numbers they did not make.
+        raise InputError(f"{', '.join(given)} apply when a file is scored, not to an imported run (stored with the "
+                         f"options it was imported with): give its file, or import it with them as a run of its own",
+                         source=str(path))
+    return evaluation(ws, key)
 
 
 def _report_run(ev: Evaluation, as_json: bool, fail_on_unscored: float | None,

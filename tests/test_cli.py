@@ -98,3 +98,15 @@ def test_serve_starts_the_app_on_localhost(tmp_path):
         proc.wait(timeout=15)
     with pytest.raises(OSError):  # the server went with it (no orphan left holding the port)
         urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
+
+
+def test_scoring_options_given_with_an_imported_runs_key_are_refused_not_ignored(tmp_path):
+    from scoring.workspace import Workspace
+
+    db = tmp_path / "w.db"
+    key = Workspace(db).import_run(SAMPLES / "compare-m2.jsonl").run_key
+    plain = CliRunner().invoke(main, ["score", key[:12], "--db", str(db)])
+    assert plain.exit_code == 0, plain.output
+    for option in (["--require-proof"], ["--inspect-verdict", "agentharm"], ["--format", "canonical"]):
+        got = CliRunner().invoke(main, ["score", key[:12], "--db", str(db), *option])
+        assert got.exit_code == 2 and "apply when a file is scored, not to an imported run" in got.stderr, option
