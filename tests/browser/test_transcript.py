@@ -49,8 +49,12 @@ def test_a_litmus_replay_shows_the_prosecutor_and_the_verifier(replays, page, ar
                                 r"Analyzer\)")).first.wait_for(timeout=30_000)
     page.screenshot(path=str(artifacts / "replay-litmus.png"), full_page=True)
     # The Verifier's command and what it returned, in full.
-    page.get_by_role("combobox", name="An event in full").click()
-    page.get_by_role("option", name="5 · Verifier execute_command").click()
+    # Typed into the box and chosen with Enter: a click on the option raced the page's reruns.
+    box = page.get_by_role("combobox", name="An event in full")
+    box.click()
+    box.press_sequentially("Verifier execute")
+    page.get_by_role("option").filter(has_text="5 · Verifier execute_command").wait_for(timeout=30_000)
+    box.press("Enter")
     code = page.locator('[data-testid="stCode"]').filter(has_text="systemctl is-active apparmor")
     expect(code.first).to_contain_text("→ inactive", timeout=30_000)
 
