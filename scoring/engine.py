@@ -42,7 +42,6 @@ from typing import Any
 from . import pipeline, score
 from . import rows as rows_codec
 from .aggregate import STATUS_CODE, ScoreColumns, by_category, summarize, summarize_by, waterfall
-from .classifiers import load_classifier
 from .errors import BlockFailed, EngineError, InputError, LitmusReviewError, RunFailed
 from .files import check_regular
 from .importers import SNIFF_BYTES, canonical, formats, sniff_format
@@ -465,7 +464,7 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         fs, fpath = _fs(plan.url, plan.storage_options)
         with fs.open(fpath, "rb") as fh:
             begin, data = read_owned(fh, start, end, start == plan.header_end)
-        with _classifier(reclassifier) as plugin:
+        with pipeline.loaded_classifier(reclassifier) as plugin:
             return score_bytes(plan.header_line, plan.source, begin, data, _join(plan), reclassifier=plugin,
                                require_proof=plan.require_proof)
     except Exception as exc:  # reported with its location, never swallowed
@@ -523,7 +522,7 @@ def score_whole(plan: RunPlan, reclassifier: str | None = None) -> Any:
         with fs.open(fpath, "rb") as fh:
             data = fh.read()
         verdict_map = VerdictMap.parse(plan.verdict_map) if plan.verdict_map else None
-        with _classifier(reclassifier) as plugin:
+        with pipeline.loaded_classifier(reclassifier) as plugin:
             return pipeline.score_data(data, plan.source, plan.fmt, payloads=_join(plan), verdict_map=verdict_map,
                                        reclassifier=plugin, keep_canonical=True, require_proof=plan.require_proof)
     except Exception as exc:  # reported with its file, never swallowed
@@ -570,21 +569,12 @@ def finish_whole(plan: RunPlan, scored: Any, reclassifier: str | None, *, aggreg
     return res
 
 
-@contextlib.contextmanager
-def _classifier(spec: str | None) -> Iterator[Any]:
-    if spec is None:
-        yield None
-        return
-    with load_classifier(spec) as plugin:
-        yield plugin
-
-
 def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) -> tuple[int, int]:
     """The first line of a failed block that raises on its own: (its line within the block,
     its byte offset); the block's first line when none does (an I/O error, say)."""
     pos, line = 0, 1
     try:
-        with _classifier(reclassifier) as plugin:
+        with pipeline.loaded_classifier(reclassifier) as plugin:
             while pos < len(data):
                 nl = data.find(b"\n", pos)
                 stop = len(data) if nl < 0 else nl + 1
