@@ -935,11 +935,13 @@ def _join_url(base: str, *parts: str) -> str:
 
 def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, auto_payloads: bool, fmt: str,
               verdict_map: str | None, scorer_version: str, options: dict, out: str | None,
-              replace: bool) -> RunPlan | RunResult:
+              replace: bool, fleet_tag: str = "") -> RunPlan | RunResult:
     """Plan one run on a worker (its size, header or format, side log: the requests a client
     would otherwise make one file after another). With ``out``, a run already published there
     from the same source, size and options is not scored again: its record comes back as a
-    skipped ``RunResult`` (unless ``replace``). ``RunFailed`` names a file that cannot be planned."""
+    skipped ``RunResult`` (unless ``replace``), or as a done one when this fleet
+    (``fleet_tag``) published it (a task run again after its worker died: the run's result was
+    lost with the worker, not its rows). ``RunFailed`` names a file that cannot be planned."""
     source = item.source if isinstance(item, RunPlan) else item
     try:
         if isinstance(item, RunPlan):
@@ -962,6 +964,10 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
                 record = None
             if record is not None and record.get("size") == plan.size and record.get("options") == options \
                     and record.get("scorer_version") == scorer_version:
+                if fleet_tag and record.get("fleet") == fleet_tag:
+                    return RunResult(None, record["run_key"], [], [], 0, source=plan.source, status=DONE,
+                                     note="published by this fleet before its task's worker died",
+                                     recorded=record["summary"])
                 return RunResult(None, record["run_key"], [], [], 0, source=plan.source, status=SKIPPED,
                                  note="already in the table", recorded=record["summary"])
         return plan
@@ -989,6 +995,8 @@ class Fleet:
     block_bytes: int
     reclassifier: str | None
     part_bytes: int = PART_BYTES
+    tag: str = ""
+    """The fleet's id (``score_runs``): each run's record names the fleet that published it."""
 
 
 PLAN_BATCH = 64
@@ -1011,7 +1019,7 @@ def _planned(item: str | RunPlan, payloads: str | None, fleet: Fleet) -> Any:
     """``plan_task`` with the fleet's settings; a ``RunFailed`` returned, not raised."""
     try:
         return plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
-                         fleet.scorer_version, fleet.options, fleet.out, fleet.replace)
+                         fleet.scorer_version, fleet.options, fleet.out, fleet.replace, fleet.tag)
     except RunFailed as exc:
         return exc
 
@@ -1045,7 +1053,7 @@ def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], f
 def start_run(item: str | RunPlan, payloads: str | None, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
     """A run's first task, on a worker: ``plan_task``, then ``run_small``."""
     got = plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
-                    fleet.scorer_version, fleet.options, fleet.out, fleet.replace)
+                    fleet.scorer_version, fleet.options, fleet.out, fleet.replace, fleet.tag)
     return run_small(got, staging, fleet) if isinstance(got, RunPlan) else got
 
 
@@ -1058,7 +1066,8 @@ def run_small(plan: RunPlan, staging: str | None, fleet: Fleet) -> RunPlan | Run
     block_bytes, reclassifier = fleet.block_bytes, fleet.reclassifier
     if not (plan.whole or plan.size - plan.header_end <= block_bytes):
         return plan
-    record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version}
+    record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version,
+              "fleet": fleet.tag}
     with_table = staging is not None and out is not None
     try:
         if plan.whole:
@@ -1199,10 +1208,14 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     run that fits one task is scored and published by it too. With ``out``, each run's rows are
     gathered into Parquet parts of about ``part_bytes``. Every task is submitted with ``retries``
     (a transient failure is retried), and a run that still fails fails alone: the others' results
-    are kept (``fail_fast``: the first failure
-    cancels the rest, reported skipped). With ``out`` (a directory or URL), each run is written
-    under ``out/_staging`` and published into the table once complete; a run published there
-    before from the same source, size and options is skipped (``replace``: scored again).
+    are kept (``fail_fast``: the first failure cancels the rest, reported skipped). A run that
+    ends with Dask's ``KilledWorker`` (its task, or one beside it, was on every worker that died)
+    fails at once only when it is the fleet's one such run; else each is retried alone once the
+    rest has ended, and fails only if it ends its worker again. With ``out`` (a directory or
+    URL), each run is written under ``out/_staging`` and published into the table once
+    complete; a run published there before from the same source, size and options is skipped
+    (``replace``: scored again), unless this fleet published it (a task run again after its
+    worker died): that run is done, its result read from its record.
     ``on_event`` is called with each run's result as it ends (None: progress only) and the
     fleet's ``Progress``. Raises ``EngineError`` only for the fleet as a whole (workers of
     another scorer version, an output that cannot be written)."""
@@ -1219,12 +1232,16 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     if len(sides) != len(paths):
         raise EngineError(f"{len(sides)} side logs given for {len(paths)} runs")
     results: list[RunResult | None] = [None] * len(paths)
-    tag = uuid.uuid4().hex[:8]
+    fleet_id = uuid.uuid4().hex  # in each run's record: the runs this fleet published
+    tag = fleet_id[:8]
+    attempt = {"tag": tag}  # in the tasks' keys: a run retried alone gets new ones
     spec = Fleet(so, auto_payloads, fmt, verdict_map, version, options, out, replace, block_bytes, reclassifier,
-                 part_bytes)
+                 part_bytes, fleet_id)
     counts = {"blocks": 0, "blocks_done": 0}
+    run_blocks: dict[int, list[int]] = {}  # input index -> [its blocks, those done], while it may be retried
     pending: dict[str, tuple[str, list[int]]] = {}  # future key -> (stage, input indices)
     held: dict[int, dict] = {}  # input index -> its plan and futures, until it ends
+    suspects: dict[int, str] = {}  # input index -> why, for a run that ended with KilledWorker (see below)
     ac = as_completed()
 
     def progress() -> Progress:
@@ -1232,8 +1249,17 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         return Progress(len(paths), done.count(DONE), done.count(FAILED), done.count(SKIPPED), counts["blocks"],
                         counts["blocks_done"])
 
-    def block_done(_future) -> None:
-        counts["blocks_done"] += 1
+    def block_done(i: int, future) -> None:
+        if future.status == "finished":  # not one cancelled
+            counts["blocks_done"] += 1
+            run_blocks.setdefault(i, [0, 0])[1] += 1
+
+    def add_blocks(i: int, n: int, done: int = 0) -> None:
+        counts["blocks"] += n
+        counts["blocks_done"] += done
+        tally = run_blocks.setdefault(i, [0, 0])
+        tally[0] += n
+        tally[1] += done
 
     def end(i: int, res: RunResult) -> None:
         results[i] = res
@@ -1246,16 +1272,17 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         return item.source if isinstance(item, RunPlan) else str(item)
 
     def staging_of(i: int) -> str | None:
-        return None if out is None else _join_url(out, STAGING_DIR, f"{tag}-{i}")
+        return None if out is None else _join_url(out, STAGING_DIR, f"{attempt['tag']}-{i}")
 
     def submit(indices: list[int]) -> None:
         """One task plans (and, when small, scores) the runs at ``indices``; one run: ``start_run``."""
         items = [(paths[i], sides[i], staging_of(i)) for i in indices]
+        key = attempt["tag"]
         if len(indices) == 1:
-            f = client.submit(start_run, *items[0], spec, key=f"litmus-plan-{tag}-{indices[0]}", retries=retries,
+            f = client.submit(start_run, *items[0], spec, key=f"litmus-plan-{key}-{indices[0]}", retries=retries,
                               pure=False)
         else:
-            f = client.submit(start_batch, items, spec, key=f"litmus-batch-{tag}-{indices[0]}", retries=retries,
+            f = client.submit(start_batch, items, spec, key=f"litmus-batch-{key}-{indices[0]}", retries=retries,
                               pure=False)
         pending[f.key] = ("plan", indices)
         ac.add(f)
@@ -1270,18 +1297,17 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
             end(i, got)
             return
         if isinstance(got, RunResult):  # a small run, done in its first task
-            counts["blocks"] += 1
-            counts["blocks_done"] += 1
+            add_blocks(i, 1, 1)
             finished(i, got)
             return
-        tail, h = _submit_run(client, got, f"{tag}-{i}", block_bytes, reclassifier, staging_of(i), out, so,
-                              {"source": got.source, "size": got.size, "options": options,
-                               "scorer_version": version}, retries, part_bytes)
+        tail, h = _submit_run(client, got, f"{attempt['tag']}-{i}", block_bytes, reclassifier, staging_of(i), out,
+                              so, {"source": got.source, "size": got.size, "options": options,
+                                   "scorer_version": version, "fleet": fleet_id}, retries, part_bytes)
         for d in h["digests"]:
-            d.add_done_callback(block_done)
-        counts["blocks"] += max(1, len(h["digests"]))
+            d.add_done_callback(functools.partial(block_done, i))
+        add_blocks(i, max(1, len(h["digests"])))
         if got.whole:
-            h["final"].add_done_callback(block_done)
+            h["final"].add_done_callback(functools.partial(block_done, i))
         held[i] = h
         pending[tail.key] = ("run", [i])
         ac.add(tail)
@@ -1300,44 +1326,83 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         error = seen_from_the_client(error, source_of(i), so)
         end(i, RunResult(None, None, [], [], 0, source=source_of(i), status=FAILED, error=error))
 
+    def suspect(i: int, error: str) -> None:
+        """A run that ended with KilledWorker: its other tasks cancelled, its blocks uncounted
+        (a retry counts them again), judged when the fleet has ended."""
+        client.cancel(held.pop(i, {}).get("futures", []))
+        n, done = run_blocks.pop(i, [0, 0])
+        counts["blocks"] -= n
+        counts["blocks_done"] -= done
+        suspects[i] = error
+
+    def drain(alone: bool) -> bool:
+        """Gather the submitted tasks until none is left (``alone``: a run retried alone, whose
+        KilledWorker fails it); whether ``fail_fast`` stopped the fleet."""
+        stopped = False
+        for future in ac:
+            stage, indices = pending.pop(future.key)
+            if stopped:
+                continue
+            if future.status != "finished" and len(indices) > 1:  # a batch lost as a whole: its runs one task each
+                future.release()
+                for i in indices:
+                    submit([i])
+                continue
+            if future.status != "finished":
+                (i,) = indices
+                h = held.get(i, {})
+                error = _located(future, h.get("plan"), h.get("digests", []), source_of(i), block_bytes)
+                killed = _ended_its_worker(future)
+                future.release()
+                if killed and not alone:
+                    suspect(i, error)
+                    continue
+                failed(i, error)
+                if fail_fast:
+                    stopped = True
+                    stop_all()
+                continue
+            got = future.result()
+            future.release()
+            outcomes = got if len(indices) > 1 else [got]
+            for i, outcome in zip(indices, outcomes, strict=True):
+                if isinstance(outcome, RunFailed):
+                    failed(i, outcome.message)
+                    stopped = stopped or fail_fast
+                elif stopped and isinstance(outcome, RunPlan):  # --fail-fast: its blocks are not started
+                    continue
+                elif stage == "plan":
+                    started(i, outcome)
+                else:
+                    finished(i, outcome)
+            if stopped:
+                stop_all()
+        return stopped
+
     workers = len(client.scheduler_info().get("workers", {})) if plan_batch is None else 0
     size = plan_batch if plan_batch is not None else plan_batch_size(len(paths), workers)
     for at in range(0, len(paths), max(1, size)):
         submit(list(range(at, min(at + size, len(paths)))))
-    stopped = False
-    for future in ac:
-        stage, indices = pending.pop(future.key)
-        if stopped:
-            continue
-        if future.status != "finished" and len(indices) > 1:  # a batch lost as a whole: its runs one task each
-            future.release()
-            for i in indices:
-                submit([i])
-            continue
-        if future.status != "finished":
-            (i,) = indices
-            h = held.get(i, {})
-            failed(i, _located(future, h.get("plan"), h.get("digests", []), source_of(i), block_bytes))
-            future.release()
-            if fail_fast:
-                stopped = True
-                stop_all()
-            continue
-        got = future.result()
-        future.release()
-        outcomes = got if len(indices) > 1 else [got]
-        for i, outcome in zip(indices, outcomes, strict=True):
-            if isinstance(outcome, RunFailed):
-                failed(i, outcome.message)
-                stopped = stopped or fail_fast
-            elif stopped and isinstance(outcome, RunPlan):  # --fail-fast: its blocks are not started
-                continue
-            elif stage == "plan":
-                started(i, outcome)
-            else:
-                finished(i, outcome)
-        if stopped:
-            stop_all()
+    stopped = drain(alone=False)
+    # A task that ends the worker running it (a crash in native code, the OOM killer) ends with
+    # KilledWorker, and so may a task of another run that sat on that worker each time it died
+    # (Dask counts every task a dead worker held as suspect). The culprit's run is always among
+    # them: when it is the only one, it fails; else each is retried alone, one after another,
+    # once the rest of the fleet has ended (no culprit beside it), and fails only if it ends its
+    # worker again.
+    if len(suspects) == 1 and not stopped:
+        failed(*suspects.popitem())
+    elif suspects and not stopped:
+        attempt["tag"] = uuid.uuid4().hex[:8]
+        for i in sorted(suspects):
+            if stopped:
+                break
+            submit([i])
+            stopped = drain(alone=True)
+            suspects.pop(i)
+    for i in suspects:  # --fail-fast stopped the fleet before they were retried alone
+        results[i] = RunResult(None, None, [], [], 0, source=source_of(i), status=SKIPPED,
+                               note="not retried alone after a worker died under it: --fail-fast stopped the fleet")
     final = [r if r is not None else RunResult(None, None, [], [], 0, source=source_of(i), status=SKIPPED,
                                                note="not started: --fail-fast stopped the fleet")
              for i, r in enumerate(results)]
@@ -1388,6 +1453,18 @@ def _submit_run(client, plan: RunPlan, tag: str, block_bytes: int, reclassifier:
 def _rows_of(final: RunResult) -> int:
     """A whole-file run's rows, written by its final stage."""
     return final.rows
+
+
+def _ended_its_worker(future) -> bool:
+    """Whether a failed future ended with KilledWorker (a task of it, or one it waited on, was
+    on every worker that died while running it)."""
+    from dask.distributed import CancelledError
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return isinstance(future.exception(), KilledWorker)
+    except CancelledError:
+        return False
 
 
 def _located(future, plan: RunPlan | None, digests: list, source: str, block_bytes: int) -> str:
