@@ -400,13 +400,14 @@ def _dask_inputs(engine: ModuleType, paths: tuple[str, ...], manifests: tuple[st
             if side is not None and how != "--payloads":
                 click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
         return [str(p) for p, _s, _h in pairs], [None if s is None else str(s) for _p, s, _h in pairs], False
-    runs = engine.expand_inputs(paths, manifests, storage_options)
+    listed: dict[str, str] = {}  # the side logs a pattern's folders hold: no task asks for them again
+    runs = engine.expand_inputs(paths, manifests, storage_options, sides=listed if auto else None)
     if payloads:
         if len(payloads) != len(runs):
             raise click.UsageError(f"--payloads was given {count_noun(len(payloads), 'time')} for "
                                    f"{count_noun(len(runs), 'run')}; give one per run")
         return runs, [str(s) for s in payloads], False
-    return runs, None, auto
+    return runs, ([listed.get(r) for r in runs] if listed else None), auto
 
 
 def _dask_engine() -> ModuleType:

@@ -111,6 +111,10 @@ class RunPlan:
     rules_check: str = ""
     """What checking a canonical header's declared taxonomy_rules found (``RunHeader.classifier_of_record_check``),
     read once by the planner; empty when nothing was declared."""
+    read_from: str | None = None
+    """A copy on the worker's own disk that the run's bytes are read from instead of ``url``
+    (a small run fetched whole by the task that plans and scores it: ``fetch_small``); the
+    table still names ``url``."""
 
     @property
     def whole(self) -> bool:
@@ -218,6 +222,22 @@ def _fs(url: str, storage_options: dict, allowed: frozenset[str] = PROTOCOLS):
         raise InputError(f"cannot open this location: {type(exc).__name__}: {exc}", source=url) from exc
 
 
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+"""Protocols whose "folders" are only key prefixes: nothing to make before a write (s3fs asks
+for the bucket on every ``makedirs``: one request a file written, for nothing)."""
+
+
+def _object_store(fs) -> bool:
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return bool(OBJECT_STORES.intersection(protocols))
+
+
+def _makedirs(fs, path: str) -> None:
+    """``fs.makedirs(path, exist_ok=True)`` where a file system has folders."""
+    if not _object_store(fs):
+        fs.makedirs(path, exist_ok=True)
+
+
 def _check_regular(fs, fpath: str, source: str) -> None:
     """A local file must be a regular file (a device never ends, a FIFO may block for ever):
     refused before a byte is read, as the local engine refuses them (``files.check_regular``)."""
@@ -235,14 +255,15 @@ def _url(path: str) -> str:
 
 
 def plan_run(path: str, storage_options: dict | None = None, payloads: str | None = None, *, fmt: str = "auto",
-             verdict_map: str | None = None, require_proof: bool = False) -> RunPlan:
+             verdict_map: str | None = None, require_proof: bool = False, read_from: str | None = None) -> RunPlan:
     """The header line and size of a canonical run (the only bytes the client reads), or the
     format of any other (its first bytes, sniffed as locally); and the side log to join
-    (``payloads``; the workers read it). ``require_proof``: as ``--require-proof``."""
+    (``payloads``; the workers read it). ``require_proof``: as ``--require-proof``;
+    ``read_from``: a local copy of ``path`` to read instead (``RunPlan.read_from``)."""
     storage_options = dict(storage_options or {})
     url = _url(path)
     try:
-        fs, fpath = _fs(url, storage_options)
+        fs, fpath = _fs(read_from, {}) if read_from is not None else _fs(url, storage_options)
         _check_regular(fs, fpath, path)
         size = fs.size(fpath)
         with fs.open(fpath, "rb") as fh:
@@ -278,7 +299,7 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
     return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
                    _url(str(payloads)) if payloads is not None else None,
                    str(payloads) if payloads is not None else None, fmt, verdict_map or None,
-                   require_proof=require_proof, rules_check=rules_check)
+                   require_proof=require_proof, rules_check=rules_check, read_from=read_from)
 
 
 def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> tuple[bytes, str]:
@@ -293,24 +314,39 @@ def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path
 
 
 def exists(path: str, storage_options: dict | None = None) -> bool:
-    """Whether a file is at ``path`` (a local path or fsspec URL)."""
+    """Whether a file is at ``path`` (a local path or fsspec URL). On an object store, one read
+    of its first byte: ``isfile`` there asks twice for a missing key (is it a "folder"?)."""
     fs, fpath = _fs(_url(path), dict(storage_options or {}))
     try:
+        if _object_store(fs):
+            try:
+                fs.cat_file(fpath, start=0, end=1)
+                return True
+            except FileNotFoundError:
+                return False
+            except Exception:  # an empty object (no byte to range over): asked as a file
+                pass
         return fs.isfile(fpath)
     except Exception:  # OSError, or a storage backend's own: the run's own read reports it, located
         return False
 
 
 _GLOB = re.compile(r"[*?\[]")
+NO_SIDE_LOG = ""
+"""A run's side log given as this: it is known to have none (a listing of its folder showed
+none), so no task asks its storage again."""
 
 
 def expand_inputs(paths: Sequence[str], manifests: Sequence[str] = (),
-                  storage_options: dict | None = None) -> list[str]:
+                  storage_options: dict | None = None, *, sides: dict[str, str] | None = None) -> list[str]:
     """The runs named by ``paths`` (a path, URL, or glob pattern such as ``s3://b/runs/*.jsonl``:
     one listing, on the client) and by each manifest (a file or URL holding one path or URL a
     line; blank lines and ``#`` comments skipped; a relative path is relative to the manifest's
     folder). Side logs matched by a pattern are left to be paired with their runs. A pattern
-    that matches nothing, or an unreadable manifest, is an ``InputError`` naming it."""
+    that matches nothing, or an unreadable manifest, is an ``InputError`` naming it. ``sides``,
+    when given, is filled for each run a pattern matched: its side log (``side_log_beside``), or
+    ``NO_SIDE_LOG``, from one listing of each folder the runs are in (the workers then ask for no
+    side log; runs of a manifest are not listed)."""
     so = dict(storage_options or {})
     out: list[str] = []
     for manifest in manifests:
@@ -347,8 +383,30 @@ def expand_inputs(paths: Sequence[str], manifests: Sequence[str] = (),
         runs = sorted(f for f, info in found.items() if info.get("type") == "file" and not f.endswith(SIDE_LOG_SUFFIX))
         if not runs:
             raise InputError("no file matches this pattern", source=p)
-        out += [fs.unstrip_protocol(f) if _URL.match(p) else f for f in runs]
+        url = bool(_URL.match(p))
+        out += [fs.unstrip_protocol(f) if url else f for f in runs]
+        if sides is not None:
+            for run, side in _listed_sides(fs, runs).items():
+                sides[fs.unstrip_protocol(run) if url else run] = fs.unstrip_protocol(side) if url and side else side
     return out
+
+
+def _listed_sides(fs, runs: Sequence[str]) -> dict[str, str]:
+    """Each run's side log or ``NO_SIDE_LOG``, by one listing of each folder the runs are in (paths
+    as ``fs`` names them); a folder that cannot be listed leaves its runs out (their tasks ask)."""
+    found: dict[str, str] = {}
+    by_folder: dict[str, list[str]] = collections.defaultdict(list)
+    for run in runs:
+        by_folder[run.rpartition("/")[0]].append(run)
+    for folder, inside in by_folder.items():
+        try:
+            present = {name.rstrip("/") for name in fs.ls(folder, detail=False)}
+        except Exception:  # OSError, or a storage backend's own: the tasks ask instead
+            continue
+        for run in inside:
+            side = side_log_beside(run)
+            found[run] = side if side in present else NO_SIDE_LOG
+    return found
 
 
 def check_storage_options(url: str, storage_options: dict) -> None:
@@ -461,7 +519,7 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
     _check_version(plan)
     begin, data = start, b""
     try:
-        fs, fpath = _fs(plan.url, plan.storage_options)
+        fs, fpath = _run_fs(plan)
         with fs.open(fpath, "rb") as fh:
             begin, data = read_owned(fh, start, end, start == plan.header_end)
         with pipeline.loaded_classifier(reclassifier) as plugin:
@@ -470,6 +528,11 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
     except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         raise BlockFailed(index, rel, at, _message(exc)) from None
+
+
+def _run_fs(plan: RunPlan):
+    """(file system, path) the run's bytes are read from: its local copy, else where it is."""
+    return _fs(plan.read_from, {}) if plan.read_from is not None else _fs(plan.url, plan.storage_options)
 
 
 def _message(exc: BaseException) -> str:
@@ -518,7 +581,7 @@ def score_whole(plan: RunPlan, reclassifier: str | None = None) -> Any:
     the file."""
     _check_version(plan)
     try:
-        fs, fpath = _fs(plan.url, plan.storage_options)
+        fs, fpath = _run_fs(plan)
         with fs.open(fpath, "rb") as fh:
             data = fh.read()
         verdict_map = VerdictMap.parse(plan.verdict_map) if plan.verdict_map else None
@@ -558,7 +621,7 @@ def finish_whole(plan: RunPlan, scored: Any, reclassifier: str | None, *, aggreg
     if table is not None and final_table is not None:
         options = storage_options or {}
         fs, base = _fs(table, options)
-        fs.makedirs(f"{base}/{SOURCES_DIR}", exist_ok=True)
+        _makedirs(fs, f"{base}/{SOURCES_DIR}")
         with fs.open(f"{base}/{SOURCES_DIR}/{settled.run_key}.jsonl", "wb") as fh:
             fh.write(scored.canonical)
         where = f"{final_table.rstrip('/')}/{SOURCES_DIR}/{settled.run_key}.jsonl"
@@ -597,7 +660,7 @@ def digest(scored: Block) -> BlockDigest:
 def file_sha256(plan: RunPlan) -> str:
     """The run's content SHA-256 (its run key), read on a worker; ``RunFailed`` when the file
     is not the size it had when it was planned (still being written)."""
-    fs, fpath = _fs(plan.url, plan.storage_options)
+    fs, fpath = _run_fs(plan)
     h, n = hashlib.sha256(), 0
     with fs.open(fpath, "rb") as fh:
         while chunk := fh.read(_HASH_CHUNK):
@@ -649,7 +712,7 @@ def _write_inconclusive(res: RunResult, table: str, storage_options: dict) -> No
     ids, cats = res.inconclusive
     fs, base = _fs(table, storage_options)
     folder = f"{base}/{INCONCLUSIVE_DIR}/run_key={res.run_key}"
-    fs.makedirs(folder, exist_ok=True)
+    _makedirs(fs, folder)
     with fs.open(f"{folder}/part-0.parquet", "wb") as fh:
         pq.write_table(pa.table({"trajectory_id": pa.array(ids, pa.string()),
                                  "intended_category": pa.array(cats, pa.string())}), fh)
@@ -750,7 +813,7 @@ def write_part(scored: Block, final: RunResult, index: int, tmp_url: str, storag
                                                                        summary.get("scorer_version")))
     fs, base = _fs(tmp_url, storage_options)
     folder = f"{base}/{TABLE_DIR}/run_key={final.run_key}"
-    fs.makedirs(folder, exist_ok=True)
+    _makedirs(fs, folder)
     with fs.open(f"{folder}/part-{index:06d}.parquet", "wb") as fh:
         pq.write_table(table, fh)
     return len(rows)
@@ -935,31 +998,38 @@ def _join_url(base: str, *parts: str) -> str:
 
 def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, auto_payloads: bool, fmt: str,
               verdict_map: str | None, scorer_version: str, options: dict, out: str | None,
-              replace: bool, fleet_tag: str = "") -> RunPlan | RunResult:
+              replace: bool, *, fetch_into: str | None = None, fetch_most: int = 0,
+              fresh: bool = False, fleet_tag: str = "") -> RunPlan | RunResult:
     """Plan one run on a worker (its size, header or format, side log: the requests a client
     would otherwise make one file after another). With ``out``, a run already published there
     from the same source, size and options is not scored again: its record comes back as a
     skipped ``RunResult`` (unless ``replace``), or as a done one when this fleet
     (``fleet_tag``) published it (a task run again after its worker died: the run's result was
-    lost with the worker, not its rows). ``RunFailed`` names a file that cannot be planned."""
+    lost with the worker, not its rows). ``RunFailed`` names a file that cannot be planned.
+    ``fetch_into``: a folder of the worker's where a run on an object store of at most
+    ``fetch_most`` bytes is copied whole first (``fetch_small``), and read from there.
+    ``fresh``: ``out`` was created by this fleet, so no record of an earlier fleet is looked for
+    (a run of this fleet's that is started again is scored again)."""
     source = item.source if isinstance(item, RunPlan) else item
     try:
         if isinstance(item, RunPlan):
             plan = item
         else:
-            if payloads is None and auto_payloads and not item.endswith(SIDE_LOG_SUFFIX):
+            if payloads == NO_SIDE_LOG:
+                payloads = None
+            elif payloads is None and auto_payloads and not item.endswith(SIDE_LOG_SUFFIX):
                 side = side_log_beside(item)
                 payloads = side if exists(side, storage_options) else None
+            copy = fetch_small(item, storage_options, fetch_into, fetch_most) if fetch_into is not None else None
             plan = plan_run(item, storage_options, payloads, fmt=fmt, verdict_map=verdict_map,
-                            require_proof=bool(options.get("require_proof")))
+                            require_proof=bool(options.get("require_proof")), read_from=copy)
         plan = dataclasses.replace(plan, scorer_version=scorer_version)
         _check_version(plan)
-        if out is not None and not replace:
+        if out is not None and not replace and not fresh:
             fs, base = _fs(out, storage_options, WRITE_PROTOCOLS)
             name = _join_url(base, RUNS_DIR, _record_name(plan.source))
             try:
-                with fs.open(name, "rb") as fh:
-                    record = json.loads(fh.read())
+                record = json.loads(fs.cat_file(name))  # one request, found or not
             except FileNotFoundError:
                 record = None
             if record is not None and record.get("size") == plan.size and record.get("options") == options \
@@ -979,6 +1049,32 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
         raise RunFailed(f"{source}: cannot read: {_message(exc)}") from None
 
 
+SMALL_RUN_BYTES = 1 << 20
+"""A run on an object store of at most this size (and at most one block) is read whole, in one
+request, by the task that plans and scores it: its size, header, blocks and content hash then
+cost no more requests (a fleet of small runs is bound by requests, not bytes)."""
+
+
+def fetch_small(url: str, storage_options: dict, into: str, most: int = SMALL_RUN_BYTES) -> str | None:
+    """The run at ``url``, when it is on an object store and at most ``most`` bytes, copied into
+    the folder ``into`` with one ranged read; the copy's path. None otherwise (a larger run, a
+    local one, or a read that failed: the run is then read where it is, and any failure reported
+    there, located as ever). A larger run costs one read of ``most + 1`` bytes for nothing."""
+    try:
+        fs, fpath = _fs(_url(url), storage_options)
+        if not _object_store(fs) or most <= 0:
+            return None
+        data = fs.cat_file(fpath, start=0, end=most + 1)
+    except Exception:  # reported by the read where the run is
+        return None
+    if len(data) > most:
+        return None
+    copy = os.path.join(into, hashlib.sha256(url.encode()).hexdigest()[:32])
+    with open(copy, "wb") as fh:
+        fh.write(data)
+    return copy
+
+
 @dataclass(frozen=True, slots=True)
 class Fleet:
     """What every run of a fleet is planned, scored and published with (sent with each task)."""
@@ -995,6 +1091,8 @@ class Fleet:
     block_bytes: int
     reclassifier: str | None
     part_bytes: int = PART_BYTES
+    fresh: bool = False
+    """``out`` was created by this fleet: no earlier files of any run key are there to replace."""
     tag: str = ""
     """The fleet's id (``score_runs``): each run's record names the fleet that published it."""
 
@@ -1015,24 +1113,31 @@ PLAN_THREADS = 8
 requests a run, and holds no large buffer); scoring then runs one after another."""
 
 
-def _planned(item: str | RunPlan, payloads: str | None, fleet: Fleet) -> Any:
-    """``plan_task`` with the fleet's settings; a ``RunFailed`` returned, not raised."""
+def _planned(item: str | RunPlan, payloads: str | None, fleet: Fleet, fetch_into: str | None) -> Any:
+    """``plan_task`` with the fleet's settings (a small run fetched into ``fetch_into``)."""
+    return plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
+                     fleet.scorer_version, fleet.options, fleet.out, fleet.replace, fetch_into=fetch_into,
+                     fetch_most=min(SMALL_RUN_BYTES, fleet.block_bytes), fresh=fleet.fresh, fleet_tag=fleet.tag)
+
+
+def _planned_or_failed(item: str | RunPlan, payloads: str | None, fleet: Fleet, fetch_into: str | None) -> Any:
+    """``_planned``, a ``RunFailed`` returned, not raised."""
     try:
-        return plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
-                         fleet.scorer_version, fleet.options, fleet.out, fleet.replace, fleet.tag)
+        return _planned(item, payloads, fleet, fetch_into)
     except RunFailed as exc:
         return exc
 
 
-def plan_batch(items: Sequence[tuple[str | RunPlan, str | None]], fleet: Fleet) -> list[Any]:
+def plan_batch(items: Sequence[tuple[str | RunPlan, str | None]], fleet: Fleet,
+               fetch_into: str | None = None) -> list[Any]:
     """``plan_task`` for a batch of runs (each: the run, its side log), on a worker,
     ``PLAN_THREADS`` at once: per run its plan, its skipped result, or its ``RunFailed``."""
     import concurrent.futures
 
     if len(items) == 1:
-        return [_planned(items[0][0], items[0][1], fleet)]
+        return [_planned_or_failed(items[0][0], items[0][1], fleet, fetch_into)]
     with concurrent.futures.ThreadPoolExecutor(min(PLAN_THREADS, len(items))) as pool:
-        return list(pool.map(lambda it: _planned(it[0], it[1], fleet), items))
+        return list(pool.map(lambda it: _planned_or_failed(it[0], it[1], fleet, fetch_into), items))
 
 
 def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], fleet: Fleet) -> list[Any]:
@@ -1041,54 +1146,64 @@ def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], f
     after another. Per run its plan, its result, or, for a run that failed, its ``RunFailed``
     (the others of the batch go on). An error outside any run (a worker lost) fails the batch,
     which Dask retries; the client then starts its runs one task each."""
+    import tempfile
+
     out: list[Any] = []
-    for (_item, _payloads, staging), got in zip(items, plan_batch([(i[0], i[1]) for i in items], fleet), strict=True):
-        try:
-            out.append(run_small(got, staging, fleet) if isinstance(got, RunPlan) else got)
-        except RunFailed as exc:
-            out.append(exc)
+    with tempfile.TemporaryDirectory(prefix="litmus-runs-") as fetched:
+        planned = plan_batch([(i[0], i[1]) for i in items], fleet, fetched)
+        for (_item, _payloads, staging), got in zip(items, planned, strict=True):
+            try:
+                out.append(run_small(got, staging, fleet) if isinstance(got, RunPlan) else got)
+            except RunFailed as exc:
+                out.append(exc)
     return out
 
 
 def start_run(item: str | RunPlan, payloads: str | None, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
     """A run's first task, on a worker: ``plan_task``, then ``run_small``."""
-    got = plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
-                    fleet.scorer_version, fleet.options, fleet.out, fleet.replace, fleet.tag)
-    return run_small(got, staging, fleet) if isinstance(got, RunPlan) else got
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="litmus-runs-") as fetched:
+        got = _planned(item, payloads, fleet, fetched)
+        return run_small(got, staging, fleet) if isinstance(got, RunPlan) else got
 
 
 def run_small(plan: RunPlan, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
     """A planned run that fits one task (one block, or a format that cannot be split) scored,
     settled and, with a table, published here: one task for a small run, where a fleet of many
     small files would otherwise pay seven. A larger run's plan is returned: the client submits
-    its blocks."""
+    its blocks. In a table this fleet created, the run's files are written straight into the
+    table (nothing of its run key is there to replace; its record, written last, marks it
+    published); otherwise under ``staging`` and published from there."""
     so, scorer_version, options, out = fleet.storage_options, fleet.scorer_version, fleet.options, fleet.out
     block_bytes, reclassifier = fleet.block_bytes, fleet.reclassifier
     if not (plan.whole or plan.size - plan.header_end <= block_bytes):
-        return plan
+        return dataclasses.replace(plan, read_from=None)  # its blocks are read where the run is
     record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version,
               "fleet": fleet.tag}
     with_table = staging is not None and out is not None
+    direct = with_table and fleet.fresh
+    table = (_url(str(out)) if direct else staging) if with_table else None
     try:
         if plan.whole:
             final = finish_whole(plan, score_whole(plan, reclassifier), reclassifier, aggregates=with_table,
-                                 table=staging, final_table=_url(out) if out is not None and with_table else None,
+                                 table=table, final_table=_url(out) if out is not None and with_table else None,
                                  storage_options=so)
             written = [final.rows]
         else:
             bounds = block_bounds(plan, block_bytes)
             blocks = [score_block(plan, s, e, reclassifier, i) for i, (s, e) in enumerate(bounds)]
             final = finish_run(plan, file_sha256(plan), reclassifier, *map(digest, blocks), aggregates=with_table,
-                               table=staging, storage_options=so)
-            written = [write_part(b, final, i, staging, so, plan.url) for i, b in enumerate(blocks)] \
-                if staging is not None and with_table else []
+                               table=table, storage_options=so)
+            written = [write_part(b, final, i, table, so, plan.url) for i, b in enumerate(blocks)] \
+                if table is not None else []
     except BlockFailed as exc:
         _i, rel, at, message = exc.where
         raise RunFailed(f"{plan.source}:{plan.first_line + rel}: the block starting at byte {at:,} failed: "
                         f"{message}") from None
     if with_table:
         assert staging is not None and out is not None
-        final = publish_run(final, staging, out, so, record, *written, part_bytes=fleet.part_bytes)
+        final = publish_run(final, staging, out, so, record, *written, part_bytes=fleet.part_bytes, staged=not direct)
     return dataclasses.replace(final, source=plan.source)
 
 
@@ -1116,7 +1231,7 @@ def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
 
     staged = sorted((name, info.get("size") or 0) for name, info in fs.find(src, detail=True).items()
                     if name.endswith(".parquet"))
-    fs.makedirs(dst, exist_ok=True)
+    _makedirs(fs, dst)
     parts, held, held_bytes, in_part = 0, [], 0, 0
     out_fh = writer = None
     try:
@@ -1149,11 +1264,13 @@ def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
 
 
 def publish_run(final: RunResult, staging: str, out: str, storage_options: dict, record: dict,
-                *written: int, part_bytes: int = PART_BYTES) -> RunResult:
+                *written: int, part_bytes: int = PART_BYTES, staged: bool = True) -> RunResult:
     """Gather a complete run's staged parts into the table's parts of about ``part_bytes`` and
     move its other files there (replacing the same run key's earlier ones), then write its
     aggregates and summary and, last, its record. On a worker; idempotent (a retried publish
-    gathers the staged parts, still there, again and writes the same files)."""
+    gathers the staged parts, still there, again and writes the same files). ``staged=False``:
+    its rows, Inconclusive index and canonical copy were written into the table itself
+    (``run_small``): only its aggregates, summary and record are left to write."""
     final = dataclasses.replace(final, source=record["source"])
     try:
         if sum(written) != final.rows:
@@ -1161,10 +1278,11 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
                             "were scored")
         fs, base = _fs(out, storage_options, WRITE_PROTOCOLS)
         _, stage = _fs(staging, storage_options, WRITE_PROTOCOLS)
-        fs.invalidate_cache()
         key = final.run_key
         rows = f"{TABLE_DIR}/run_key={key}"
-        for rel in (rows, f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl"):
+        if staged:
+            fs.invalidate_cache()
+        for rel in (rows, f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl") if staged else ():
             src, dst = _join_url(stage, rel), _join_url(base, rel)
             if not fs.exists(src):
                 continue
@@ -1174,16 +1292,17 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
                 gather_parts(fs, src, dst, part_bytes)
             else:
                 _move(fs, src, dst)
-        fs.makedirs(_join_url(base, RUN_AGGREGATES_DIR), exist_ok=True)
+        _makedirs(fs, _join_url(base, RUN_AGGREGATES_DIR))
         with fs.open(_join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
             fh.write(json.dumps(final.aggregates))
         _write_summary(fs, base, str(key), final.summary)
         final = dataclasses.replace(final, aggregates=None)  # in the table: they need not travel to the client
-        fs.makedirs(_join_url(base, RUNS_DIR), exist_ok=True)
+        _makedirs(fs, _join_url(base, RUNS_DIR))
         with fs.open(_join_url(base, RUNS_DIR, _record_name(record['source'])), "w") as fh:
             fh.write(json.dumps({**record, "run_key": key, "summary": final.summary}))
-        with contextlib.suppress(FileNotFoundError, OSError):
-            fs.rm(stage, recursive=True)
+        if staged:
+            with contextlib.suppress(FileNotFoundError, OSError):
+                fs.rm(stage, recursive=True)
     except RunFailed:
         raise
     except Exception as exc:
@@ -1216,7 +1335,9 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     complete; a run published there before from the same source, size and options is skipped
     (``replace``: scored again), unless this fleet published it (a task run again after its
     worker died): that run is done, its result read from its record.
-    ``on_event`` is called with each run's result as it ends (None: progress only) and the
+    ``payloads``: per run, its side log, None (with ``auto_payloads``, looked for beside it by
+    its task) or ``NO_SIDE_LOG`` (known to have none). ``on_event`` is called with each run's
+    result as it ends (None: progress only) and the
     fleet's ``Progress``. Raises ``EngineError`` only for the fleet as a whole (workers of
     another scorer version, an output that cannot be written)."""
     from dask.distributed import as_completed
@@ -1236,7 +1357,7 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     tag = fleet_id[:8]
     attempt = {"tag": tag}  # in the tasks' keys: a run retried alone gets new ones
     spec = Fleet(so, auto_payloads, fmt, verdict_map, version, options, out, replace, block_bytes, reclassifier,
-                 part_bytes, fleet_id)
+                 part_bytes, fresh=created, tag=fleet_id)
     counts = {"blocks": 0, "blocks_done": 0}
     run_blocks: dict[int, list[int]] = {}  # input index -> [its blocks, those done], while it may be retried
     pending: dict[str, tuple[str, list[int]]] = {}  # future key -> (stage, input indices)
@@ -1572,6 +1693,7 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
             entries.append(kept.get(r.source, (r.run_key, r.recorded)))
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(_join_url(path, STAGING_DIR), recursive=True)
+    _drop_replaced(fs, path, {k for k, _s in prior} - {k for k, _s in entries})
     if not entries:
         if created:
             with contextlib.suppress(FileNotFoundError, OSError):
@@ -1580,9 +1702,20 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     _write_index(fs, path, entries)
 
 
+def _drop_replaced(fs, base: str, keys: set) -> None:
+    """The files of run keys the table no longer lists (a source scored again whose content
+    changed has a new key): its rows would otherwise stay beside the new ones, orphans that
+    pyarrow, DuckDB and polars read as rows of the table."""
+    for key in sorted(k for k in keys if k):
+        for rel in (f"{TABLE_DIR}/run_key={key}", f"{INCONCLUSIVE_DIR}/run_key={key}",
+                    f"{RUN_AGGREGATES_DIR}/{key}.json", f"{SUMMARIES_DIR}/{key}.json", f"{SOURCES_DIR}/{key}.jsonl"):
+            with contextlib.suppress(FileNotFoundError, OSError):
+                fs.rm(_join_url(base, rel), recursive=True)
+
+
 def _write_summary(fs, base: str, run_key: str, summary: Any) -> None:
     """A run's ``SUMMARIES_DIR/RUN_KEY.json`` (what the app reads when the run is shown)."""
-    fs.makedirs(_join_url(base, SUMMARIES_DIR), exist_ok=True)
+    _makedirs(fs, _join_url(base, SUMMARIES_DIR))
     with fs.open(_join_url(base, SUMMARIES_DIR, f"{run_key}.json"), "w") as fh:
         fh.write(json.dumps(summary))
 
@@ -1607,11 +1740,11 @@ def _commit(tmp: str, out: str, storage_options: dict, results: list[RunResult])
     fs.invalidate_cache()
     for r in results:
         _write_inconclusive(r, tmp, storage_options)
-        fs.makedirs(_join_url(tmp_path, RUN_AGGREGATES_DIR), exist_ok=True)
+        _makedirs(fs, _join_url(tmp_path, RUN_AGGREGATES_DIR))
         with fs.open(_join_url(tmp_path, RUN_AGGREGATES_DIR, f"{r.run_key}.json"), "w") as fh:
             fh.write(json.dumps(r.aggregates))
         _write_summary(fs, tmp_path, str(r.run_key), r.summary)
-    fs.makedirs(_join_url(tmp_path, RUNS_DIR), exist_ok=True)
+    _makedirs(fs, _join_url(tmp_path, RUNS_DIR))
     _write_index(fs, tmp_path, [(r.run_key, r.summary) for r in results])
 
 

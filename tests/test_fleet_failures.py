@@ -144,14 +144,16 @@ def test_a_block_that_kills_its_worker_fails_its_run_alone_located(fleet, tmp_pa
 
 @pytest.mark.parametrize("as_json", [True, False], ids=["json", "table"])
 def test_runs_a_batch_published_before_its_worker_died_are_done(fleet, tmp_path, as_json):
-    """Twelve tiny runs on one worker: three a batch. The third run of the first batch ends
-    its worker once (after the batch published the first two): Dask runs the batch again on
-    the restarted worker, where the first two find their records in the table. This fleet
-    published them: they are reported done, with their summaries, not skipped."""
+    """Twelve tiny runs on one worker, into a table that existed before the fleet (its records
+    are looked for): three runs a batch. The third run of the first batch ends its worker once
+    (after the batch published the first two): Dask runs the batch again on the restarted
+    worker, where the first two find their records in the table. This fleet published them:
+    they are reported done, with their summaries, not skipped."""
     cluster, _hidden, _s3 = fleet
     runs = [tiny(tmp_path / f"r{i:02d}.jsonl", f"r{i:02d}") for i in range(12)]
     runs[2].write_bytes(runs[2].read_bytes().replace(b'"observed-m1-t00001"', b'"' + POISON_ONCE + b'"'))
     out = tmp_path / "table"
+    out.mkdir()
     res = cli("score", *map(str, runs), "--scheduler", cluster.address, "--no-auto-payloads", "--out", str(out),
               *(["--json"] if as_json else []))
     cluster.wait_for_workers(1)
