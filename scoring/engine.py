@@ -1614,14 +1614,37 @@ def _located(future, plan: RunPlan | None, digests: list, source: str, block_byt
         _i, rel, at, message = exc.where
         return f"{source}: the block starting at byte {at:,} failed: {message}"
     if isinstance(exc, KilledWorker):
-        task = str(getattr(exc, "task", "") or (exc.args[0] if exc.args else ""))
-        where = ""
-        if plan is not None and (m := re.search(r"litmus-block-[0-9a-f]+-\d+-(\d+)", task)):
-            start, stop = block_bounds(plan, block_bytes)[int(m.group(1))]
-            where = f" (the block of bytes {start:,}–{stop:,})"
+        where = _killed_blocks(exc, plan, digests, block_bytes)
         return (f"{source}: a task of this run{where} ended every worker that ran it (out of memory, or a crash "
                 "in native code); see the workers' logs")
     return f"{source}: {_message(exc)}" if exc is not None else f"{source}: failed"
+
+
+_BLOCK_KEY = re.compile(r"litmus-block-[0-9a-f]+-\d+-(\d+)")
+KILLED_BLOCKS_NAMED = 3
+"""At most this many of a run's blocks are named by bytes when several ended with KilledWorker."""
+
+
+def _killed_blocks(exc: BaseException, plan: RunPlan | None, digests: list, block_bytes: int) -> str:
+    """Which blocks of a run ended with KilledWorker, by their bytes: the one ``exc`` names and
+    any other whose digest has ended so already. When several did, each was on the worker every
+    time it died and Dask cannot tell which ended it: all are named, as candidates."""
+    if plan is None:
+        return ""
+
+    def task(e: BaseException | None) -> str:
+        return str(getattr(e, "task", "") or (e.args[0] if e is not None and e.args else ""))
+
+    keys = [task(exc)] + [task(d.exception()) for d in digests if d.status == "error"]
+    found = sorted({int(m.group(1)) for k in keys if (m := _BLOCK_KEY.search(k))})
+    if not found:
+        return ""
+    bounds = block_bounds(plan, block_bytes)
+    named = [f"{bounds[i][0]:,}–{bounds[i][1]:,}" for i in found[:KILLED_BLOCKS_NAMED]]
+    if len(found) == 1:
+        return f" (the block of bytes {named[0]})"
+    more = f" and {len(found) - len(named)} more" if len(found) > len(named) else ""
+    return f" (one of its blocks of bytes {', '.join(named)}{more}: each was on the worker every time it died)"
 
 
 def _refuse_foreign_output(fs: Any, path: str, out: str) -> None:

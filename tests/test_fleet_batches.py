@@ -195,8 +195,11 @@ def test_runs_that_ended_with_killed_worker_are_retried_alone_and_only_the_culpr
     res = engine.score_runs(paths, inproc_client, out=str(tmp_path / "t1"), block_bytes=1 << 16,
                             auto_payloads=False, retries=0)
     assert [r.status for r in res] == ["failed", "done", "done"], res
-    assert res[0].error.startswith(f"{paths[0]}: a task of this run (the block of bytes ")
-    assert "ended every worker that ran it" in res[0].error
+    data = Path(paths[0]).read_bytes()
+    ((start, stop),) = [(s, e) for s, e in engine.block_bounds(engine.plan_run(paths[0]), 1 << 16)
+                        if s <= data.index(ends.CULPRIT) < e]
+    assert res[0].error.startswith(f"{paths[0]}: a task of this run (the block of bytes {start:,}–{stop:,}) "
+                                   "ended every worker that ran it")
     assert ends.tried == {ends.CULPRIT: 2, ends.BYSTANDER: 2}
     EndsWorkers.tried[ends.CULPRIT] = 0
     res = engine.score_runs([paths[0], str(plain)], inproc_client, block_bytes=1 << 16, auto_payloads=False,
@@ -214,3 +217,31 @@ def test_fail_fast_stops_the_retries_alone_at_the_culprit(inproc_client, tmp_pat
                             retries=0)
     assert [r.status for r in res] == ["failed", "skipped"]
     assert "not retried alone" in res[1].note and ends.tried == {ends.CULPRIT: 2, ends.BYSTANDER: 1}
+
+
+def test_a_run_whose_blocks_ended_with_killed_worker_names_them_all_as_candidates():
+    """When several blocks of a run were on the worker each time it died, Dask fails each with
+    KilledWorker and cannot say which ended it: the run's error names every one by its bytes
+    (at most three, then how many more), not only the one its final stage waited on first."""
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+
+    plan = engine.plan_run(str(OBSERVED))
+    bounds = engine.block_bounds(plan, 1 << 16)
+
+    def ended(*blocks: int) -> list:
+        return [SimpleNamespace(status="error", exception=lambda b=b: KilledWorker(f"litmus-block-ab12-0-{b}",
+                                                                                   None, 1)) for b in blocks]
+
+    def located(first: int, digests: list) -> str:
+        (tail,) = ended(first)
+        return engine._located(tail, plan, digests, str(OBSERVED), 1 << 16)
+
+    rng = [f"{s:,}–{e:,}" for s, e in bounds]
+    finished = SimpleNamespace(status="finished", exception=lambda: None)
+    assert f"a task of this run (the block of bytes {rng[2]}) ended every worker" in located(2, [finished])
+    assert f"a task of this run (one of its blocks of bytes {rng[1]}, {rng[2]}: each was on the worker every time " \
+           "it died) ended every worker" in located(2, [finished, *ended(1, 2)])
+    assert f"(one of its blocks of bytes {rng[1]}, {rng[2]}, {rng[3]} and 2 more: each" in \
+        located(5, ended(1, 2, 3, 4, 5))
