@@ -449,9 +449,9 @@ def s3_open_section(runs: int, rounds: int, parallel: float) -> list[str]:
             env = {**os.environ, **CREDENTIALS, "AWS_EC2_METADATA_DISABLED": "true"}
             loads = [os.getloadavg()[0]]
             got: dict[tuple[str, str], list[dict]] = {}
-            for _ in range(rounds):
+            for i in range(rounds):
                 for first in FIRST_PAGES:
-                    for mode in ("off", "on"):
+                    for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):  # a drifting load hits both
                         out = subprocess.run([sys.executable, str(script), mode, first], capture_output=True,
                                              text=True, cwd=ROOT, env=env)
                         if out.returncode:
@@ -483,7 +483,8 @@ def s3_open_section(runs: int, rounds: int, parallel: float) -> list[str]:
         "opened again by another spelling of its URL (the page's caches miss; s3fs and its client are warm: the "
         "baseline). Without the warm-up the first opening imports s3fs, aiobotocore and botocore; with it the "
         "app imported them in a background thread when it started, and the table was opened once that thread "
-        f"had ended (as when a researcher types the URL). {rounds} rounds, alternating; medians (each round's "
+        f"had ended (as when a researcher types the URL). {rounds} rounds, alternating (without, with; then with, "
+        "without); medians (each round's "
         "value in brackets). Server time (AppTest: the script's run). Load average (1 min) before and after: "
         f"{loads[0]:.1f}, {loads[1]:.1f}"
         + ("; two free cores." if parallel >= 1.8 else
