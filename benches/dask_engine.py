@@ -520,7 +520,7 @@ def page_section(source: Path, calls: int, parallel: float, rounds: int, s3_runs
     """The Score tables page's part of the section, between its own markers (``--page-only``
     rewrites only it)."""
     return [PAGE_BEGIN, *(table_section(source, calls, parallel, rounds) if calls else []),
-            *(s3_open_section(s3_runs, rounds, parallel) if s3_runs else []), PAGE_END]
+            *(s3_open_section(s3_runs, rounds, parallel) if s3_runs else []), PAGE_END, ""]
 
 
 KINDS = ("block", "digest", "sha256", "final")
