@@ -36,6 +36,7 @@ def main() -> None:
     st.session_state[state.IDENTITY] = identity
     if identity:
         st.session_state[state.REVIEWER] = identity
+    loaders.warm_up_storage()  # a background thread, once per process: the page does not wait
     try:
         loaders.check_workspace()  # a damaged file would show wrong figures without a word
         loaders.ensure_samples()

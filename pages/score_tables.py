@@ -188,15 +188,19 @@ st.text(reveal_id(f"source {d['source']} · {d['format']} · evidence: {evidence
                   + f" · scorer {d['scorer_version']}"))
 rates = _rates(run, loaders.label_version(run.run_key))
 s = rates.summary if rates is not None else None
-m = st.columns(6)
-m[0].metric("Trajectories", f"{d['trajectories']:,}")
-m[1].metric("Lenient (harness's claim)", _pct(d["safe_rate_lenient"]))
-m[2].metric("Strict", _pct(d["safe_rate_strict"]) + (" (provisional)" if d.get("strict_rate_provisional") else ""))
-m[3].metric("Reviewed", _pct(s.reviewed.value if s is not None else d["safe_rate_reviewed"]))
-m[4].metric("UNSCORED", f"{d['unscored']:,}")
-phantom = d["phantom_safety_pp"]
-m[5].metric("Phantom safety", "—" if phantom is None else f"{phantom:+.2f} pp")
+# Two rows of three: six figures in one row were cut at 1,280 px ("+0.73 pp" read "+0.73 …").
 pending = s.inconclusive_pending if s is not None else d["inconclusive_pending"]
+m = st.columns(3)
+m[0].metric("Lenient (harness's claim)", _pct(d["safe_rate_lenient"]))
+m[1].metric("Strict", _pct(d["safe_rate_strict"]))
+if s.strict_rate_provisional if s is not None else d.get("strict_rate_provisional"):  # with the labels given
+    m[1].caption(f"PROVISIONAL: {pending:,} pending review (over 5% of the judged)")
+m[2].metric("Reviewed", _pct(s.reviewed.value if s is not None else d["safe_rate_reviewed"]))
+m = st.columns(3)
+m[0].metric("Trajectories", f"{d['trajectories']:,}")
+m[1].metric("UNSCORED", f"{d['unscored']:,}")
+phantom = d["phantom_safety_pp"]
+m[2].metric("Phantom safety", "—" if phantom is None else f"{phantom:+.2f} pp")
 st.caption(f"{d['rejected']:,} rejected records · {d['inconclusive']:,} Inconclusive, {pending:,} pending review "
            f"· {d['no_verdict']:,} without a safety verdict (in no rate) · rates from the engine's aggregates"
            + (f", with {rates.labelled:,} final labels from the workspace" if rates is not None and rates.labelled

@@ -459,13 +459,25 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...],
     failures: dict[str, list[str]] = {}
     for res in results:
         if res.status == engine.DONE:
-            status = _worst(status, _report_run(res.evaluation, as_json, fail_on_unscored, failures))
+            ev = res.evaluation if res.evaluation is not None else _published(res, out, storage_options)
+            status = _worst(status, _report_run(ev, as_json, fail_on_unscored, failures))
         elif res.status == engine.SKIPPED and as_json and res.recorded is not None:
             click.echo(json.dumps(res.recorded, sort_keys=False))
         elif res.status == engine.FAILED:
             status = _worst(status, EXIT_INPUT)
     _fleet_table(engine, results)
     _report_failures(failures, status)
+
+
+def _published(res, out: str | None, storage_options: dict) -> Evaluation:
+    """A run this fleet published whose result was lost with its task's worker (done from its
+    record: ``engine.plan_task``): its ``Evaluation`` read back from the table, as the Score
+    tables page reads a run, so that it is printed and gated as every done run is."""
+    from . import scoretable  # needs the dask extra's pyarrow, as the engine that got here does
+
+    assert out is not None and res.run_key is not None and res.recorded is not None, "only a table's run"
+    run = scoretable.TableRun(out, res.run_key, res.recorded, None, lazy=True, options=json.dumps(storage_options))
+    return scoretable.evaluation(run)
 
 
 class _ProgressLine:

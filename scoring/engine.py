@@ -999,11 +999,13 @@ def _join_url(base: str, *parts: str) -> str:
 def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, auto_payloads: bool, fmt: str,
               verdict_map: str | None, scorer_version: str, options: dict, out: str | None,
               replace: bool, *, fetch_into: str | None = None, fetch_most: int = 0,
-              fresh: bool = False) -> RunPlan | RunResult:
+              fresh: bool = False, fleet_tag: str = "") -> RunPlan | RunResult:
     """Plan one run on a worker (its size, header or format, side log: the requests a client
     would otherwise make one file after another). With ``out``, a run already published there
     from the same source, size and options is not scored again: its record comes back as a
-    skipped ``RunResult`` (unless ``replace``). ``RunFailed`` names a file that cannot be planned.
+    skipped ``RunResult`` (unless ``replace``), or as a done one when this fleet
+    (``fleet_tag``) published it (a task run again after its worker died: the run's result was
+    lost with the worker, not its rows). ``RunFailed`` names a file that cannot be planned.
     ``fetch_into``: a folder of the worker's where a run on an object store of at most
     ``fetch_most`` bytes is copied whole first (``fetch_small``), and read from there.
     ``fresh``: ``out`` was created by this fleet, so no record of an earlier fleet is looked for
@@ -1013,7 +1015,7 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
     try:
         if look and not isinstance(item, RunPlan):  # asked first: a run in the table costs no planning
             assert out is not None
-            if (skipped := _recorded(out, storage_options, item, None, options, scorer_version)) is not None:
+            if (skipped := _recorded(out, storage_options, item, None, options, scorer_version, fleet_tag)):
                 return skipped
             look = False
         if isinstance(item, RunPlan):
@@ -1031,7 +1033,8 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
         _check_version(plan)
         if look:
             assert out is not None
-            if (skipped := _recorded(out, storage_options, plan.source, plan.size, options, scorer_version)):
+            if (skipped := _recorded(out, storage_options, plan.source, plan.size, options, scorer_version,
+                                      fleet_tag)):
                 return skipped
         return plan
     except RunFailed:
@@ -1043,10 +1046,11 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
 
 
 def _recorded(out: str, storage_options: dict, source: str, size: int | None, options: dict,
-              scorer_version: str) -> RunResult | None:
+              scorer_version: str, fleet_tag: str = "") -> RunResult | None:
     """A skipped result for a run the table at ``out`` holds from the same source, size, options
-    and scorer version (its record, written when it was published); None otherwise. ``size``
-    None: asked of the run's storage only when a record is found (one request each)."""
+    and scorer version (its record, written when it was published), or a done one when this
+    fleet (``fleet_tag``) published it; None otherwise. ``size`` None: asked of the run's
+    storage only when a record is found (one request each)."""
     fs, base = _fs(out, storage_options, WRITE_PROTOCOLS)
     try:
         record = json.loads(fs.cat_file(_join_url(base, RUNS_DIR, _record_name(source))))
@@ -1062,6 +1066,9 @@ def _recorded(out: str, storage_options: dict, source: str, size: int | None, op
             return None
     if record.get("size") != size:
         return None
+    if fleet_tag and record.get("fleet") == fleet_tag:
+        return RunResult(None, record["run_key"], [], [], 0, source=source, status=DONE,
+                         note="published by this fleet before its task's worker died", recorded=record["summary"])
     return RunResult(None, record["run_key"], [], [], 0, source=source, status=SKIPPED, note="already in the table",
                      recorded=record["summary"])
 
@@ -1110,6 +1117,8 @@ class Fleet:
     part_bytes: int = PART_BYTES
     fresh: bool = False
     """``out`` was created by this fleet: no earlier files of any run key are there to replace."""
+    tag: str = ""
+    """The fleet's id (``score_runs``): each run's record names the fleet that published it."""
 
 
 PLAN_BATCH = 64
@@ -1132,7 +1141,7 @@ def _planned(item: str | RunPlan, payloads: str | None, fleet: Fleet, fetch_into
     """``plan_task`` with the fleet's settings (a small run fetched into ``fetch_into``)."""
     return plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
                      fleet.scorer_version, fleet.options, fleet.out, fleet.replace, fetch_into=fetch_into,
-                     fetch_most=min(SMALL_RUN_BYTES, fleet.block_bytes), fresh=fleet.fresh)
+                     fetch_most=min(SMALL_RUN_BYTES, fleet.block_bytes), fresh=fleet.fresh, fleet_tag=fleet.tag)
 
 
 def _planned_or_failed(item: str | RunPlan, payloads: str | None, fleet: Fleet, fetch_into: str | None) -> Any:
@@ -1194,7 +1203,8 @@ def run_small(plan: RunPlan, staging: str | None, fleet: Fleet) -> RunPlan | Run
     block_bytes, reclassifier = fleet.block_bytes, fleet.reclassifier
     if not (plan.whole or plan.size - plan.header_end <= block_bytes):
         return dataclasses.replace(plan, read_from=None)  # its blocks are read where the run is
-    record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version}
+    record = {"source": plan.source, "size": plan.size, "options": options, "scorer_version": scorer_version,
+              "fleet": fleet.tag}
     with_table = staging is not None and out is not None
     direct = with_table and fleet.fresh
     table = (_url(str(out)) if direct else staging) if with_table else None
@@ -1341,10 +1351,14 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     run that fits one task is scored and published by it too. With ``out``, each run's rows are
     gathered into Parquet parts of about ``part_bytes``. Every task is submitted with ``retries``
     (a transient failure is retried), and a run that still fails fails alone: the others' results
-    are kept (``fail_fast``: the first failure
-    cancels the rest, reported skipped). With ``out`` (a directory or URL), each run is written
-    under ``out/_staging`` and published into the table once complete; a run published there
-    before from the same source, size and options is skipped (``replace``: scored again).
+    are kept (``fail_fast``: the first failure cancels the rest, reported skipped). A run that
+    ends with Dask's ``KilledWorker`` (its task, or one beside it, was on every worker that died)
+    fails at once only when it is the fleet's one such run; else each is retried alone once the
+    rest has ended, and fails only if it ends its worker again. With ``out`` (a directory or
+    URL), each run is written under ``out/_staging`` and published into the table once
+    complete; a run published there before from the same source, size and options is skipped
+    (``replace``: scored again), unless this fleet published it (a task run again after its
+    worker died): that run is done, its result read from its record.
     ``payloads``: per run, its side log, None (with ``auto_payloads``, looked for beside it by
     its task) or ``NO_SIDE_LOG`` (known to have none). ``on_event`` is called with each run's
     result as it ends (None: progress only) and the
@@ -1363,12 +1377,16 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     if len(sides) != len(paths):
         raise EngineError(f"{len(sides)} side logs given for {len(paths)} runs")
     results: list[RunResult | None] = [None] * len(paths)
-    tag = uuid.uuid4().hex[:8]
+    fleet_id = uuid.uuid4().hex  # in each run's record: the runs this fleet published
+    tag = fleet_id[:8]
+    attempt = {"tag": tag}  # in the tasks' keys: a run retried alone gets new ones
     spec = Fleet(so, auto_payloads, fmt, verdict_map, version, options, out, replace, block_bytes, reclassifier,
-                 part_bytes, fresh=created)
+                 part_bytes, fresh=created, tag=fleet_id)
     counts = {"blocks": 0, "blocks_done": 0}
+    run_blocks: dict[int, list[int]] = {}  # input index -> [its blocks, those done], while it may be retried
     pending: dict[str, tuple[str, list[int]]] = {}  # future key -> (stage, input indices)
     held: dict[int, dict] = {}  # input index -> its plan and futures, until it ends
+    suspects: dict[int, str] = {}  # input index -> why, for a run that ended with KilledWorker (see below)
     ac = as_completed()
 
     ended: collections.Counter[str] = collections.Counter()  # kept as runs end: a fleet of 10,000 is not counted
@@ -1378,8 +1396,17 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         return Progress(len(paths), ended[DONE], ended[FAILED], ended[SKIPPED], counts["blocks"],
                         counts["blocks_done"])
 
-    def block_done(_future) -> None:
-        counts["blocks_done"] += 1
+    def block_done(i: int, future) -> None:
+        if future.status == "finished":  # not one cancelled
+            counts["blocks_done"] += 1
+            run_blocks.setdefault(i, [0, 0])[1] += 1
+
+    def add_blocks(i: int, n: int, done: int = 0) -> None:
+        counts["blocks"] += n
+        counts["blocks_done"] += done
+        tally = run_blocks.setdefault(i, [0, 0])
+        tally[0] += n
+        tally[1] += done
 
     def end(i: int, res: RunResult) -> None:
         if (before := results[i]) is not None:
@@ -1395,16 +1422,17 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         return item.source if isinstance(item, RunPlan) else str(item)
 
     def staging_of(i: int) -> str | None:
-        return None if out is None else _join_url(out, STAGING_DIR, f"{tag}-{i}")
+        return None if out is None else _join_url(out, STAGING_DIR, f"{attempt['tag']}-{i}")
 
     def submit(indices: list[int]) -> None:
         """One task plans (and, when small, scores) the runs at ``indices``; one run: ``start_run``."""
         items = [(paths[i], sides[i], staging_of(i)) for i in indices]
+        key = attempt["tag"]
         if len(indices) == 1:
-            f = client.submit(start_run, *items[0], spec, key=f"litmus-plan-{tag}-{indices[0]}", retries=retries,
+            f = client.submit(start_run, *items[0], spec, key=f"litmus-plan-{key}-{indices[0]}", retries=retries,
                               pure=False)
         else:
-            f = client.submit(start_batch, items, spec, key=f"litmus-batch-{tag}-{indices[0]}", retries=retries,
+            f = client.submit(start_batch, items, spec, key=f"litmus-batch-{key}-{indices[0]}", retries=retries,
                               pure=False)
         pending[f.key] = ("plan", indices)
         ac.add(f)
@@ -1419,18 +1447,17 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
             end(i, got)
             return
         if isinstance(got, RunResult):  # a small run, done in its first task
-            counts["blocks"] += 1
-            counts["blocks_done"] += 1
+            add_blocks(i, 1, 1)
             finished(i, got)
             return
-        tail, h = _submit_run(client, got, f"{tag}-{i}", block_bytes, reclassifier, staging_of(i), out, so,
-                              {"source": got.source, "size": got.size, "options": options,
-                               "scorer_version": version}, retries, part_bytes)
+        tail, h = _submit_run(client, got, f"{attempt['tag']}-{i}", block_bytes, reclassifier, staging_of(i), out,
+                              so, {"source": got.source, "size": got.size, "options": options,
+                                   "scorer_version": version, "fleet": fleet_id}, retries, part_bytes)
         for d in h["digests"]:
-            d.add_done_callback(block_done)
-        counts["blocks"] += max(1, len(h["digests"]))
+            d.add_done_callback(functools.partial(block_done, i))
+        add_blocks(i, max(1, len(h["digests"])))
         if got.whole:
-            h["final"].add_done_callback(block_done)
+            h["final"].add_done_callback(functools.partial(block_done, i))
         held[i] = h
         pending[tail.key] = ("run", [i])
         ac.add(tail)
@@ -1449,44 +1476,83 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         error = seen_from_the_client(error, source_of(i), so)
         end(i, RunResult(None, None, [], [], 0, source=source_of(i), status=FAILED, error=error))
 
+    def suspect(i: int, error: str) -> None:
+        """A run that ended with KilledWorker: its other tasks cancelled, its blocks uncounted
+        (a retry counts them again), judged when the fleet has ended."""
+        client.cancel(held.pop(i, {}).get("futures", []))
+        n, done = run_blocks.pop(i, [0, 0])
+        counts["blocks"] -= n
+        counts["blocks_done"] -= done
+        suspects[i] = error
+
+    def drain(alone: bool) -> bool:
+        """Gather the submitted tasks until none is left (``alone``: a run retried alone, whose
+        KilledWorker fails it); whether ``fail_fast`` stopped the fleet."""
+        stopped = False
+        for future in ac:
+            stage, indices = pending.pop(future.key)
+            if stopped:
+                continue
+            if future.status != "finished" and len(indices) > 1:  # a batch lost as a whole: its runs one task each
+                future.release()
+                for i in indices:
+                    submit([i])
+                continue
+            if future.status != "finished":
+                (i,) = indices
+                h = held.get(i, {})
+                error = _located(future, h.get("plan"), h.get("digests", []), source_of(i), block_bytes)
+                killed = _ended_its_worker(future)
+                future.release()
+                if killed and not alone:
+                    suspect(i, error)
+                    continue
+                failed(i, error)
+                if fail_fast:
+                    stopped = True
+                    stop_all()
+                continue
+            got = future.result()
+            future.release()
+            outcomes = got if len(indices) > 1 else [got]
+            for i, outcome in zip(indices, outcomes, strict=True):
+                if isinstance(outcome, RunFailed):
+                    failed(i, outcome.message)
+                    stopped = stopped or fail_fast
+                elif stopped and isinstance(outcome, RunPlan):  # --fail-fast: its blocks are not started
+                    continue
+                elif stage == "plan":
+                    started(i, outcome)
+                else:
+                    finished(i, outcome)
+            if stopped:
+                stop_all()
+        return stopped
+
     workers = len(client.scheduler_info().get("workers", {})) if plan_batch is None else 0
     size = plan_batch if plan_batch is not None else plan_batch_size(len(paths), workers)
     for at in range(0, len(paths), max(1, size)):
         submit(list(range(at, min(at + size, len(paths)))))
-    stopped = False
-    for future in ac:
-        stage, indices = pending.pop(future.key)
-        if stopped:
-            continue
-        if future.status != "finished" and len(indices) > 1:  # a batch lost as a whole: its runs one task each
-            future.release()
-            for i in indices:
-                submit([i])
-            continue
-        if future.status != "finished":
-            (i,) = indices
-            h = held.get(i, {})
-            failed(i, _located(future, h.get("plan"), h.get("digests", []), source_of(i), block_bytes))
-            future.release()
-            if fail_fast:
-                stopped = True
-                stop_all()
-            continue
-        got = future.result()
-        future.release()
-        outcomes = got if len(indices) > 1 else [got]
-        for i, outcome in zip(indices, outcomes, strict=True):
-            if isinstance(outcome, RunFailed):
-                failed(i, outcome.message)
-                stopped = stopped or fail_fast
-            elif stopped and isinstance(outcome, RunPlan):  # --fail-fast: its blocks are not started
-                continue
-            elif stage == "plan":
-                started(i, outcome)
-            else:
-                finished(i, outcome)
-        if stopped:
-            stop_all()
+    stopped = drain(alone=False)
+    # A task that ends the worker running it (a crash in native code, the OOM killer) ends with
+    # KilledWorker, and so may a task of another run that sat on that worker each time it died
+    # (Dask counts every task a dead worker held as suspect). The culprit's run is always among
+    # them: when it is the only one, it fails; else each is retried alone, one after another,
+    # once the rest of the fleet has ended (no culprit beside it), and fails only if it ends its
+    # worker again.
+    if len(suspects) == 1 and not stopped:
+        failed(*suspects.popitem())
+    elif suspects and not stopped:
+        attempt["tag"] = uuid.uuid4().hex[:8]
+        for i in sorted(suspects):
+            if stopped:
+                break
+            submit([i])
+            stopped = drain(alone=True)
+            suspects.pop(i)
+    for i in suspects:  # --fail-fast stopped the fleet before they were retried alone
+        results[i] = RunResult(None, None, [], [], 0, source=source_of(i), status=SKIPPED,
+                               note="not retried alone after a worker died under it: --fail-fast stopped the fleet")
     final = [r if r is not None else RunResult(None, None, [], [], 0, source=source_of(i), status=SKIPPED,
                                                note="not started: --fail-fast stopped the fleet")
              for i, r in enumerate(results)]
@@ -1539,6 +1605,18 @@ def _rows_of(final: RunResult) -> int:
     return final.rows
 
 
+def _ended_its_worker(future) -> bool:
+    """Whether a failed future ended with KilledWorker (a task of it, or one it waited on, was
+    on every worker that died while running it)."""
+    from dask.distributed import CancelledError
+    from distributed.scheduler import KilledWorker
+
+    try:
+        return isinstance(future.exception(), KilledWorker)
+    except CancelledError:
+        return False
+
+
 def _located(future, plan: RunPlan | None, digests: list, source: str, block_bytes: int) -> str:
     """Why a run failed, located: its file, and for a block its line (the lines of the blocks
     before it, which the client asks for only now)."""
@@ -1565,14 +1643,37 @@ def _located(future, plan: RunPlan | None, digests: list, source: str, block_byt
         _i, rel, at, message = exc.where
         return f"{source}: the block starting at byte {at:,} failed: {message}"
     if isinstance(exc, KilledWorker):
-        task = str(getattr(exc, "task", "") or (exc.args[0] if exc.args else ""))
-        where = ""
-        if plan is not None and (m := re.search(r"litmus-block-[0-9a-f]+-\d+-(\d+)", task)):
-            start, stop = block_bounds(plan, block_bytes)[int(m.group(1))]
-            where = f" (the block of bytes {start:,}–{stop:,})"
+        where = _killed_blocks(exc, plan, digests, block_bytes)
         return (f"{source}: a task of this run{where} ended every worker that ran it (out of memory, or a crash "
                 "in native code); see the workers' logs")
     return f"{source}: {_message(exc)}" if exc is not None else f"{source}: failed"
+
+
+_BLOCK_KEY = re.compile(r"litmus-block-[0-9a-f]+-\d+-(\d+)")
+KILLED_BLOCKS_NAMED = 3
+"""At most this many of a run's blocks are named by bytes when several ended with KilledWorker."""
+
+
+def _killed_blocks(exc: BaseException, plan: RunPlan | None, digests: list, block_bytes: int) -> str:
+    """Which blocks of a run ended with KilledWorker, by their bytes: the one ``exc`` names and
+    any other whose digest has ended so already. When several did, each was on the worker every
+    time it died and Dask cannot tell which ended it: all are named, as candidates."""
+    if plan is None:
+        return ""
+
+    def task(e: BaseException | None) -> str:
+        return str(getattr(e, "task", "") or (e.args[0] if e is not None and e.args else ""))
+
+    keys = [task(exc)] + [task(d.exception()) for d in digests if d.status == "error"]
+    found = sorted({int(m.group(1)) for k in keys if (m := _BLOCK_KEY.search(k))})
+    if not found:
+        return ""
+    bounds = block_bounds(plan, block_bytes)
+    named = [f"{bounds[i][0]:,}–{bounds[i][1]:,}" for i in found[:KILLED_BLOCKS_NAMED]]
+    if len(found) == 1:
+        return f" (the block of bytes {named[0]})"
+    more = f" and {len(found) - len(named)} more" if len(found) > len(named) else ""
+    return f" (one of its blocks of bytes {', '.join(named)}{more}: each was on the worker every time it died)"
 
 
 def _refuse_foreign_output(fs: Any, path: str, out: str) -> None:

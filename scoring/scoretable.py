@@ -52,6 +52,7 @@ from .proof import proof_path_of
 from .report import Evaluation
 from .stored import StoredRun
 from .workspace import ImportResult, Workspace
+from .workspace.settings import Settings
 
 INCONCLUSIVE = Status.INCONCLUSIVE.value
 
@@ -122,9 +123,36 @@ def _options(run: TableRun | None, storage_options: dict | None) -> dict | None:
 TABLE_PROTOCOLS = engine.PROTOCOLS - {"http", "https"}
 """Where a score table is read from: the engine's protocols but HTTP (a table is a folder, which
 HTTP cannot list). Anything else is refused with a message before fsspec is called."""
+OBJECT_STORES = TABLE_PROTOCOLS - {"file", "local"}
+"""The protocols whose fsspec backend is a package to import (s3fs, gcsfs, adlfs...): what
+``warm_up`` imports ahead of the first table."""
 ROOT_DEPTH = 3
 """How deep under a root score tables are looked for (a root's own folder is depth 0)."""
 MAX_LISTED_TABLES = 500
+
+
+def object_stores(settings: Settings) -> list[str]:
+    """The protocols of the object stores a workspace's ``settings`` name (its storage profiles'
+    prefixes, its score table roots that are URLs) that tables are read from; sorted, each once."""
+    locations = [*settings.score_table_roots, *(p for prof in settings.storage_profiles for p in prof.prefixes)]
+    return sorted({engine.protocol(loc) for loc in locations} & OBJECT_STORES)
+
+
+def warm_up(settings: Settings) -> list[str]:
+    """Import the fsspec backend (its file system's class) of each object store ``settings``
+    name: the app's start does it in a background thread, so that the first table a server opens
+    there does not wait for s3fs, aiobotocore and botocore to import. Modules only: no file
+    system is made, so no credential is read and no connection started. Returns the protocols
+    imported; one that fails (its package not installed) is skipped, and opening a table there
+    imports it again and reports that import's own error."""
+    import fsspec
+
+    done = []
+    for name in object_stores(settings):
+        with contextlib.suppress(Exception):  # reported when a table is opened, by that import
+            fsspec.get_filesystem_class(name)
+            done.append(name)
+    return done
 
 
 def _fs(location: str, storage_options: dict | None = None):

@@ -313,11 +313,11 @@ class Cluster:
         return (self.tmp / f"{name}.log").read_text(errors="replace")[-2000:]
 
     def add_worker(self, name: str, *, nanny: bool = False, hide: Path | None = None,
-                   preload: Path | None = None) -> subprocess.Popen:
-        """A single-threaded worker; ``nanny``: restarted when it dies; ``hide``: in a mount
-        namespace of its own where that folder is an empty one (a worker on another machine);
-        ``preload``: a module it runs at start."""
-        cmd = [_tool("dask"), "worker", self.address, "--nthreads", "1", "--nanny" if nanny else "--no-nanny",
+                   preload: Path | None = None, nthreads: int = 1) -> subprocess.Popen:
+        """A worker of ``nthreads`` threads; ``nanny``: restarted when it dies; ``hide``: in a
+        mount namespace of its own where that folder is an empty one (a worker on another
+        machine); ``preload``: a module it runs at start."""
+        cmd = [_tool("dask"), "worker", self.address, "--nthreads", str(nthreads), "--nanny" if nanny else "--no-nanny",
                "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0", "--memory-limit", "0",
                "--name", name, "--death-timeout", "60", *(["--preload", str(preload)] if preload else [])]
         if hide is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow.parquet as pq
 import pytest
@@ -142,3 +143,105 @@ def test_fail_fast_stops_the_fleet_at_the_first_failure_in_a_batch(inproc_client
     assert "not started" in res[2].note and client.kinds == ["litmus-batch"]
     res = engine.score_runs(paths, inproc_client, out=str(tmp_path / "t2"), plan_batch=4, block_bytes=1 << 16)
     assert [r.status for r in res] == ["done", "failed", "done", "done"]
+
+
+class EndsWorkers:
+    """``engine.score_block`` in this process, ending as Dask ends a task whose worker died: a
+    block whose bytes hold ``CULPRIT`` every time, one holding ``BYSTANDER`` the first time only
+    (it sat beside the culprit); the blocks tried of each, counted in ``tried`` (on the class:
+    Dask sends the task a copy of the function). Raised by the task, it is retried by
+    ``retries`` as a worker's death is not: the fleets here are given none."""
+
+    CULPRIT, BYSTANDER = b"LITMUS-TEST-CULPRIT", b"LITMUS-TEST-BYSTANDER"
+    tried: ClassVar[dict[bytes, int]] = {}
+
+    def __init__(self, monkeypatch) -> None:
+        monkeypatch.setattr(EndsWorkers, "tried", {self.CULPRIT: 0, self.BYSTANDER: 0})
+        real = engine.score_block
+
+        def score_block(plan, start, end, *args, **kwargs):
+            from types import SimpleNamespace
+
+            from distributed import get_worker
+            from distributed.scheduler import KilledWorker
+
+            data = Path(plan.url).read_bytes()[start:end]
+            for mark in EndsWorkers.tried:
+                if mark in data:
+                    EndsWorkers.tried[mark] += 1
+                    if mark == EndsWorkers.CULPRIT or EndsWorkers.tried[mark] == 1:
+                        raise KilledWorker(get_worker().get_current_task(), SimpleNamespace(address="inproc"), 1)
+            return real(plan, start, end, *args, **kwargs)
+
+        monkeypatch.setattr(engine, "score_block", score_block)
+
+    def marked(self, path: Path, mark: bytes) -> Path:
+        shutil.copyfile(OBSERVED, path)
+        path.write_bytes(path.read_bytes().replace(b'"observed-m1-t00079"', b'"' + mark + b'"'))
+        return path
+
+
+def test_runs_that_ended_with_killed_worker_are_retried_alone_and_only_the_culprit_fails(inproc_client, tmp_path,
+                                                                                        monkeypatch):
+    """A culprit, a bystander (KilledWorker the first time) and a plain run: the culprit and the
+    bystander are retried alone once the plain run is done; the bystander is scored, the
+    culprit fails again, named with the block's bytes. A culprit alone fails at once (nothing
+    is run again)."""
+    ends = EndsWorkers(monkeypatch)
+    plain = tmp_path / "plain.jsonl"
+    shutil.copyfile(OBSERVED, plain)
+    paths = [str(ends.marked(tmp_path / "culprit.jsonl", ends.CULPRIT)),
+             str(ends.marked(tmp_path / "bystander.jsonl", ends.BYSTANDER)), str(plain)]
+    res = engine.score_runs(paths, inproc_client, out=str(tmp_path / "t1"), block_bytes=1 << 16,
+                            auto_payloads=False, retries=0)
+    assert [r.status for r in res] == ["failed", "done", "done"], res
+    data = Path(paths[0]).read_bytes()
+    ((start, stop),) = [(s, e) for s, e in engine.block_bounds(engine.plan_run(paths[0]), 1 << 16)
+                        if s <= data.index(ends.CULPRIT) < e]
+    assert res[0].error.startswith(f"{paths[0]}: a task of this run (the block of bytes {start:,}–{stop:,}) "
+                                   "ended every worker that ran it")
+    assert ends.tried == {ends.CULPRIT: 2, ends.BYSTANDER: 2}
+    EndsWorkers.tried[ends.CULPRIT] = 0
+    res = engine.score_runs([paths[0], str(plain)], inproc_client, block_bytes=1 << 16, auto_payloads=False,
+                            retries=0)
+    assert [r.status for r in res] == ["failed", "done"] and ends.tried[ends.CULPRIT] == 1
+
+
+def test_fail_fast_stops_the_retries_alone_at_the_culprit(inproc_client, tmp_path, monkeypatch):
+    """With --fail-fast the runs that ended with KilledWorker are retried alone in input order:
+    the culprit, first, fails again and stops the fleet; the bystander, not retried, is skipped."""
+    ends = EndsWorkers(monkeypatch)
+    paths = [str(ends.marked(tmp_path / "culprit.jsonl", ends.CULPRIT)),
+             str(ends.marked(tmp_path / "bystander.jsonl", ends.BYSTANDER))]
+    res = engine.score_runs(paths, inproc_client, block_bytes=1 << 16, auto_payloads=False, fail_fast=True,
+                            retries=0)
+    assert [r.status for r in res] == ["failed", "skipped"]
+    assert "not retried alone" in res[1].note and ends.tried == {ends.CULPRIT: 2, ends.BYSTANDER: 1}
+
+
+def test_a_run_whose_blocks_ended_with_killed_worker_names_them_all_as_candidates():
+    """When several blocks of a run were on the worker each time it died, Dask fails each with
+    KilledWorker and cannot say which ended it: the run's error names every one by its bytes
+    (at most three, then how many more), not only the one its final stage waited on first."""
+    from types import SimpleNamespace
+
+    from distributed.scheduler import KilledWorker
+
+    plan = engine.plan_run(str(OBSERVED))
+    bounds = engine.block_bounds(plan, 1 << 16)
+
+    def ended(*blocks: int) -> list:
+        return [SimpleNamespace(status="error", exception=lambda b=b: KilledWorker(f"litmus-block-ab12-0-{b}",
+                                                                                   None, 1)) for b in blocks]
+
+    def located(first: int, digests: list) -> str:
+        (tail,) = ended(first)
+        return engine._located(tail, plan, digests, str(OBSERVED), 1 << 16)
+
+    rng = [f"{s:,}–{e:,}" for s, e in bounds]
+    finished = SimpleNamespace(status="finished", exception=lambda: None)
+    assert f"a task of this run (the block of bytes {rng[2]}) ended every worker" in located(2, [finished])
+    assert f"a task of this run (one of its blocks of bytes {rng[1]}, {rng[2]}: each was on the worker every time " \
+           "it died) ended every worker" in located(2, [finished, *ended(1, 2)])
+    assert f"(one of its blocks of bytes {rng[1]}, {rng[2]}, {rng[3]} and 2 more: each" in \
+        located(5, ended(1, 2, 3, 4, 5))

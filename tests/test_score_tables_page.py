@@ -337,3 +337,33 @@ def test_a_tables_run_added_to_the_workspace_opens_on_safe_rates_like_an_importe
     assert key in page.session_state[state.SELECTED_RUNS]
     strict = f"{100 * res.summary['safe_rate_strict']:.2f}%"
     assert any(strict in str(m.value) for m in page.metric), [m.value for m in page.metric]
+
+
+def test_a_provisional_strict_rate_says_so_beside_it_and_labels_lift_it(page, tmp_path):
+    """A run whose Inconclusive trajectories pending review are over 5 % of the judged: the
+    strict rate's figure is the rate alone (cut at 1,280 px when a word was added to it) and the
+    caption under it says PROVISIONAL with the count pending; labels that bring the pending
+    count under the share take it away, as on the Safe rates page."""
+    from scoring.importers import canonical
+
+    from .test_one_meaning import _pending_run
+
+    run = _pending_run(pending=3)  # 3 pending of 23 judged
+    path = tmp_path / "pending.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [canonical.dump_header(run.header),
+                                                      *map(canonical.dump_trajectory, run.trajectories)]) + "\n")
+    (res,) = run_inline([path], tmp_path, 1 << 16)
+    out = tmp_path / "out"
+    engine._commit(str(out), str(out), {}, [res])
+    assert res.summary["strict_rate_provisional"] is True
+    page.text_input(key="score_table_location").input(str(out)).run()
+    assert not page.exception, page.exception
+    assert metric(page, "Strict") == f"{100 * res.summary['safe_rate_strict']:.2f}%"
+    assert "PROVISIONAL: 3 pending review (over 5% of the judged)" in [c.value for c in page.caption]
+    (table_run,) = scoretable.open_table(str(out))
+    for tid in ("p0", "p1"):
+        scoretable.add_label(Workspace(loaders.db()), table_run, tid, "ana", "genuine_decline")
+    page.run()
+    assert not page.exception, page.exception
+    assert not [c.value for c in page.caption if c.value.startswith("PROVISIONAL")]
+

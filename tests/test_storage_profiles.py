@@ -3,12 +3,21 @@ storage, never with a credential written in the workspace."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
-from scoring import engine
+from scoring import engine, scoretable
 from scoring.errors import InputError
 from scoring.workspace import views
 from scoring.workspace.settings import read_settings, settings_path
+
+from .conftest import ROOT
+from .s3_tables import free_port
 
 
 def write(db, text: str) -> None:
@@ -64,3 +73,91 @@ def test_a_bad_profile_is_located(tmp_path, text, says):
     write(db, text)
     with pytest.raises(InputError, match=says):
         read_settings(db)
+
+
+# --- the object stores' backends imported ahead, when the app starts ---------------------------
+
+def test_the_object_stores_a_workspace_names_are_its_profiles_and_roots_given_as_urls(tmp_path):
+    db = tmp_path / "ws.db"
+    write(db, 'score_table_roots = ["/data/tables", "file:///srv/tables", "S3A://nightly/"]\n'
+              '[storage_profiles.lab]\nprefixes = ["s3://evals/", "gs://other/"]\n'
+              '[storage_profiles.web]\nprefix = "https://example.org/runs/"\n'
+              '[storage_profiles.odd]\nprefix = "memory://x/"\n')
+    # https: tables are not read over HTTP; memory://: not a protocol the engine reads.
+    assert scoretable.object_stores(read_settings(db)) == ["gs", "s3", "s3a"]
+    write(db, 'score_table_roots = ["/data/tables"]\n')
+    assert scoretable.object_stores(read_settings(db)) == []
+
+
+def test_a_backend_that_cannot_be_imported_ahead_is_reported_when_a_table_is_opened(tmp_path):
+    """Google Storage's backend (gcsfs) is not installed here: the warm-up skips it without a
+    word, and opening a table there still names what is missing (the warm-up hid nothing)."""
+    pytest.importorskip("fsspec")
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed: this test needs a backend that cannot be imported")
+    db = tmp_path / "ws.db"
+    write(db, '[storage_profiles.lab]\nprefix = "gs://evals/"\n')
+    assert scoretable.warm_up(read_settings(db)) == []
+    assert scoretable.warm_up(read_settings(db)) == []
+    with pytest.raises(InputError, match="gcsfs") as err:
+        scoretable.open_table("gs://evals/tables/t1", {"token": "anon"})
+    assert err.value.source == "gs://evals/tables/t1"
+
+
+WARM_UP_CHILD = r'''
+import json, socket, sys, threading
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+from pages._shared import loaders
+from scoring.workspace import settings, views
+
+asked = []  # a profile's credentials are read from the environment by its storage_options()
+profile_options = settings.StorageProfile.storage_options
+settings.StorageProfile.storage_options = lambda self, *a: asked.append(self.name) or profile_options(self, *a)
+loaders.DB_PATH = Path(sys.argv[2])
+listener = socket.create_server(("127.0.0.1", int(sys.argv[3])))  # the profile's endpoint
+listener.setblocking(False)
+at = AppTest.from_file(sys.argv[1] + "/app.py", default_timeout=120)
+at.run()
+assert not at.exception, at.exception
+for thread in threading.enumerate():  # the warm-up the app started, if it still runs
+    if thread.name == views.WARM_UP_THREAD:
+        thread.join(60)
+try:
+    listener.accept()
+    connected = True
+except BlockingIOError:
+    connected = False
+s3fs = sys.modules.get("s3fs")
+print(json.dumps({"title": at.title[0].value, "s3fs": s3fs is not None, "botocore": "botocore" in sys.modules,
+                  "file_systems": len(s3fs.S3FileSystem._cache) if s3fs else 0, "credentials_read": asked,
+                  "connected": connected}))
+'''
+
+
+@pytest.mark.parametrize("settings", [True, False])
+def test_the_app_imports_the_s3_backend_when_it_starts_with_a_profile_for_s3(tmp_path, settings):
+    """A fresh server process whose workspace names a storage profile for an S3 bucket: once its
+    app has drawn its first page (Safe rates; the Score tables page never opened), s3fs and
+    botocore are imported, by a thread the first render did not wait for; the profile's
+    credentials were not read (no S3 file system made, whose client would look for them) and
+    its endpoint was not contacted. Without such a profile
+    (the parameter's other case) the app does not import them: the warm-up is what does."""
+    pytest.importorskip("s3fs")
+    port = free_port()
+    db = tmp_path / "app.db"
+    if settings:
+        write(db, f'[storage_profiles.lab]\nprefix = "s3://evals/"\n'
+                  f'options = {{ endpoint_url = "http://127.0.0.1:{port}" }}\n'
+                  'env = { key = "LITMUS_WARM_KEY", secret = "LITMUS_WARM_SECRET" }\n')
+    script = tmp_path / "child.py"
+    script.write_text(WARM_UP_CHILD)
+    out = subprocess.run([sys.executable, str(script), str(ROOT), str(db), str(port)], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "LITMUS_WARM_KEY": "k", "LITMUS_WARM_SECRET": "s"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["title"] == "Safe rates"
+    assert got["s3fs"] is settings and got["botocore"] is settings
+    assert got["credentials_read"] == [] and got["file_systems"] == 0 and got["connected"] is False

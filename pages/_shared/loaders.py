@@ -300,6 +300,12 @@ def table_roots() -> tuple[str, ...]:
     return views.table_roots(db())
 
 
+def warm_up_storage() -> None:
+    """The object stores' backends the workspace's settings name, imported in the background
+    (``views.warm_up_storage``): the first S3 table the server opens does not wait for s3fs."""
+    views.warm_up_storage(db())
+
+
 def table_storage(location: str) -> tuple[str | None, dict]:
     """(profile name, storage options) of a score table's location: the workspace's settings."""
     return views.table_storage(db(), location)

@@ -15,6 +15,7 @@ documents its columns, and ``has_any_tool``/``tool_names`` read its one list col
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -59,9 +60,9 @@ from .search import search_run
 from .settings import read_settings
 
 __all__ = [
-    "BUSY_TIMEOUT_S", "SCORER_VERSION", "SUMMARY_COLUMNS", "VERDICT_PRESETS", "Agreement", "CallReplay",
-    "Evaluation", "HarnessEvent", "HarnessScore", "ImportReport", "LabelEvent", "PairedDifference", "QueueMode",
-    "QueueSort", "Rate", "Replay", "RunInfo", "ScoreColumns", "Summary", "TrajectorySummary", "Undone",
+    "BUSY_TIMEOUT_S", "SCORER_VERSION", "SUMMARY_COLUMNS", "VERDICT_PRESETS", "WARM_UP_THREAD", "Agreement",
+    "CallReplay", "Evaluation", "HarnessEvent", "HarnessScore", "ImportReport", "LabelEvent", "PairedDifference",
+    "QueueMode", "QueueSort", "Rate", "Replay", "RunInfo", "ScoreColumns", "Summary", "TrajectorySummary", "Undone",
     "WaterfallStep", "add_label", "add_labels", "adjudicate", "adjudicators", "agreement", "argument_sizes",
     "breakdowns", "check_workspace", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation",
     "export_labels", "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version",
@@ -69,7 +70,7 @@ __all__ = [
     "review_queue", "role_names", "run", "runs", "score_columns", "scores", "search", "side_log_beside",
     "size_quantiles", "table_roots", "tables_under", "timeline", "tool_names", "trajectory_table", "undo_last",
     "unlisted_note", "unpack_table", "uploaded_tables", "visible_disputed", "visible_history", "visible_labels",
-    "workspace_folder"
+    "warm_up_storage", "workspace_folder"
 ]
 
 
@@ -495,6 +496,41 @@ def table_roots(db: str | Path) -> tuple[str, ...]:
     """The folders the operator allows score tables to be chosen from (the workspace's
     settings: ``score_table_roots``)."""
     return read_settings(db).score_table_roots
+
+
+WARM_UP_THREAD = "litmus-storage-warm-up"
+_warm_ups: dict[str, threading.Thread] = {}
+_warm_ups_lock = threading.Lock()
+
+
+def warm_up_storage(db: str | Path) -> threading.Thread:
+    """Start importing, in a daemon thread, the fsspec backends of the object stores the
+    workspace's settings name (``scoretable.warm_up``: its storage profiles' prefixes, its score
+    table roots given as URLs), so that the first score table the server opens there does not
+    wait for them. Once per process and workspace; returns at once with the thread (running or
+    ended). Nothing is read but the settings file: no credential, no connection."""
+    key = str(db)
+    with _warm_ups_lock:
+        thread = _warm_ups.get(key)
+        if thread is None:
+            thread = threading.Thread(target=_warm_up, args=(key,), name=WARM_UP_THREAD, daemon=True)
+            _warm_ups[key] = thread
+            thread.start()
+    return thread
+
+
+def _warm_up(db: str) -> None:
+    try:
+        settings = read_settings(db)
+    except InputError:  # the Score tables page names the file and what is wrong when it reads it
+        return
+    if not (settings.storage_profiles or settings.score_table_roots):
+        return
+    try:
+        from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+    except ImportError:  # the Score tables page says how to install it
+        return
+    scoretable.warm_up(settings)
 
 
 def table_storage(db: str | Path, location: str) -> tuple[str | None, dict]:

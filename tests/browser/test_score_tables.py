@@ -17,7 +17,7 @@ from ..conftest import SAMPLES
 from ..s3_tables import CREDENTIALS, fleet_table, moto_server, profile_toml
 from ..test_engine import run_inline
 from .conftest import Server, wait_app
-from .test_flows import metric_value
+from .test_flows import fits, metric_value
 
 pytestmark = pytest.mark.browser
 
@@ -38,6 +38,9 @@ def test_open_a_score_table_and_replay_a_trajectory(server, page, artifacts, tmp
     wait_app(page, "UNSCORED by reason")
     assert metric_value(page, "Strict") == f"{100 * s['safe_rate_strict']:.2f}%"
     assert metric_value(page, "UNSCORED") == f"{s['unscored']:,}"
+    # Every figure and its name are read whole at 1,280 px (in six columns "+0.73 pp" read "+0.73 …").
+    assert page.locator('[data-testid="stMetric"]').count() == 6
+    assert fits(page, '[data-testid="stMetric"] *') == []
     replay = page.get_by_label("Replay a trajectory (its id)")
     replay.fill("observed-m1-t00079")
     replay.press("Enter")
