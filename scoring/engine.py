@@ -1053,7 +1053,8 @@ def _recorded(out: str, storage_options: dict, source: str, size: int | None, op
     storage only when a record is found (one request each)."""
     fs, base = _fs(out, storage_options, WRITE_PROTOCOLS)
     try:
-        record = json.loads(fs.cat_file(_join_url(base, RUNS_DIR, _record_name(source))))
+        # A range from 0: one request (s3fs asks an object's size first when no range is given)
+        record = json.loads(fs.cat_file(_join_url(base, RUNS_DIR, _record_name(source)), start=0))
     except FileNotFoundError:
         return None
     if record.get("options") != options or record.get("scorer_version") != scorer_version:
