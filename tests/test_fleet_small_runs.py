@@ -158,3 +158,17 @@ def test_a_source_scored_again_with_new_content_leaves_no_rows_of_its_old_key(in
     for folder in (engine.RUN_AGGREGATES_DIR, engine.SUMMARIES_DIR):
         assert sorted(p.name for p in (out / folder).iterdir()) == [f"{new}.json"]
     assert len(engine.read_table(str(out))) == second[0].rows
+
+
+def test_a_small_run_given_twice_in_one_batch_is_scored_twice_alike(s3, inproc_client, tmp_path):
+    """The batch's threads fetch both at once: each into a copy of its own."""
+    import s3fs
+
+    options, _log = s3
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir("twice")
+    fs.put(str(head(OBSERVED, tmp_path, lines=400)), "twice/observed-m1.jsonl")
+    url = "s3://twice/observed-m1.jsonl"
+    res = engine.score_runs([url] * 6, inproc_client, storage_options=options, plan_batch=6)
+    assert [r.status for r in res] == ["done"] * 6, [r.error for r in res]
+    assert len({json.dumps(r.summary, sort_keys=True) for r in res}) == 1
