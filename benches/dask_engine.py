@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "sample_runs"))
 BEGIN, END = "<!-- dask-engine -->", "<!-- /dask-engine -->"
 PAGE_BEGIN, PAGE_END = "<!-- score-tables-page -->", "<!-- /score-tables-page -->"
+FLEET_BEGIN, FLEET_END = "<!-- fleet -->", "<!-- /fleet -->"
 SMALL = ROOT / "sample_runs" / "observed-m1.jsonl"
 
 
@@ -213,7 +214,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
     if table_calls:
         lines += page_section(path, table_calls, med(parallel), rounds, s3_runs)
     if fleet_runs:
-        lines += fleet_section(fleet_runs, 400, med(parallel))
+        lines += [FLEET_BEGIN, *fleet_section(fleet_runs, 400, med(parallel)), FLEET_END]
     lines.append(END)
     return lines
 
@@ -628,6 +629,7 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
             again_s = time.perf_counter() - t
     finally:
         damaged.write_bytes(good)
+    in_s3 = fleet_in_s3(paths, damaged.name, good)
     tasks = -(-runs // engine.plan_batch_size(runs, 2))
     done = sum(r.status == "done" for r in first)
     failed = [r.error for r in first if r.status == "failed"]
@@ -658,7 +660,55 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
         "run's record read by its batch's task). Tiny runs measure the per-run overhead (planning, publishing, "
         "scheduling), not scoring.",
         "",
+        f"The same {runs:,} runs from a bucket into a score table in the bucket (moto on this machine, given as a "
+        f"glob; load average {in_s3['load']:.1f} at its start): {in_s3['first_s']:.0f} s, "
+        f"**{in_s3['first_s'] / first_s:.2f}×** the local fleet's time; {in_s3['done']:,} done, the damaged one "
+        f"named; **{in_s3['requests'] / runs:.1f} requests a run** (the run read once, its rows, Inconclusive "
+        f"index, aggregates, summary and record written once each; the fleet's listing and index files "
+        f"included). The retry, the damaged run repaired: {in_s3['again_s']:.0f} s, "
+        f"{in_s3['again_requests'] / runs:.1f} requests a run ({in_s3['skipped']:,} skipped: each run's record and "
+        "size). On moto every request costs CPU on this machine; on a real object store each costs latency "
+        "instead, spread over each batch's threads and the workers.",
+        "",
     ]
+
+
+def fleet_in_s3(paths: list[Path], damaged: str, good: bytes) -> dict:
+    """The fleet of ``paths`` (``damaged`` named one damaged) in a moto bucket, scored by glob into a
+    table in the bucket, then retried with it repaired; the requests the server logged."""
+    import s3fs
+
+    from scoring import engine
+    from tests.s3_tables import moto_server
+
+    log = OUT / "moto-fleet.log"
+    with moto_server(log) as so:
+        fs = s3fs.S3FileSystem(**so)
+        fs.mkdir("fleet")
+        fs.pipe({f"fleet/in/{p.name}": b"{not json\n" if p.name == damaged else p.read_bytes() for p in paths})
+
+        def logged() -> int:
+            return sum(" HTTP/1.1" in line for line in log.read_text(errors="replace").splitlines())
+
+        load, since = os.getloadavg()[0], logged()
+        with engine.connect(workers=2) as client:
+            t = time.perf_counter()
+            sides: dict[str, str] = {}
+            runs = engine.expand_inputs(["s3://fleet/in/*.jsonl"], (), so, sides=sides)
+            kw = {"out": "s3://fleet/table", "storage_options": so, "auto_payloads": True,
+                  "payloads": [sides.get(r) for r in runs]}
+            first = engine.score_runs(runs, client, **kw)
+            first_s, requests = time.perf_counter() - t, logged() - since
+            fs.pipe(f"fleet/in/{damaged}", good)
+            since = logged()
+            t = time.perf_counter()
+            again = engine.score_runs(engine.expand_inputs(["s3://fleet/in/*.jsonl"], (), so), client, **kw)
+            again_s, again_requests = time.perf_counter() - t, logged() - since
+    statuses = [r.status for r in first]
+    assert statuses.count("done") == len(paths) - 1 and statuses.count("failed") == 1, statuses.count("failed")
+    assert [r.status for r in again].count("done") == 1
+    return {"first_s": first_s, "again_s": again_s, "requests": requests, "again_requests": again_requests,
+            "done": statuses.count("done"), "skipped": [r.status for r in again].count("skipped"), "load": load}
 
 
 def write_section(lines: list[str], begin: str = BEGIN, end: str = END) -> None:
@@ -670,7 +720,7 @@ def write_section(lines: list[str], begin: str = BEGIN, end: str = END) -> None:
     section = "\n".join(lines) + "\n"
     if begin in text and end in text:
         text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
-    elif begin == PAGE_BEGIN and END in text:
+    elif begin in (PAGE_BEGIN, FLEET_BEGIN) and END in text:
         text = text[:text.index(END)] + section + text[text.index(END):]
     else:
         text = text.rstrip("\n") + "\n\n" + section
@@ -688,7 +738,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs in the S3 table whose first opening is timed (0: skip it)")
     ap.add_argument("--page-only", action="store_true",
                     help="only the Score tables page's part (the bench run must exist): rewrites only that part")
+    ap.add_argument("--fleet-only", action="store_true",
+                    help="only the fleet's part (planning, --fleet-runs tiny runs from disk and from S3): rewrites "
+                         "only that part")
     args = ap.parse_args(argv)
+    if args.fleet_only:
+        parallel = statistics.median([machine_parallelism() for _ in range(args.rounds)])
+        lines = [FLEET_BEGIN, *fleet_section(args.fleet_runs, 400, parallel), FLEET_END]
+        print("\n".join(lines))
+        write_section(lines, FLEET_BEGIN, FLEET_END)
+        return 0
     if args.page_only:
         path = OUT / f"bench-{args.trajectories}.jsonl"
         if not path.exists():
