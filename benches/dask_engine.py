@@ -397,9 +397,9 @@ warm = sys.argv[1] == "on"
 ended = []
 if warm:
     warm_up = views._warm_up  # timed: when it ends, after the app's start
-    views._warm_up = lambda db: (warm_up(db), ended.append(time.perf_counter() - started))
+    views._warm_up = lambda db, then: (warm_up(db, then), ended.append(time.perf_counter() - started))
 else:
-    views.warm_up_storage = lambda db: None  # the app as it was: nothing imported ahead
+    views.warm_up_storage = lambda db, then=None: None  # the app as it was: nothing imported ahead
 at = AppTest.from_file({root!r} + "/app.py", default_timeout=600)
 started = time.perf_counter()
 if sys.argv[2] == "score_tables":  # the server's first page is the Score tables page (a bookmark)
@@ -483,7 +483,8 @@ def s3_open_section(runs: int, rounds: int, parallel: float) -> list[str]:
         "table is opened (its index, the first run's summary, aggregates and first rows, three charts), then "
         "opened again by another spelling of its URL (the page's caches miss; s3fs and its client are warm: the "
         "baseline). Without the warm-up the first opening imports s3fs, aiobotocore and botocore; with it the "
-        "app imported them in a background thread when it started, and the table was opened once that thread "
+        "app imported them in a background thread when it started (then built a throwaway chart: plotly's "
+        "classes and template), and the table was opened once that thread "
         f"had ended (as when a researcher types the URL). {rounds} rounds, alternating (without, with; then with, "
         "without); medians (each round's "
         "value in brackets). Server time (AppTest: the script's run). Load average (1 min) before and after: "

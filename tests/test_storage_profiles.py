@@ -120,7 +120,7 @@ loaders.DB_PATH = Path(sys.argv[2])
 listener = socket.create_server(("127.0.0.1", int(sys.argv[3])))  # the profile's endpoint
 listener.setblocking(False)
 at = AppTest.from_file(sys.argv[1] + "/app.py", default_timeout=120)
-at.run()
+at.switch_page("pages/score_tables.py").run()  # the server's first page: no table, no chart
 assert not at.exception, at.exception
 for thread in threading.enumerate():  # the warm-up the app started, if it still runs
     if thread.name == views.WARM_UP_THREAD:
@@ -132,6 +132,7 @@ except BlockingIOError:
     connected = False
 s3fs = sys.modules.get("s3fs")
 print(json.dumps({"title": at.title[0].value, "s3fs": s3fs is not None, "botocore": "botocore" in sys.modules,
+                  "chart": type(sys.modules["plotly.io"].templates._templates["plotly_white"]).__name__ == "Template",
                   "file_systems": len(s3fs.S3FileSystem._cache) if s3fs else 0, "credentials_read": asked,
                   "connected": connected}))
 '''
@@ -140,11 +141,11 @@ print(json.dumps({"title": at.title[0].value, "s3fs": s3fs is not None, "botocor
 @pytest.mark.parametrize("settings", [True, False])
 def test_the_app_imports_the_s3_backend_when_it_starts_with_a_profile_for_s3(tmp_path, settings):
     """A fresh server process whose workspace names a storage profile for an S3 bucket: once its
-    app has drawn its first page (Safe rates; the Score tables page never opened), s3fs and
-    botocore are imported, by a thread the first render did not wait for; the profile's
-    credentials were not read (no S3 file system made, whose client would look for them) and
-    its endpoint was not contacted. Without such a profile
-    (the parameter's other case) the app does not import them: the warm-up is what does."""
+    app has drawn its first page (the Score tables page, no table given), s3fs and botocore are
+    imported, and the charts' plotly template loaded, by a thread the first render did not wait for; the
+    profile's credentials were not read (no S3 file system made, whose client would look for
+    them) and its endpoint was not contacted. Without such a profile (the parameter's other
+    case) the app imports none of them: the warm-up is what does."""
     pytest.importorskip("s3fs")
     port = free_port()
     db = tmp_path / "app.db"
@@ -158,6 +159,6 @@ def test_the_app_imports_the_s3_backend_when_it_starts_with_a_profile_for_s3(tmp
                          text=True, timeout=300, env={**os.environ, "LITMUS_WARM_KEY": "k", "LITMUS_WARM_SECRET": "s"})
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["title"] == "Safe rates"
-    assert got["s3fs"] is settings and got["botocore"] is settings
+    assert got["title"] == "Score tables"
+    assert got["s3fs"] is settings and got["botocore"] is settings and got["chart"] is settings
     assert got["credentials_read"] == [] and got["file_systems"] == 0 and got["connected"] is False

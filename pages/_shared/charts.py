@@ -30,6 +30,13 @@ def _layout(fig: go.Figure, title: str, **kw) -> go.Figure:
     return fig
 
 
+def warm_up() -> None:
+    """Build a throwaway figure of the charts' trace types in their layout: plotly imports its
+    trace classes and loads the layout's template on first use, which the process's first chart
+    paid for (the app does this in the background: ``loaders.warm_up_storage``)."""
+    _layout(go.Figure([go.Waterfall(), go.Bar(), go.Scatter()]), "")
+
+
 def for_run(fig: go.Figure, run: str) -> go.Figure:
     """The figure with the run it shows named under its title (a chart of one run, exported or
     pasted on a slide, says which run it is): ``run`` as the run wrote its names, escaped."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from pages._shared import charts
 from pages._shared.inert import reveal_id
 from pages._shared.runtext import run_name, status_badge
 from scoring.workspace import views
@@ -302,8 +303,9 @@ def table_roots() -> tuple[str, ...]:
 
 def warm_up_storage() -> None:
     """The object stores' backends the workspace's settings name, imported in the background
-    (``views.warm_up_storage``): the first S3 table the server opens does not wait for s3fs."""
-    views.warm_up_storage(db())
+    (``views.warm_up_storage``), then the charts' plotly classes and template: the first S3
+    table the server opens waits for neither s3fs nor the process's first chart."""
+    views.warm_up_storage(db(), then=charts.warm_up)
 
 
 def table_storage(location: str) -> tuple[str | None, dict]:

@@ -14,9 +14,10 @@ documents its columns, and ``has_any_tool``/``tool_names`` read its one list col
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -503,23 +504,25 @@ _warm_ups: dict[str, threading.Thread] = {}
 _warm_ups_lock = threading.Lock()
 
 
-def warm_up_storage(db: str | Path) -> threading.Thread:
+def warm_up_storage(db: str | Path, then: Callable[[], object] | None = None) -> threading.Thread:
     """Start importing, in a daemon thread, the fsspec backends of the object stores the
     workspace's settings name (``scoretable.warm_up``: its storage profiles' prefixes, its score
     table roots given as URLs), so that the first score table the server opens there does not
-    wait for them. Once per process and workspace; returns at once with the thread (running or
-    ended). Nothing is read but the settings file: no credential, no connection."""
+    wait for them; then call ``then`` (the pages' own warm-up: their charts), only where the
+    settings name such a store. Once per process and workspace; returns at once with the thread
+    (running or ended). Nothing is read but the settings file: no credential, no connection. An
+    error is not raised here: opening a table imports the backend again and reports its own."""
     key = str(db)
     with _warm_ups_lock:
         thread = _warm_ups.get(key)
         if thread is None:
-            thread = threading.Thread(target=_warm_up, args=(key,), name=WARM_UP_THREAD, daemon=True)
+            thread = threading.Thread(target=_warm_up, args=(key, then), name=WARM_UP_THREAD, daemon=True)
             _warm_ups[key] = thread
             thread.start()
     return thread
 
 
-def _warm_up(db: str) -> None:
+def _warm_up(db: str, then: Callable[[], object] | None) -> None:
     try:
         settings = read_settings(db)
     except InputError:  # the Score tables page names the file and what is wrong when it reads it
@@ -530,7 +533,9 @@ def _warm_up(db: str) -> None:
         from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
     except ImportError:  # the Score tables page says how to install it
         return
-    scoretable.warm_up(settings)
+    if scoretable.warm_up(settings) and then is not None:
+        with contextlib.suppress(Exception):  # the page that draws a chart meets its own error
+            then()
 
 
 def table_storage(db: str | Path, location: str) -> tuple[str | None, dict]:
