@@ -104,3 +104,25 @@ def test_a_retry_after_a_fleet_ended_before_its_index_lists_the_runs_published_c
     assert _listed_keys(out) == {retry.run_key}
     assert json.loads((out / engine.SUMMARY_FILE).read_text()) == [retry.recorded]
     assert _keys_in(out, engine.TABLE_DIR) == {retry.run_key}
+
+
+@pytest.mark.xfail(strict=True, reason="rules.check_rule's lru_cache keeps up to 4,096 rule texts of any length (a "
+                   "header's rules are hostile, and RE2 compiles a literal of 400,000 characters): a fleet of runs "
+                   "whose headers carry large distinct rules grows a long-lived worker's (or the app's) memory by "
+                   "up to about 1.6 GB, held for good")
+def test_checking_large_hostile_rules_keeps_no_large_memory():
+    import tracemalloc
+
+    from scoring import rules
+
+    rules.check_rule.cache_clear()
+    tracemalloc.start()
+    try:
+        before, _peak = tracemalloc.get_traced_memory()
+        for i in range(48):  # a few dozen runs' headers, each with one large rule of its own
+            rules.check_rule(f"(?i)run{i:04d}" + "x" * 400_000)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        rules.check_rule.cache_clear()
+    assert held < 4_000_000, f"{held:,} bytes held after the rules were checked"
