@@ -13,9 +13,16 @@ import pytest
 from scoring import engine
 
 from .conftest import SAMPLES
+from .s3_tables import moto_server
 
 OBSERVED = SAMPLES / "observed-m1.jsonl"
 COMPARE = SAMPLES / "compare-m2.jsonl"
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    with moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as options:
+        yield options
 
 
 def _listed_keys(out: Path) -> set[str]:
@@ -126,3 +133,25 @@ def test_checking_large_hostile_rules_keeps_no_large_memory():
         tracemalloc.stop()
         rules.check_rule.cache_clear()
     assert held < 4_000_000, f"{held:,} bytes held after the rules were checked"
+
+
+@pytest.mark.xfail(strict=True, reason="fetch_small falls back to reading the run where it is when the ranged read "
+                   "fails, but not when writing the worker's copy does (a full or read-only temp disk): the OSError "
+                   "fails the run as `cannot read` the run, and so every small run on that worker, which read where "
+                   "they are would have scored")
+def test_a_worker_that_cannot_write_its_copy_reads_a_small_run_where_it_is(s3, inproc_client, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3)
+    fs.mkdir("nocopy")
+    fs.pipe("nocopy/run.jsonl", b"".join(OBSERVED.read_bytes().splitlines(keepends=True)[:40]))
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(engine.tempfile, "mkstemp", disk_full)  # the worker's temp disk is full
+    (res,) = engine.score_runs(["s3://nocopy/run.jsonl"], inproc_client, storage_options=s3)
+    assert res.status == "done", res.error
