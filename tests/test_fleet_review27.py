@@ -33,16 +33,26 @@ def _keys_in(out: Path, folder: str) -> set[str]:
     return {p.name.removeprefix("run_key=") for p in (out / folder).iterdir()} if (out / folder).exists() else set()
 
 
-@pytest.mark.xfail(strict=True, reason="run_small writes a run's rows and Inconclusive index straight into a table "
-                   "the fleet created (no staging): when its publish then fails (a store error on its aggregates, "
-                   "summary or record), the run is FAILED and unlisted but its files stay in the table, rows that "
-                   "pyarrow, DuckDB and polars read as the table's (staged, they went with _staging)")
-def test_a_run_that_fails_to_publish_into_a_fresh_table_leaves_no_rows_there(inproc_client, tmp_path, monkeypatch):
+@pytest.mark.parametrize("table", [
+    pytest.param("fresh", marks=pytest.mark.xfail(
+        strict=True, reason="run_small writes a run's rows and Inconclusive index straight into a table the fleet "
+        "created (no staging): when its publish then fails (a store error on its aggregates, summary or record), the "
+        "run is FAILED and unlisted but its files stay in the table, rows that pyarrow, DuckDB and polars read as the "
+        "table's")),
+    pytest.param("existing", marks=pytest.mark.xfail(
+        strict=True, reason="(older than the direct path) publish_run gathers a run's rows into the table before "
+        "writing its aggregates, summary and record: when one of those writes fails, the run is FAILED and unlisted "
+        "but its rows stay in the table")),
+])
+def test_a_run_that_fails_to_publish_leaves_no_rows_in_the_table(inproc_client, tmp_path, monkeypatch, table):
     runs = tmp_path / "in"
     runs.mkdir()
     for path in (OBSERVED, COMPARE):
         shutil.copyfile(path, runs / path.name)
-    out = tmp_path / "table"  # new: the fleet creates it, so its runs are written into it directly
+    out = tmp_path / "table"
+    if table == "existing":  # written before: this fleet's runs are staged, then published
+        assert [r.status for r in engine.score_runs([str(runs / COMPARE.name)], inproc_client, out=str(out))] == [
+            "done"]
     real = engine._write_summary
     calls = []
 
@@ -55,12 +65,12 @@ def test_a_run_that_fails_to_publish_into_a_fresh_table_leaves_no_rows_there(inp
     monkeypatch.setattr(engine, "_write_summary", store_refuses_one_run)
     res = engine.score_runs([str(runs / OBSERVED.name), str(runs / COMPARE.name)], inproc_client, out=str(out),
                             plan_batch=1)
-    assert sorted(r.status for r in res) == ["done", "failed"], [r.error for r in res]
+    assert [r.status for r in res].count("failed") == 1, [r.error for r in res]
     listed = _listed_keys(out)
-    assert listed == {r.run_key for r in res if r.status == "done"}
+    assert listed == {r.run_key for r in res if r.status != "failed"}
     assert _keys_in(out, engine.TABLE_DIR) == listed  # no rows of the failed run
     assert _keys_in(out, engine.INCONCLUSIVE_DIR) <= listed
-    assert len(engine.read_table(str(out))) == sum(r.rows for r in res if r.status == "done")
+    assert len(engine.read_table(str(out))) == sum(len(engine.table_run(str(out), k)) for k in listed)
 
 
 @pytest.mark.xfail(strict=True, reason="_listed_sides takes any name in the folder's listing as the run's side log, "
