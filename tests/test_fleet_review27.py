@@ -79,13 +79,18 @@ def test_a_run_that_fails_to_publish_leaves_no_rows_in_the_table(inproc_client, 
 
 
 @pytest.mark.xfail(strict=True, reason="_listed_sides takes any name in the folder's listing as the run's side log, "
-                   "a folder named RUN.payloads.jsonl included: the task then refuses it as not a regular file and "
-                   "the run fails, where `score FILE` (side.is_file()) and the per-task look (exists: isfile) "
-                   "score it without one")
-def test_a_folder_named_like_a_side_log_is_not_taken_for_one_by_a_glob(inproc_client, tmp_path):
+                   "a folder or a dangling link named RUN.payloads.jsonl included: the task then refuses it (not a "
+                   "regular file, no such file) and the run fails, where `score FILE` (side.is_file()) and the "
+                   "per-task look (exists: isfile) score it without one")
+@pytest.mark.parametrize("beside", ["folder", "dangling link"])
+def test_what_is_not_a_file_named_like_a_side_log_is_not_taken_for_one_by_a_glob(inproc_client, tmp_path, beside):
     run = tmp_path / "observed-m1.jsonl"
     shutil.copyfile(OBSERVED, run)
-    (tmp_path / "observed-m1.payloads.jsonl").mkdir()  # a folder, not a side log
+    side = tmp_path / "observed-m1.payloads.jsonl"
+    if beside == "folder":
+        side.mkdir()
+    else:
+        side.symlink_to(tmp_path / "gone.payloads.jsonl")
     sides: dict[str, str] = {}
     runs = engine.expand_inputs([str(tmp_path / "*.jsonl")], sides=sides)
     assert runs == [str(run)]
