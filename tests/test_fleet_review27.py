@@ -217,3 +217,26 @@ def test_a_bucket_table_whose_index_names_a_glob_for_a_key_keeps_its_rows(s3, in
     fs.invalidate_cache()
     kept = {p.rpartition("run_key=")[2] for p in fs.glob(f"globkey/table/{engine.TABLE_DIR}/run_key=*")}
     assert kept == {first[0].run_key, first[1].run_key}
+
+
+@pytest.mark.xfail(strict=True, reason="(older than this change) publish_run removes a run key's rows from the table "
+                   "before gathering the new ones: when gathering fails (a store error), the run fails and the "
+                   "table still lists its key, from before, with none of its rows left")
+def test_a_replace_that_fails_to_gather_keeps_the_rows_the_table_lists(inproc_client, tmp_path, monkeypatch):
+    run = tmp_path / "in" / "observed-m1.jsonl"
+    run.parent.mkdir()
+    shutil.copyfile(OBSERVED, run)
+    out = tmp_path / "table"
+    (first,) = engine.score_runs([str(run)], inproc_client, out=str(out))
+    assert first.status == "done", first.error
+    before = len(engine.read_table(str(out)))
+
+    def store_fails(*args, **kwargs):
+        raise OSError("SlowDown: please reduce your request rate")
+
+    monkeypatch.setattr(engine, "gather_parts", store_fails)
+    (again,) = engine.score_runs([str(run)], inproc_client, out=str(out), replace=True)
+    assert again.status == "failed"
+    assert _listed_keys(out) == {first.run_key}  # still listed, as before the fleet
+    assert _keys_in(out, engine.TABLE_DIR) == {first.run_key}, "the listed run's rows are gone"
+    assert len(engine.table_run(str(out), first.run_key)) == before == first.rows
