@@ -228,7 +228,7 @@ def test_a_replace_that_fails_to_gather_keeps_the_rows_the_table_lists(inproc_cl
     shutil.copyfile(OBSERVED, run)
     out = tmp_path / "table"
     (first,) = engine.score_runs([str(run)], inproc_client, out=str(out))
-    assert first.status == "done", first.error
+    assert first.status == "done" and first.run_key is not None, first.error
     before = len(engine.read_table(str(out)))
 
     def store_fails(*args, **kwargs):
