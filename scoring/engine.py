@@ -116,6 +116,9 @@ class RunPlan:
     """A copy on the worker's own disk that the run's bytes are read from instead of ``url``
     (a small run fetched whole by the task that plans and scores it: ``fetch_small``); the
     table still names ``url``."""
+    payloads_version: str = ""
+    """The side log's size and modification mark when the run was planned: a worker's loaded
+    copy is used only for the same (a side log rewritten between two fleets is read again)."""
 
     @property
     def whole(self) -> bool:
@@ -288,19 +291,23 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
     if fmt == canonical.NAME:
         obj = decode_header(header_line, path, first_line)
         canonical.parse_header(obj, path)  # a bad header is refused here, before any task runs
+    version = ""
     if payloads is not None:
         fs, ppath = _fs(_url(str(payloads)), storage_options)
         try:
-            found = fs.exists(ppath)
+            info = fs.info(ppath)
+        except FileNotFoundError:
+            raise InputError("no such file (the payload side log)", source=str(payloads)) from None
         except Exception as exc:  # OSError, or a storage backend's own
             raise InputError(f"cannot read the payload side log: {exc}", source=str(payloads)) from exc
-        if not found:
-            raise InputError("no such file (the payload side log)", source=str(payloads))
         _check_regular(fs, ppath, str(payloads))
+        version = json.dumps([info.get(k) for k in ("size", "mtime", "ETag", "LastModified", "etag", "generation")],
+                             default=str)
     return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
                    _url(str(payloads)) if payloads is not None else None,
                    str(payloads) if payloads is not None else None, fmt, verdict_map or None,
-                   require_proof=require_proof, rules_check=rules_check, read_from=read_from)
+                   require_proof=require_proof, rules_check=rules_check, read_from=read_from,
+                   payloads_version=version)
 
 
 def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> tuple[bytes, str]:
@@ -401,12 +408,18 @@ def _listed_sides(fs, runs: Sequence[str]) -> dict[str, str]:
         by_folder[run.rpartition("/")[0]].append(run)
     for folder, inside in by_folder.items():
         try:
-            present = {name.rstrip("/") for name in fs.ls(folder, detail=False)}
+            listing = fs.ls(folder, detail=True)
         except Exception:  # OSError, or a storage backend's own: the tasks ask instead
             continue
+        present = {info["name"].rstrip("/") for info in listing if info.get("type") == "file"}
+        named = {info["name"].rstrip("/") for info in listing}
         for run in inside:
             side = side_log_beside(run)
-            found[run] = side if side in present else NO_SIDE_LOG
+            if side in present:
+                found[run] = side
+            elif side not in named:
+                found[run] = NO_SIDE_LOG
+            # else something not a plain file bears its name (a folder, a dangling link): its task looks
     return found
 
 
@@ -488,8 +501,9 @@ def read_owned(fh, start: int, end: int, first: bool) -> tuple[int, bytes]:
 
 
 @functools.lru_cache(maxsize=2)
-def _side_log(url: str, source: str, storage_options: str):
-    """A side log as loaded once per worker process; blocks apply copies of it."""
+def _side_log(url: str, source: str, storage_options: str, version: str = ""):
+    """A side log as loaded once per worker process (per ``version``: its size and modification
+    mark when its run was planned); blocks apply copies of it."""
     fs, path = _fs(url, json.loads(storage_options))
     with fs.open(path, "rb") as fh:
         return PayloadJoin(source, fh.read())
@@ -499,7 +513,8 @@ def _join(plan: RunPlan):
     """The run's side log as loaded (None without one); each block applies a share of it."""
     if plan.payloads is None:
         return None
-    return _side_log(plan.payloads, plan.payloads_source, json.dumps(plan.storage_options, sort_keys=True))
+    return _side_log(plan.payloads, plan.payloads_source, json.dumps(plan.storage_options, sort_keys=True),
+                     plan.payloads_version)
 
 
 def _run_result(settled: SettledRun, aggregates: bool) -> RunResult:
@@ -1095,9 +1110,16 @@ def fetch_small(url: str, storage_options: dict, into: str, most: int = SMALL_RU
         return None
     if len(data) > most:
         return None
-    fd, copy = tempfile.mkstemp(dir=into, suffix=".run")  # its own name: a run given twice is two copies
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    copy = None
+    try:
+        fd, copy = tempfile.mkstemp(dir=into, suffix=".run")  # its own name: a run given twice is two copies
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError:  # the worker's temp disk is full or read-only: read where the run is
+        if copy is not None:
+            with contextlib.suppress(OSError):
+                os.remove(copy)
+        return None
     return copy
 
 
@@ -1726,8 +1748,11 @@ def _prepare_out(out: str, storage_options: dict, *, replace: bool = False) -> b
 
 def _finish_table(out: str, storage_options: dict, results: list[RunResult], created: bool) -> None:
     """The table's index files, over every run in it (earlier attempts' runs kept, this fleet's
-    replacing them by source); the staging folder removed. A table no run reached is removed
-    when this fleet created it."""
+    replacing them by source); the staging folder removed; the files of run keys the table no
+    longer lists removed (``_drop_replaced``). In a table this fleet created, every file of a
+    key it does not list is removed, and the record of each run that did not end in it (a run
+    that failed while or after publishing): nothing else wrote there. A table no run reached is
+    removed when this fleet created it."""
     fs, path = _fs(out, storage_options, WRITE_PROTOCOLS)
     fs.invalidate_cache()
     prior: list[tuple[str | None, Any]] = []
@@ -1740,10 +1765,20 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
         if r.status == DONE:
             entries.append((r.run_key, r.summary))
         elif r.status == SKIPPED and r.run_key is not None:
-            entries.append(kept.get(r.source, (r.run_key, r.recorded)))
+            # Its record is what the table published; the index is older where a fleet ended before writing it
+            earlier = kept.get(r.source)
+            entries.append(earlier if earlier is not None and earlier[0] == r.run_key else (r.run_key, r.recorded))
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(_join_url(path, STAGING_DIR), recursive=True)
-    _drop_replaced(fs, path, {k for k, _s in prior} - {k for k, _s in entries})
+    listed = {k for k, _s in entries}
+    dropped = {k for k, _s in prior} - listed
+    if created:
+        dropped |= _keys_present(fs, path) - listed
+        for r in results:
+            if r.status == FAILED or (r.status == SKIPPED and r.run_key is None):
+                with contextlib.suppress(FileNotFoundError, OSError):
+                    fs.rm(_join_url(path, RUNS_DIR, _record_name(r.source)))
+    _drop_replaced(fs, path, dropped)
     if not entries:
         if created:
             with contextlib.suppress(FileNotFoundError, OSError):
@@ -1752,11 +1787,30 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     _write_index(fs, path, entries)
 
 
+RUN_KEY = re.compile(r"[0-9a-f]{64}")
+"""What a run key is (a SHA-256 in hex): only such names are ever joined into a path to remove."""
+
+
+def _keys_present(fs, base: str) -> set[str]:
+    """The run keys any file of the table is of (a listing of each of its per-run folders)."""
+    found: set[str] = set()
+    for folder, prefix, suffix in ((TABLE_DIR, "run_key=", ""), (INCONCLUSIVE_DIR, "run_key=", ""),
+                                   (RUN_AGGREGATES_DIR, "", ".json"), (SUMMARIES_DIR, "", ".json"),
+                                   (SOURCES_DIR, "", ".jsonl")):
+        with contextlib.suppress(FileNotFoundError, OSError):
+            for name in fs.ls(_join_url(base, folder), detail=False):
+                leaf = name.rstrip("/").rsplit("/", 1)[-1]
+                if leaf.startswith(prefix) and leaf.endswith(suffix):
+                    found.add(leaf[len(prefix):len(leaf) - len(suffix)])
+    return {k for k in found if RUN_KEY.fullmatch(k)}
+
+
 def _drop_replaced(fs, base: str, keys: set) -> None:
     """The files of run keys the table no longer lists (a source scored again whose content
     changed has a new key): its rows would otherwise stay beside the new ones, orphans that
-    pyarrow, DuckDB and polars read as rows of the table."""
-    for key in sorted(k for k in keys if k):
+    pyarrow, DuckDB and polars read as rows of the table. A key that is not a run key (a
+    damaged or shared index) is never joined into a path."""
+    for key in sorted(k for k in keys if isinstance(k, str) and RUN_KEY.fullmatch(k)):
         for rel in (f"{TABLE_DIR}/run_key={key}", f"{INCONCLUSIVE_DIR}/run_key={key}",
                     f"{RUN_AGGREGATES_DIR}/{key}.json", f"{SUMMARIES_DIR}/{key}.json", f"{SOURCES_DIR}/{key}.jsonl"):
             with contextlib.suppress(FileNotFoundError, OSError):

@@ -1,6 +1,11 @@
-"""Defects found reviewing the fleet engine's small-run changes (fetch_small, the direct
-publish into a fresh table, side logs known from a glob's listing, ``_drop_replaced``). Each test
-is marked ``xfail(strict=True)`` until the engine is fixed: it fails today for the reason given."""
+"""What a score table must never hold or lose, and what the engine must never read stale, found
+by a review of the fleet's small-run path (fetch_small, the direct publish into a new table,
+side logs known from a glob's listing, removing a replaced key's files): no rows of a run the
+table does not list, nothing removed outside the table, a retry listing what was published, a
+side log read again once changed, a small run scored where its copy cannot be written, a hostile
+rule's text not kept. The two ``xfail(strict=True)`` tests are limits of the staged path older
+than these changes (an existing table: a run that fails while publishing, a replace whose
+gathering fails), kept to fail until they are fixed."""
 
 from __future__ import annotations
 
@@ -39,11 +44,7 @@ def _keys_in(out: Path, folder: str) -> set[str]:
 
 
 @pytest.mark.parametrize("table", [
-    pytest.param("fresh", marks=pytest.mark.xfail(
-        strict=True, reason="run_small writes a run's rows and Inconclusive index straight into a table the fleet "
-        "created (no staging): when its publish then fails (a store error on its aggregates, summary or record), the "
-        "run is FAILED and unlisted but its files stay in the table, rows that pyarrow, DuckDB and polars read as the "
-        "table's")),
+    "fresh",
     pytest.param("existing", marks=pytest.mark.xfail(
         strict=True, reason="(older than the direct path) publish_run gathers a run's rows into the table before "
         "writing its aggregates, summary and record: when one of those writes fails, the run is FAILED and unlisted "
@@ -78,10 +79,6 @@ def test_a_run_that_fails_to_publish_leaves_no_rows_in_the_table(inproc_client, 
     assert len(engine.read_table(str(out))) == sum(len(engine.table_run(str(out), k)) for k in listed)
 
 
-@pytest.mark.xfail(strict=True, reason="_listed_sides takes any name in the folder's listing as the run's side log, "
-                   "a folder or a dangling link named RUN.payloads.jsonl included: the task then refuses it (not a "
-                   "regular file, no such file) and the run fails, where `score FILE` (side.is_file()) and the "
-                   "per-task look (exists: isfile) score it without one")
 @pytest.mark.parametrize("beside", ["folder", "dangling link"])
 def test_what_is_not_a_file_named_like_a_side_log_is_not_taken_for_one_by_a_glob(inproc_client, tmp_path, beside):
     run = tmp_path / "observed-m1.jsonl"
@@ -104,10 +101,6 @@ class _ClientDied(Exception):
     table's index was written."""
 
 
-@pytest.mark.xfail(strict=True, reason="_finish_table lists a skipped run by the table's earlier index entry "
-                   "(kept.get(source)), not by its record: after a fleet that published a changed run and ended "
-                   "before its index, the retry skips the run (its record matches) yet lists its old key and "
-                   "numbers, and the new key's rows stay in the table unlisted (_drop_replaced sees no replaced key)")
 def test_a_retry_after_a_fleet_ended_before_its_index_lists_the_runs_published_content(
         inproc_client, tmp_path, monkeypatch):
     run = tmp_path / "in" / "observed-m1.jsonl"
@@ -133,32 +126,27 @@ def test_a_retry_after_a_fleet_ended_before_its_index_lists_the_runs_published_c
     assert _keys_in(out, engine.TABLE_DIR) == {retry.run_key}
 
 
-@pytest.mark.xfail(strict=True, reason="rules.check_rule's lru_cache keeps up to 4,096 rule texts of any length (a "
-                   "header's rules are hostile, and RE2 compiles a literal of 400,000 characters): a fleet of runs "
-                   "whose headers carry large distinct rules grows a long-lived worker's (or the app's) memory by "
-                   "up to about 1.6 GB, held for good")
 def test_checking_large_hostile_rules_keeps_no_large_memory():
     import tracemalloc
 
+    import re2
+
     from scoring import rules
 
-    rules.check_rule.cache_clear()
+    rules._CHECKED.clear()
     tracemalloc.start()
     try:
         before, _peak = tracemalloc.get_traced_memory()
         for i in range(48):  # a few dozen runs' headers, each with one large rule of its own
             rules.check_rule(f"(?i)run{i:04d}" + "x" * 400_000)
+        re2.purge()  # RE2's own cache of compiled patterns (its last 128, whoever compiled them) is not ours
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-        rules.check_rule.cache_clear()
+        rules._CHECKED.clear()
     assert held < 4_000_000, f"{held:,} bytes held after the rules were checked"
 
 
-@pytest.mark.xfail(strict=True, reason="fetch_small falls back to reading the run where it is when the ranged read "
-                   "fails, but not when writing the worker's copy does (a full or read-only temp disk): the OSError "
-                   "fails the run as `cannot read` the run, and so every small run on that worker, which read where "
-                   "they are would have scored")
 def test_a_worker_that_cannot_write_its_copy_reads_a_small_run_where_it_is(s3, inproc_client, tmp_path, monkeypatch):
     import errno
     import os
@@ -177,10 +165,6 @@ def test_a_worker_that_cannot_write_its_copy_reads_a_small_run_where_it_is(s3, i
     assert res.status == "done", res.error
 
 
-@pytest.mark.xfail(strict=True, reason="_drop_replaced joins the run keys of the table's own index (run_keys.json, "
-                   "never checked to be a run key) into paths it removes recursively: a shared or damaged table "
-                   "whose index names a key like x/../../../folder has a folder beside the table removed when a run "
-                   "of it is scored again")
 def test_a_table_whose_index_names_a_path_for_a_key_removes_nothing_outside_it(inproc_client, tmp_path):
     run = tmp_path / "in" / "observed-m1.jsonl"
     run.parent.mkdir()
@@ -197,9 +181,6 @@ def test_a_table_whose_index_names_a_path_for_a_key_removes_nothing_outside_it(i
     assert (precious / "notes.txt").read_text() == "not the table's"
 
 
-@pytest.mark.xfail(strict=True, reason="_drop_replaced removes TABLE/run_key={key} for each key the table's index no "
-                   "longer lists, and s3fs's rm expands a glob: an index naming the key * (a damaged or shared table) "
-                   "has every run's rows removed from a bucket table, those just published included")
 def test_a_bucket_table_whose_index_names_a_glob_for_a_key_keeps_its_rows(s3, inproc_client, tmp_path):
     import s3fs
 
@@ -242,10 +223,6 @@ def test_a_replace_that_fails_to_gather_keeps_the_rows_the_table_lists(inproc_cl
     assert len(engine.table_run(str(out), first.run_key)) == before == first.rows
 
 
-@pytest.mark.xfail(strict=True, reason="(older than this change) engine._side_log is an lru_cache keyed by the side "
-                   "log's URL: a worker that read it once (a long-lived cluster, a second fleet) joins that copy "
-                   "after the file changed, so the run's numbers and run key are the old side log's, not what "
-                   "`score FILE` gives for the bytes there now")
 def test_a_side_log_changed_between_fleets_is_read_again_by_the_same_worker(inproc_client, tmp_path):
     from .test_engine import local_json
 
