@@ -26,7 +26,7 @@ POISON = b"LITMUS-TEST-ENDS-ITS-WORKER"
 POISON_ONCE = b"LITMUS-TEST-ENDS-A-WORKER-ONCE"
 PLANNED_LATE = "planned-late"
 PLAN_DELAY_S = 1.0
-WAIT_S, IDLE_S = 15.0, 0.5
+WAIT_S, IDLE_S = 15.0, 1.0
 _RUN_OF_KEY = re.compile(r"litmus-[a-z0-9]+-([0-9a-f]+-\d+)")
 _QUEUED = ("ready", "constrained", "waiting")
 
