@@ -13,8 +13,15 @@ writes it with the rest). Measured on one generated run (5 calls per trajectory)
   cluster waits for, and the throughput of two workers against one;
 - the overhead per block: the same small run cut into many blocks against one block;
 - the Score tables page on a score table of ``--table-calls`` tool calls (10 M: made from the
-  bench run's scored rows by the engine's own functions, see ``synth_table``): server time.
+  bench run's scored rows by the engine's own functions, see ``synth_table``): server time;
+- the first S3 table (``--s3-runs`` runs on a local S3 server) a fresh server process opens, with
+  the app's warm-up of the object store's backend and without it: server time.
 Rounds alternate the paths, and each ratio is the median of the per-round ratios.
+
+    python benches/dask_engine.py --page-only
+
+measures only the two Score tables parts (the bench run must exist) and rewrites only their
+part of the section (between the ``score-tables-page`` markers).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ OUT = ROOT / "benches" / "out"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "sample_runs"))
 BEGIN, END = "<!-- dask-engine -->", "<!-- /dask-engine -->"
+PAGE_BEGIN, PAGE_END = "<!-- score-tables-page -->", "<!-- /score-tables-page -->"
 SMALL = ROOT / "sample_runs" / "observed-m1.jsonl"
 
 
@@ -95,7 +103,8 @@ def machine_parallelism(n: int = 20_000_000) -> float:
     return 2 * one / two
 
 
-def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_runs: int = 10_000) -> list[str]:
+def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_runs: int = 10_000,
+        s3_runs: int = 10_000) -> list[str]:
     import generate
 
     from scoring import engine
@@ -202,7 +211,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
         "",
     ]
     if table_calls:
-        lines += table_section(path, table_calls, med(parallel))
+        lines += page_section(path, table_calls, med(parallel), rounds, s3_runs)
     if fleet_runs:
         lines += fleet_section(fleet_runs, 400, med(parallel))
     lines.append(END)
@@ -212,9 +221,10 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
 # --- the Score tables page on a 10 M-call score table ---------------------------------------
 
 
-TABLE_LAYOUT = 3
-"""Bumped when the engine's table gains a file (2: the Inconclusive index; 3: index.json and each
-run's summary): an older synthesised table is made again."""
+TABLE_LAYOUT = 4
+"""Bumped when the engine's table changes (2: the Inconclusive index; 3: index.json and each
+run's summary; 4: a run's staged parts gathered into parts of ``engine.PART_BYTES``, as the
+publish task does): an older synthesised table is made again."""
 
 
 def synth_table(source: Path, out: Path, replicas: int) -> dict:
@@ -227,6 +237,8 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
     disk to every bench, for a table the page reads the same way (index.json, the run's summary
     and aggregates, the Inconclusive index, the first rows)."""
     import shutil
+
+    import fsspec
 
     from scoring import engine
     from scoring.ingest import Block
@@ -252,11 +264,17 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
     final = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks), aggregates=True)
     assert final.error is None, final.error
     out.mkdir(parents=True)
-    written = sum(engine.write_part(b, final, i, str(out), {}, plan.url) for i, b in enumerate(blocks))
+    staging = out.parent / f".{out.name}-staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    written = sum(engine.write_part(b, final, i, str(staging), {}, plan.url) for i, b in enumerate(blocks))
+    rows = f"{engine.TABLE_DIR}/run_key={final.run_key}"
+    parts = engine.gather_parts(fsspec.filesystem("file"), str(staging / rows), str(out / rows))
+    shutil.rmtree(staging)
     engine._commit(str(out), str(out), {}, [final])
     info = {"source_bytes": source.stat().st_size, "replicas": replicas, "rows": written, "layout": TABLE_LAYOUT,
             "calls": final.summary["tool_calls"], "inconclusive": final.summary["inconclusive"],
-            "parts": len(blocks), "bytes": sum(f.stat().st_size for f in out.rglob("*") if f.is_file()),
+            "parts": parts, "staged_parts": len(blocks),
+            "bytes": sum(f.stat().st_size for f in out.rglob("*") if f.is_file()),
             "seconds": time.perf_counter() - t}
     meta.write_text(json.dumps(info))
     return info
@@ -319,39 +337,174 @@ def page_timings(table: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def table_section(source: Path, calls: int, parallel: float) -> list[str]:
+def table_section(source: Path, calls: int, parallel: float, rounds: int = 3) -> list[str]:
     """The Score tables page on a score table of about ``calls`` tool calls (copies of the
-    bench run): server time of its renders, in a fresh process (AppTest)."""
+    bench run): server time of its renders, in ``rounds`` fresh processes (AppTest)."""
     with open(source, "rb") as fh:
         per_run = sum(1 for _ in fh) - 1  # trajectories in the run
     replicas = max(1, round(calls / (per_run * 5)))
     info = synth_table(source, OUT / f"table-{replicas}x-{source.stem}", replicas)
-    app = page_timings(OUT / f"table-{replicas}x-{source.stem}")
+    load = os.getloadavg()[0]
+    apps = [page_timings(OUT / f"table-{replicas}x-{source.stem}") for _ in range(rounds)]
+    med = statistics.median
     ok = lambda x: "" if x <= 1 else ": not met"  # noqa: E731
+
+    def row(what: str, key: str, target: bool = True) -> str:
+        got = [a[key] for a in apps]
+        return (f"| {what} | {med(got):.2f} | {', '.join(f'{x:.2f}' for x in got)} | "
+                + (f"≤ 1{ok(med(got))}" if target else "—") + " |")
+
+    first_ratios = [a["first_s"] / a["uncached_s"] for a in apps]
     return [
         f"### The Score tables page on a score table of {info['calls']:,} tool calls",
         "",
-        f"A score table of {info['rows']:,} trajectories, {info['calls']:,} tool calls ({info['parts']} Parquet parts, "
-        f"{info['bytes'] / 2**20:,.0f} MiB), made by `synth_table`: the bench run above scored once by the engine's "
-        f"block task and its rows written {replicas} times with new ids, aggregated by the engine's final stage "
-        "(index.json, the run's summary and aggregates) and written by its Parquet writer (a 10 M-call run "
-        f"itself is ≈ 11 GiB of JSONL). Made in {info['seconds']:.0f} s (once; reused while the bench run is "
-        "unchanged). Server time of the page (AppTest: the script's run), in a fresh process whose app has started"
+        f"A score table of {info['rows']:,} trajectories, {info['calls']:,} tool calls ({info['parts']} Parquet "
+        f"part{'s' if info['parts'] != 1 else ''}, {info['bytes'] / 2**20:,.0f} MiB), made by `synth_table`: the "
+        f"bench run above scored once by the engine's block task and its rows written {replicas} times with new "
+        "ids, aggregated by the engine's final stage (index.json, the run's summary and aggregates), staged by its "
+        f"Parquet writer ({info['staged_parts']} parts, one a block) and gathered as its publish task gathers them "
+        f"(a 10 M-call run itself is ≈ 11 GiB of JSONL). Made in {info['seconds']:.0f} s (once; reused while the "
+        "bench run is unchanged). Server time of the page (AppTest: the script's run), in a fresh process whose "
+        f"app has started (its first page drawn), {rounds} processes one after another; load average (1 min) "
+        f"{load:.1f} before them"
         + ("; two free cores." if parallel >= 1.8 else
            f"; the machine was shared (two-process ratio {parallel:.2f}×)."),
         "",
-        "| measurement | seconds | target |",
-        "|---|---|---|",
-        f"| first render of the table in this process (opens it, draws its rates, three charts "
-        f"and its first rows; shows {app['trajectories']} trajectories) | {app['first_s']:.2f} | "
-        f"≤ 1{ok(app['first_s'])} |",
-        f"| render with the page's caches cleared (median of 3) | {app['uncached_s']:.2f} | "
-        f"≤ 1{ok(app['uncached_s'])} |",
-        f"| rerun (median of 5) | {app['rerun_s']:.2f} | ≤ 1 |",
-        f"| render after a label in the workspace (the label applied through the engine's index of the run's "
-        f"Inconclusive trajectories; median of 3) | {app['labelled_s']:.2f} | ≤ 1{ok(app['labelled_s'])} |",
+        "| measurement | seconds (median) | rounds | target |",
+        "|---|---|---|---|",
+        row("first render of the table in the process (opens it, draws its rates, three charts and its first rows; "
+            f"shows {apps[0]['trajectories']} trajectories)", "first_s"),
+        row("render with the page's caches cleared (median of 3 in each process)", "uncached_s"),
+        row("rerun (median of 5 in each process)", "rerun_s"),
+        row("render after a label in the workspace (the label applied through the engine's index of the run's "
+            "Inconclusive trajectories; median of 3 in each process)", "labelled_s"),
+        f"| first render ÷ render with the caches cleared (what the process's first table costs beyond any "
+        f"opening) | — | {', '.join(f'{x:.2f}' for x in first_ratios)} | **{med(first_ratios):.2f}×** |",
         "",
     ]
+
+
+S3_CHILD = r'''
+import json, sys, threading, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from streamlit.testing.v1 import AppTest
+from pages._shared import loaders
+from scoring.workspace import views
+loaders.DB_PATH = Path({db!r})
+warm = sys.argv[1] == "on"
+ended = []
+if warm:
+    warm_up = views._warm_up  # timed: when it ends, after the app's start
+    views._warm_up = lambda db: (warm_up(db), ended.append(time.perf_counter() - started))
+else:
+    views.warm_up_storage = lambda db: None  # the app as it was: nothing imported ahead
+at = AppTest.from_file({root!r} + "/app.py", default_timeout=600)
+started = time.perf_counter()
+at.run()  # the server's first page (Safe rates)
+first_page = time.perf_counter() - started
+assert not at.exception, at.exception
+at.switch_page("pages/score_tables.py").run()
+for thread in threading.enumerate():  # the researcher types the table's URL: the warm-up has ended
+    if thread.name == views.WARM_UP_THREAD:
+        thread.join()
+assert ("s3fs" in sys.modules) is warm, "the warm-up imported s3fs" if not warm else "no warm-up ran"
+times = {{}}
+for name, location in (("first", {location!r}), ("again", {location!r} + "/")):  # another spelling: not cached
+    at.text_input(key="score_table_location").input(location)
+    t = time.perf_counter(); at.run(); times[name] = time.perf_counter() - t
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.selectbox(key="score_table_run").options) == {runs}
+print(json.dumps({{"first_page_s": first_page, "warm_up_ended_s": ended[0] if ended else None, "open_s": times["first"],
+                  "again_s": times["again"]}}))
+'''
+
+
+def s3_open_section(runs: int, rounds: int, parallel: float) -> list[str]:
+    """The first S3 table a fresh server process opens: a table of ``runs`` runs on a local S3
+    server (moto), opened by its URL with the workspace's storage profile, in ``rounds`` pairs of
+    fresh processes, one without the app's warm-up of the store's backend, one with it (the
+    table opened once the warm-up has ended, as when a researcher types its URL), alternating;
+    in each, the same table opened again by another spelling of its URL (not cached: the
+    baseline). Server time: the page's script run (AppTest)."""
+    import tempfile
+
+    sys.path.insert(0, str(ROOT))
+    from tests.s3_tables import CREDENTIALS, fleet_table, profile_toml
+
+    med = statistics.median
+    proc, so = _moto()
+    try:
+        with tempfile.TemporaryDirectory(prefix="litmus-bench-s3-") as tmp:
+            folder = Path(tmp)
+            location, _ids, _first = fleet_table(so, "bench", folder, runs)
+            db = folder / "app.db"
+            db.with_name(db.name + ".d").mkdir()
+            (db.with_name(db.name + ".d") / "settings.toml").write_text(profile_toml(so["endpoint_url"], "s3://bench/"))
+            script = folder / "s3_child.py"
+            script.write_text(S3_CHILD.format(root=str(ROOT), db=str(db), location=location, runs=runs))
+            env = {**os.environ, **CREDENTIALS, "AWS_EC2_METADATA_DISABLED": "true"}
+            loads = [os.getloadavg()[0]]
+            got: dict[str, list[dict]] = {"off": [], "on": []}
+            for _ in range(rounds):
+                for mode in ("off", "on"):
+                    out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True,
+                                         cwd=ROOT, env=env)
+                    if out.returncode:
+                        raise RuntimeError(out.stderr[-3000:])
+                    got[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            loads.append(os.getloadavg()[0])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    def cells(mode: str, key: str) -> str:
+        xs = [g[key] for g in got[mode]]
+        return f"{med(xs):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"
+
+    def ratios(xs: list[float]) -> str:
+        return f"**{med(xs):.2f}×** ({', '.join(f'{x:.2f}' for x in xs)})"
+
+    on_off = [on["open_s"] / off["open_s"] for on, off in zip(got["on"], got["off"], strict=True)]
+    page_on_off = [on["first_page_s"] / off["first_page_s"] for on, off in zip(got["on"], got["off"], strict=True)]
+    cold = {m: [g["open_s"] / g["again_s"] for g in got[m]] for m in got}
+    target = med([g["open_s"] for g in got["on"]])
+    return [
+        f"### The first S3 table a server process opens ({runs:,} runs)",
+        "",
+        f"A score table of {runs:,} runs on a local S3 server (moto, on this machine; `tests/s3_tables.fleet_table`), "
+        "opened by its URL with the workspace's storage profile (endpoint as an option, credentials from the "
+        "environment variables it names), in fresh processes: the app starts (its first page, Safe rates), the "
+        "Score tables page is drawn, then the table is opened (its index, the first run's summary, aggregates and "
+        "first rows, three charts), then opened again by another spelling of its URL (the page's caches miss; "
+        "s3fs and its client are warm: the baseline). Without the warm-up the first opening imports s3fs, "
+        "aiobotocore and botocore; with it the app imported them in a background thread when it started, and "
+        f"the table was opened once that thread had ended. {rounds} rounds, alternating; medians (each round's "
+        "value in brackets). Server time (AppTest: the script's run). Load average (1 min) before and after: "
+        f"{loads[0]:.1f}, {loads[1]:.1f}"
+        + ("; two free cores." if parallel >= 1.8 else
+           f"; the machine was shared (two-process ratio {parallel:.2f}×)."),
+        "",
+        "| seconds | without the warm-up | with the warm-up | with ÷ without |",
+        "|---|---|---|---|",
+        f"| the app's first page in the process (Safe rates; the warm-up thread starts with it) | "
+        f"{cells('off', 'first_page_s')} | {cells('on', 'first_page_s')} | {ratios(page_on_off)} |",
+        f"| the warm-up ended, after the app's start | — | {cells('on', 'warm_up_ended_s')} | — |",
+        f"| **the first S3 table opened** (target ≤ 1 s{'' if target <= 1 else ': not met'}) | "
+        f"{cells('off', 'open_s')} | {cells('on', 'open_s')} | {ratios(on_off)} |",
+        f"| the same table opened again (another spelling of its URL: the baseline) | {cells('off', 'again_s')} | "
+        f"{cells('on', 'again_s')} | — |",
+        f"| first ÷ again | {ratios(cold['off'])} | {ratios(cold['on'])} | — |",
+        "",
+    ]
+
+
+def page_section(source: Path, calls: int, parallel: float, rounds: int, s3_runs: int = 10_000) -> list[str]:
+    """The Score tables page's part of the section, between its own markers (``--page-only``
+    rewrites only it)."""
+    return [PAGE_BEGIN, *(table_section(source, calls, parallel, rounds) if calls else []),
+            *(s3_open_section(s3_runs, rounds, parallel) if s3_runs else []), PAGE_END]
 
 
 KINDS = ("block", "digest", "sha256", "final")
@@ -492,12 +645,17 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
     ]
 
 
-def write_section(lines: list[str]) -> None:
+def write_section(lines: list[str], begin: str = BEGIN, end: str = END) -> None:
+    """``lines`` (from ``begin`` to ``end``) in benches/RESULTS.md in place of the section
+    between those markers; a page section whose markers are absent goes at the end of the Dask
+    engine's, else at the end of the file."""
     results = ROOT / "benches" / "RESULTS.md"
     text = results.read_text() if results.exists() else "# Benchmarks\n"
     section = "\n".join(lines) + "\n"
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
+    elif begin == PAGE_BEGIN and END in text:
+        text = text[:text.index(END)] + section + text[text.index(END):]
     else:
         text = text.rstrip("\n") + "\n\n" + section
     results.write_text(text)
@@ -510,8 +668,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table-calls", type=int, default=10_000_000,
                     help="the score table the Score tables page is timed on (0: skip it)")
     ap.add_argument("--fleet-runs", type=int, default=10_000, help="runs in the fleet case (0: skip it)")
+    ap.add_argument("--s3-runs", type=int, default=10_000,
+                    help="runs in the S3 table whose first opening is timed (0: skip it)")
+    ap.add_argument("--page-only", action="store_true",
+                    help="only the Score tables page's part (the bench run must exist): rewrites only that part")
     args = ap.parse_args(argv)
-    lines = run(args.trajectories, args.rounds, args.table_calls, args.fleet_runs)
+    if args.page_only:
+        path = OUT / f"bench-{args.trajectories}.jsonl"
+        if not path.exists():
+            ap.error(f"{path} is missing: run the whole bench once (it generates the run)")
+        parallel = statistics.median([machine_parallelism() for _ in range(args.rounds)])
+        lines = page_section(path, args.table_calls, parallel, args.rounds, args.s3_runs)
+        print("\n".join(lines))
+        write_section(lines, PAGE_BEGIN, PAGE_END)
+        return 0
+    lines = run(args.trajectories, args.rounds, args.table_calls, args.fleet_runs, args.s3_runs)
     print("\n".join(lines))
     write_section(lines)
     return 0

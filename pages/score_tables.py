@@ -67,9 +67,11 @@ def _evaluation(run, labels: int, _rates):
     return scoretable.evaluation(run, _rates)
 
 
-@st.cache_data(ttl=60, show_spinner=False, max_entries=16)
+@st.cache_resource(ttl=60, show_spinner=False, max_entries=16)
 def _first_rows(_run, run_key: str, location: str, status: str | None):
-    """The run's first rows of a status (read once a minute, not on every rerun)."""
+    """The run's first rows of a status (read once a minute, not on every rerun); shared, not
+    copied: as st.cache_data, the 10,000 rows were pickled when read and unpickled on every
+    rerun (the page only shows them)."""
     return scoretable.first_rows(_run, COLUMNS, loaders.MAX_TABLE_ROWS, status=status).to_pandas()
 
 

@@ -473,7 +473,7 @@ def _published(res, out: str | None, storage_options: dict) -> Evaluation:
     """A run this fleet published whose result was lost with its task's worker (done from its
     record: ``engine.plan_task``): its ``Evaluation`` read back from the table, as the Score
     tables page reads a run, so that it is printed and gated as every done run is."""
-    from . import scoretable  # needs the dask extra's pyarrow, as the engine that got here does
+    from . import scoretable  # optional: needs the dask extra's pyarrow, as the engine that got here does
 
     assert out is not None and res.run_key is not None and res.recorded is not None, "only a table's run"
     run = scoretable.TableRun(out, res.run_key, res.recorded, None, lazy=True, options=json.dumps(storage_options))

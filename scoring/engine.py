@@ -1011,7 +1011,13 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
     ``fresh``: ``out`` was created by this fleet, so no record of an earlier fleet is looked for
     (a run of this fleet's that is started again is scored again)."""
     source = item.source if isinstance(item, RunPlan) else item
+    look = out is not None and not replace and not fresh  # for this run's record in the table
     try:
+        if look and not isinstance(item, RunPlan):  # asked first: a run in the table costs no planning
+            assert out is not None
+            if (skipped := _recorded(out, storage_options, item, None, options, scorer_version, fleet_tag)):
+                return skipped
+            look = False
         if isinstance(item, RunPlan):
             plan = item
         else:
@@ -1025,21 +1031,11 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
                             require_proof=bool(options.get("require_proof")), read_from=copy)
         plan = dataclasses.replace(plan, scorer_version=scorer_version)
         _check_version(plan)
-        if out is not None and not replace and not fresh:
-            fs, base = _fs(out, storage_options, WRITE_PROTOCOLS)
-            name = _join_url(base, RUNS_DIR, _record_name(plan.source))
-            try:
-                record = json.loads(fs.cat_file(name))  # one request, found or not
-            except FileNotFoundError:
-                record = None
-            if record is not None and record.get("size") == plan.size and record.get("options") == options \
-                    and record.get("scorer_version") == scorer_version:
-                if fleet_tag and record.get("fleet") == fleet_tag:
-                    return RunResult(None, record["run_key"], [], [], 0, source=plan.source, status=DONE,
-                                     note="published by this fleet before its task's worker died",
-                                     recorded=record["summary"])
-                return RunResult(None, record["run_key"], [], [], 0, source=plan.source, status=SKIPPED,
-                                 note="already in the table", recorded=record["summary"])
+        if look:
+            assert out is not None
+            if (skipped := _recorded(out, storage_options, plan.source, plan.size, options, scorer_version,
+                                      fleet_tag)):
+                return skipped
         return plan
     except RunFailed:
         raise
@@ -1047,6 +1043,34 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
         raise RunFailed(str(exc)) from None
     except Exception as exc:  # a storage backend's own (credentials, endpoint), located by the file
         raise RunFailed(f"{source}: cannot read: {_message(exc)}") from None
+
+
+def _recorded(out: str, storage_options: dict, source: str, size: int | None, options: dict,
+              scorer_version: str, fleet_tag: str = "") -> RunResult | None:
+    """A skipped result for a run the table at ``out`` holds from the same source, size, options
+    and scorer version (its record, written when it was published), or a done one when this
+    fleet (``fleet_tag``) published it; None otherwise. ``size`` None: asked of the run's
+    storage only when a record is found (one request each)."""
+    fs, base = _fs(out, storage_options, WRITE_PROTOCOLS)
+    try:
+        record = json.loads(fs.cat_file(_join_url(base, RUNS_DIR, _record_name(source))))
+    except FileNotFoundError:
+        return None
+    if record.get("options") != options or record.get("scorer_version") != scorer_version:
+        return None
+    if size is None:
+        run_fs, path = _fs(_url(source), storage_options)
+        try:
+            size = run_fs.size(path)
+        except FileNotFoundError:  # planned as any run, and reported so
+            return None
+    if record.get("size") != size:
+        return None
+    if fleet_tag and record.get("fleet") == fleet_tag:
+        return RunResult(None, record["run_key"], [], [], 0, source=source, status=DONE,
+                         note="published by this fleet before its task's worker died", recorded=record["summary"])
+    return RunResult(None, record["run_key"], [], [], 0, source=source, status=SKIPPED, note="already in the table",
+                     recorded=record["summary"])
 
 
 SMALL_RUN_BYTES = 1 << 20
@@ -1365,9 +1389,11 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     suspects: dict[int, str] = {}  # input index -> why, for a run that ended with KilledWorker (see below)
     ac = as_completed()
 
+    ended: collections.Counter[str] = collections.Counter()  # kept as runs end: a fleet of 10,000 is not counted
+    # again at each of its 10,000 ends
+
     def progress() -> Progress:
-        done = [r.status for r in results if r is not None]
-        return Progress(len(paths), done.count(DONE), done.count(FAILED), done.count(SKIPPED), counts["blocks"],
+        return Progress(len(paths), ended[DONE], ended[FAILED], ended[SKIPPED], counts["blocks"],
                         counts["blocks_done"])
 
     def block_done(i: int, future) -> None:
@@ -1383,7 +1409,10 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
         tally[1] += done
 
     def end(i: int, res: RunResult) -> None:
+        if (before := results[i]) is not None:
+            ended[before.status] -= 1
         results[i] = res
+        ended[res.status] += 1
         held.pop(i, None)
         if on_event is not None:
             on_event(res, progress())

@@ -13,6 +13,8 @@ The syntax is Python's for everything else (``(?i)``, ``\\b``, classes, ``(?P<na
 
 from __future__ import annotations
 
+import functools
+
 import re2
 
 from .errors import RuleError
@@ -35,6 +37,15 @@ def compile_rule(rule: str):
             detail = detail.decode("utf-8", "replace")
         raise RuleError(f"is not a valid regular expression for RE2, the linear-time engine rules run "
                         f"on ({detail}); lookarounds and backreferences are not supported") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def check_rule(rule: str) -> None:
+    """``compile_rule``'s refusal, if any, without keeping the compiled rule. A rule that
+    compiles is remembered by its text (not its compiled form, which may be large): a header is
+    checked rule by rule, and a fleet of small runs under one taxonomy would otherwise compile
+    the same rules once a run."""
+    compile_rule(rule)
 
 
 def compile_any(rules: list[str]):

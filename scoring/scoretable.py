@@ -403,11 +403,24 @@ def inconclusive_ids(run: TableRun, storage_options: dict | None = None) -> list
     return _inconclusive(run, storage_options).column("trajectory_id").to_pylist()
 
 
+HEAD_BATCH_ROWS = (1_024, 16_384)
+"""The bounds of the batches ``first_rows`` reads (the rows asked for, within them)."""
+
+
 def first_rows(run: TableRun, columns: Sequence[str], n: int, storage_options: dict | None = None,
                status: str | None = None) -> pa.Table:
-    """The run's first ``n`` rows (in file order), only ``columns``; ``status``: of that status."""
+    """The run's first ``n`` rows (in file order), only ``columns``; ``status``: of that status.
+    Read in batches about ``n`` rows long, one batch and one part read ahead: with pyarrow's
+    defaults (batches of 131,072 rows, 16 read ahead) the first rows of a large run's part
+    (≈ 64 MiB, many row groups) decoded most of it for nothing. Without a status they are read
+    without pre-buffering, which fetches the columns of every row group of the part at once
+    (all of it from an object store, for the first rows); a status's rows may lie anywhere in
+    the part, so that read is pre-buffered (fewer, coalesced requests) as pyarrow does."""
     where = None if status is None else ds.field("status") == status
-    return _dataset(run, storage_options).head(n, columns=list(columns), filter=where)
+    low, high = HEAD_BATCH_ROWS
+    return _dataset(run, storage_options).head(
+        n, columns=list(columns), filter=where, batch_size=min(max(n, low), high), batch_readahead=1,
+        fragment_readahead=1, fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=status is not None))
 
 
 def find_row(run: TableRun, trajectory_id: str, storage_options: dict | None = None) -> dict | None:

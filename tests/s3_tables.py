@@ -45,7 +45,8 @@ def moto_server(log: Path) -> Iterator[dict]:
     it, and always stops it."""
     port = free_port()
     with log.open("wb") as fh:  # unbuffered: its log is read as it goes
-        proc = subprocess.Popen([tool("moto_server"), "-H", "127.0.0.1", "-p", str(port)], stdout=fh,
+        proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("moto_s3.py")), "-H", "127.0.0.1", "-p",
+                                 str(port)], stdout=fh,
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
     try:

@@ -76,6 +76,29 @@ def test_a_score_table_opens_with_the_engines_rates_and_charts_without_reading_e
     assert len(page.dataframe[-1].value) == s["inconclusive"]
 
 
+def test_the_first_rows_are_read_once_and_never_copied_through_pickle(page, table, monkeypatch):
+    """The list's rows (up to 10,000) are a shared cached object: pickled into a cache_data
+    entry they cost a copy when read and another on every rerun (benches/RESULTS.md)."""
+    import pandas as pd
+    from streamlit.runtime.caching import cache_data_api
+
+    out, _res, _run = table
+    pickled = []
+    dumps = cache_data_api.pickle.dumps
+    monkeypatch.setattr(cache_data_api.pickle, "dumps",
+                        lambda entry, *a, **k: pickled.append(type(getattr(entry, "value", entry)))
+                        or dumps(entry, *a, **k))
+    reads = []
+    first_rows = scoretable.first_rows
+    monkeypatch.setattr(scoretable, "first_rows", lambda *a, **k: reads.append(k.get("status")) or first_rows(*a, **k))
+    page.text_input(key="score_table_location").input(str(out)).run()
+    page.run()
+    assert not page.exception, page.exception
+    assert len(page.dataframe[-1].value) > 0
+    assert pd.DataFrame not in pickled
+    assert reads.count(None) == 2  # the list's, once; the report's one row of source
+
+
 def test_a_trajectory_replays_from_the_runs_source(page, table):
     out, _res, run = table
     page.text_input(key="score_table_location").input(str(out)).run()

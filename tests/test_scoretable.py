@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from scoring import engine, scoretable
@@ -226,3 +227,45 @@ def test_a_remote_source_is_fetched_with_its_proof_only_where_the_engine_read_on
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_first_rows_of_a_large_part_are_read_from_its_first_row_groups(tmp_path, monkeypatch):
+    """A large run is one part of many row groups once published (its staged parts gathered into
+    parts of ≈ 64 MiB): its first rows (the page's list, the report's source) are read from the
+    part's first row groups, not from most of it, as pyarrow's defaults (batches of 131,072 rows,
+    16 read ahead, every row group pre-buffered) did: a 10 M-call run's first rows decoded most of
+    its part, and from an object store would fetch it (benches/RESULTS.md). A part of 200,000
+    rows in 10 row groups here, read through fsspec as s3fs is."""
+    import pyarrow.parquet as pq
+    from fsspec.implementations.local import LocalFileOpener, LocalFileSystem
+
+    n = 200_000
+    folder = tmp_path / "table" / engine.TABLE_DIR / "run_key=k"
+    folder.mkdir(parents=True)
+    part = folder / "part-000000.parquet"
+    pq.write_table(pa.table({"trajectory_id": [f"run-t{i:07d}" for i in range(n)],
+                             "status": [("safe", "unsafe", "unscored", "safe")[i % 4] for i in range(n)],
+                             "tools": [[f"tool-{i % 97}", f"tool-{i % 89}"] for i in range(n)],
+                             "note": [f"a longer text of row {i}, {i * 7919 % 100003}" for i in range(n)]}),
+                   part, row_group_size=n // 10)
+    run = scoretable.TableRun(str(tmp_path / "table"), "k", {}, None)
+    read: list[int] = []
+    monkeypatch.setattr(LocalFileOpener, "read", lambda self, *a: read.append(len(got := self.f.read(*a))) or got)
+
+    class Counted(LocalFileSystem):
+        """The local file system under another name: pyarrow reads it through fsspec's files, as
+        it reads s3fs (a class named LocalFileSystem it replaces with its own)."""
+
+    monkeypatch.setattr(scoretable, "_fs", lambda location, options=None: (Counted(), location))
+    columns = ["trajectory_id", "status", "tools", "note"]
+    head = scoretable.first_rows(run, columns, 10)
+    assert head.column("trajectory_id").to_pylist() == [f"run-t{i:07d}" for i in range(10)]
+    assert 0 < sum(read) < part.stat().st_size / 4, (sum(read), part.stat().st_size)
+    read.clear()
+    assert scoretable._dataset(run).head(10, columns=columns).num_rows == 10  # pyarrow's defaults
+    assert sum(read) > part.stat().st_size / 2
+    # Of a status: the rows found, in file order, however far they are.
+    for status, count in (("unscored", 3), ("unsafe", n)):
+        got = scoretable.first_rows(run, ["trajectory_id"], count, status=status).column("trajectory_id").to_pylist()
+        offset = {"unsafe": 1, "unscored": 2}[status]
+        assert got == [f"run-t{i:07d}" for i in range(offset, n, 4)][:count]

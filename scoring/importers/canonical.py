@@ -34,7 +34,7 @@ from ..model import (
     ToolResult,
     Trajectory,
 )
-from ..rules import RuleError, compile_rule
+from ..rules import RuleError, check_rule
 from ._common import (
     DuplicateRecordError,
     RecordError,
@@ -164,7 +164,7 @@ def _category(obj: Any, i: int) -> Category:
     rules = tuple(check(r, str, f"{where}rules[]") for r in opt(obj, "rules", list, [], where))
     for j, r in enumerate(rules):
         try:
-            compile_rule(r)
+            check_rule(r)
         except RuleError as exc:
             raise RecordError(f"{where}rules[{j}]: {r!r} {exc}") from None
     return Category(
