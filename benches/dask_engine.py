@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "sample_runs"))
 BEGIN, END = "<!-- dask-engine -->", "<!-- /dask-engine -->"
 PAGE_BEGIN, PAGE_END = "<!-- score-tables-page -->", "<!-- /score-tables-page -->"
+FLEET_BEGIN, FLEET_END = "<!-- fleet -->", "<!-- /fleet -->"
 SMALL = ROOT / "sample_runs" / "observed-m1.jsonl"
 
 
@@ -213,7 +214,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
     if table_calls:
         lines += page_section(path, table_calls, med(parallel), rounds, s3_runs)
     if fleet_runs:
-        lines += fleet_section(fleet_runs, 400, med(parallel))
+        lines += [FLEET_BEGIN, *fleet_section(fleet_runs, 400, med(parallel)), FLEET_END]
     lines.append(END)
     return lines
 
@@ -401,7 +402,9 @@ else:
     views.warm_up_storage = lambda db: None  # the app as it was: nothing imported ahead
 at = AppTest.from_file({root!r} + "/app.py", default_timeout=600)
 started = time.perf_counter()
-at.run()  # the server's first page (Safe rates)
+if sys.argv[2] == "score_tables":  # the server's first page is the Score tables page (a bookmark)
+    at.switch_page("pages/score_tables.py")
+at.run()  # else Safe rates, the app's default page
 first_page = time.perf_counter() - started
 assert not at.exception, at.exception
 at.switch_page("pages/score_tables.py").run()
@@ -446,65 +449,79 @@ def s3_open_section(runs: int, rounds: int, parallel: float) -> list[str]:
             script.write_text(S3_CHILD.format(root=str(ROOT), db=str(db), location=location, runs=runs))
             env = {**os.environ, **CREDENTIALS, "AWS_EC2_METADATA_DISABLED": "true"}
             loads = [os.getloadavg()[0]]
-            got: dict[str, list[dict]] = {"off": [], "on": []}
-            for _ in range(rounds):
-                for mode in ("off", "on"):
-                    out = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True,
-                                         cwd=ROOT, env=env)
-                    if out.returncode:
-                        raise RuntimeError(out.stderr[-3000:])
-                    got[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+            got: dict[tuple[str, str], list[dict]] = {}
+            for i in range(rounds):
+                for first in FIRST_PAGES:
+                    for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):  # a drifting load hits both
+                        out = subprocess.run([sys.executable, str(script), mode, first], capture_output=True,
+                                             text=True, cwd=ROOT, env=env)
+                        if out.returncode:
+                            raise RuntimeError(out.stderr[-3000:])
+                        got.setdefault((first, mode), []).append(json.loads(out.stdout.strip().splitlines()[-1]))
             loads.append(os.getloadavg()[0])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
-    def cells(mode: str, key: str) -> str:
-        xs = [g[key] for g in got[mode]]
+    def cells(first: str, mode: str, key: str) -> str:
+        xs = [g[key] for g in got[first, mode]]
         return f"{med(xs):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"
 
     def ratios(xs: list[float]) -> str:
         return f"**{med(xs):.2f}×** ({', '.join(f'{x:.2f}' for x in xs)})"
 
-    on_off = [on["open_s"] / off["open_s"] for on, off in zip(got["on"], got["off"], strict=True)]
-    page_on_off = [on["first_page_s"] / off["first_page_s"] for on, off in zip(got["on"], got["off"], strict=True)]
-    cold = {m: [g["open_s"] / g["again_s"] for g in got[m]] for m in got}
-    target = med([g["open_s"] for g in got["on"]])
-    return [
+    def per_round(first: str, key: str) -> list[float]:
+        return [on[key] / off[key] for on, off in zip(got[first, "on"], got[first, "off"], strict=True)]
+
+    lines = [
         f"### The first S3 table a server process opens ({runs:,} runs)",
         "",
         f"A score table of {runs:,} runs on a local S3 server (moto, on this machine; `tests/s3_tables.fleet_table`), "
         "opened by its URL with the workspace's storage profile (endpoint as an option, credentials from the "
-        "environment variables it names), in fresh processes: the app starts (its first page, Safe rates), the "
-        "Score tables page is drawn, then the table is opened (its index, the first run's summary, aggregates and "
-        "first rows, three charts), then opened again by another spelling of its URL (the page's caches miss; "
-        "s3fs and its client are warm: the baseline). Without the warm-up the first opening imports s3fs, "
-        "aiobotocore and botocore; with it the app imported them in a background thread when it started, and "
-        f"the table was opened once that thread had ended. {rounds} rounds, alternating; medians (each round's "
+        "environment variables it names), in fresh processes: the app starts (its first page: Safe rates, the "
+        "default, or the Score tables page itself, as from a bookmark), the Score tables page is drawn, then the "
+        "table is opened (its index, the first run's summary, aggregates and first rows, three charts), then "
+        "opened again by another spelling of its URL (the page's caches miss; s3fs and its client are warm: the "
+        "baseline). Without the warm-up the first opening imports s3fs, aiobotocore and botocore; with it the "
+        "app imported them in a background thread when it started, and the table was opened once that thread "
+        f"had ended (as when a researcher types the URL). {rounds} rounds, alternating (without, with; then with, "
+        "without); medians (each round's "
         "value in brackets). Server time (AppTest: the script's run). Load average (1 min) before and after: "
         f"{loads[0]:.1f}, {loads[1]:.1f}"
         + ("; two free cores." if parallel >= 1.8 else
            f"; the machine was shared (two-process ratio {parallel:.2f}×)."),
         "",
-        "| seconds | without the warm-up | with the warm-up | with ÷ without |",
-        "|---|---|---|---|",
-        f"| the app's first page in the process (Safe rates; the warm-up thread starts with it) | "
-        f"{cells('off', 'first_page_s')} | {cells('on', 'first_page_s')} | {ratios(page_on_off)} |",
-        f"| the warm-up ended, after the app's start | — | {cells('on', 'warm_up_ended_s')} | — |",
-        f"| **the first S3 table opened** (target ≤ 1 s{'' if target <= 1 else ': not met'}) | "
-        f"{cells('off', 'open_s')} | {cells('on', 'open_s')} | {ratios(on_off)} |",
-        f"| the same table opened again (another spelling of its URL: the baseline) | {cells('off', 'again_s')} | "
-        f"{cells('on', 'again_s')} | — |",
-        f"| first ÷ again | {ratios(cold['off'])} | {ratios(cold['on'])} | — |",
-        "",
+        "| first page | seconds | without the warm-up | with the warm-up | with ÷ without |",
+        "|---|---|---|---|---|",
     ]
+    for first, name in FIRST_PAGES.items():
+        target = med([g["open_s"] for g in got[first, "on"]])
+        cold = {m: [g["open_s"] / g["again_s"] for g in got[first, m]] for m in ("off", "on")}
+        lines += [
+            f"| {name} | the app's first page in the process (the warm-up thread starts with it) | "
+            f"{cells(first, 'off', 'first_page_s')} | {cells(first, 'on', 'first_page_s')} | "
+            f"{ratios(per_round(first, 'first_page_s'))} |",
+            f"| {name} | the warm-up ended, after the app's start | — | {cells(first, 'on', 'warm_up_ended_s')} | — |",
+            f"| {name} | **the first S3 table opened** (target ≤ 1 s{'' if target <= 1 else ': not met'}) | "
+            f"{cells(first, 'off', 'open_s')} | {cells(first, 'on', 'open_s')} | "
+            f"{ratios(per_round(first, 'open_s'))} |",
+            f"| {name} | the same table opened again (another spelling of its URL: the baseline) | "
+            f"{cells(first, 'off', 'again_s')} | {cells(first, 'on', 'again_s')} | — |",
+            f"| {name} | first ÷ again | {ratios(cold['off'])} | {ratios(cold['on'])} | — |",
+        ]
+    return [*lines, ""]
+
+
+FIRST_PAGES = {"safe_rates": "Safe rates", "score_tables": "Score tables"}
+"""The first page a fresh server draws, in the S3 case: the app's default, or the Score tables
+page (a bookmark): the latter also draws the process's first charts when the table opens."""
 
 
 def page_section(source: Path, calls: int, parallel: float, rounds: int, s3_runs: int = 10_000) -> list[str]:
     """The Score tables page's part of the section, between its own markers (``--page-only``
     rewrites only it)."""
     return [PAGE_BEGIN, *(table_section(source, calls, parallel, rounds) if calls else []),
-            *(s3_open_section(s3_runs, rounds, parallel) if s3_runs else []), PAGE_END]
+            *(s3_open_section(s3_runs, rounds, parallel) if s3_runs else []), PAGE_END, ""]
 
 
 KINDS = ("block", "digest", "sha256", "final")
@@ -612,6 +629,7 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
             again_s = time.perf_counter() - t
     finally:
         damaged.write_bytes(good)
+    in_s3 = fleet_in_s3(paths, damaged.name, good)
     tasks = -(-runs // engine.plan_batch_size(runs, 2))
     done = sum(r.status == "done" for r in first)
     failed = [r.error for r in first if r.status == "failed"]
@@ -642,7 +660,55 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
         "run's record read by its batch's task). Tiny runs measure the per-run overhead (planning, publishing, "
         "scheduling), not scoring.",
         "",
+        f"The same {runs:,} runs from a bucket into a score table in the bucket (moto on this machine, given as a "
+        f"glob; load average {in_s3['load']:.1f} at its start): {in_s3['first_s']:.0f} s, "
+        f"**{in_s3['first_s'] / first_s:.2f}×** the local fleet's time; {in_s3['done']:,} done, the damaged one "
+        f"named; **{in_s3['requests'] / runs:.1f} requests a run** (the run read once, its rows, Inconclusive "
+        f"index, aggregates, summary and record written once each; the fleet's listing and index files "
+        f"included). The retry, the damaged run repaired: {in_s3['again_s']:.0f} s, "
+        f"{in_s3['again_requests'] / runs:.1f} requests a run ({in_s3['skipped']:,} skipped: each run's record and "
+        "size). On moto every request costs CPU on this machine; on a real object store each costs latency "
+        "instead, spread over each batch's threads and the workers.",
+        "",
     ]
+
+
+def fleet_in_s3(paths: list[Path], damaged: str, good: bytes) -> dict:
+    """The fleet of ``paths`` (``damaged`` named one damaged) in a moto bucket, scored by glob into a
+    table in the bucket, then retried with it repaired; the requests the server logged."""
+    import s3fs
+
+    from scoring import engine
+    from tests.s3_tables import moto_server
+
+    log = OUT / "moto-fleet.log"
+    with moto_server(log) as so:
+        fs = s3fs.S3FileSystem(**so)
+        fs.mkdir("fleet")
+        fs.pipe({f"fleet/in/{p.name}": b"{not json\n" if p.name == damaged else p.read_bytes() for p in paths})
+
+        def logged() -> int:
+            return sum(" HTTP/1.1" in line for line in log.read_text(errors="replace").splitlines())
+
+        load, since = os.getloadavg()[0], logged()
+        with engine.connect(workers=2) as client:
+            t = time.perf_counter()
+            sides: dict[str, str] = {}
+            runs = engine.expand_inputs(["s3://fleet/in/*.jsonl"], (), so, sides=sides)
+            kw = {"out": "s3://fleet/table", "storage_options": so, "auto_payloads": True,
+                  "payloads": [sides.get(r) for r in runs]}
+            first = engine.score_runs(runs, client, **kw)
+            first_s, requests = time.perf_counter() - t, logged() - since
+            fs.pipe(f"fleet/in/{damaged}", good)
+            since = logged()
+            t = time.perf_counter()
+            again = engine.score_runs(engine.expand_inputs(["s3://fleet/in/*.jsonl"], (), so), client, **kw)
+            again_s, again_requests = time.perf_counter() - t, logged() - since
+    statuses = [r.status for r in first]
+    assert statuses.count("done") == len(paths) - 1 and statuses.count("failed") == 1, statuses.count("failed")
+    assert [r.status for r in again].count("done") == 1
+    return {"first_s": first_s, "again_s": again_s, "requests": requests, "again_requests": again_requests,
+            "done": statuses.count("done"), "skipped": [r.status for r in again].count("skipped"), "load": load}
 
 
 def write_section(lines: list[str], begin: str = BEGIN, end: str = END) -> None:
@@ -654,7 +720,7 @@ def write_section(lines: list[str], begin: str = BEGIN, end: str = END) -> None:
     section = "\n".join(lines) + "\n"
     if begin in text and end in text:
         text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
-    elif begin == PAGE_BEGIN and END in text:
+    elif begin in (PAGE_BEGIN, FLEET_BEGIN) and END in text:
         text = text[:text.index(END)] + section + text[text.index(END):]
     else:
         text = text.rstrip("\n") + "\n\n" + section
@@ -672,7 +738,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs in the S3 table whose first opening is timed (0: skip it)")
     ap.add_argument("--page-only", action="store_true",
                     help="only the Score tables page's part (the bench run must exist): rewrites only that part")
+    ap.add_argument("--fleet-only", action="store_true",
+                    help="only the fleet's part (planning, --fleet-runs tiny runs from disk and from S3): rewrites "
+                         "only that part")
     args = ap.parse_args(argv)
+    if args.fleet_only:
+        parallel = statistics.median([machine_parallelism() for _ in range(args.rounds)])
+        lines = [FLEET_BEGIN, *fleet_section(args.fleet_runs, 400, parallel), FLEET_END]
+        print("\n".join(lines))
+        write_section(lines, FLEET_BEGIN, FLEET_END)
+        return 0
     if args.page_only:
         path = OUT / f"bench-{args.trajectories}.jsonl"
         if not path.exists():

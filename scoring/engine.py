@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -1053,7 +1054,8 @@ def _recorded(out: str, storage_options: dict, source: str, size: int | None, op
     storage only when a record is found (one request each)."""
     fs, base = _fs(out, storage_options, WRITE_PROTOCOLS)
     try:
-        record = json.loads(fs.cat_file(_join_url(base, RUNS_DIR, _record_name(source))))
+        # A range from 0: one request (s3fs asks an object's size first when no range is given)
+        record = json.loads(fs.cat_file(_join_url(base, RUNS_DIR, _record_name(source)), start=0))
     except FileNotFoundError:
         return None
     if record.get("options") != options or record.get("scorer_version") != scorer_version:
@@ -1093,8 +1095,8 @@ def fetch_small(url: str, storage_options: dict, into: str, most: int = SMALL_RU
         return None
     if len(data) > most:
         return None
-    copy = os.path.join(into, hashlib.sha256(url.encode()).hexdigest()[:32])
-    with open(copy, "wb") as fh:
+    fd, copy = tempfile.mkstemp(dir=into, suffix=".run")  # its own name: a run given twice is two copies
+    with os.fdopen(fd, "wb") as fh:
         fh.write(data)
     return copy
 
@@ -1170,8 +1172,6 @@ def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], f
     after another. Per run its plan, its result, or, for a run that failed, its ``RunFailed``
     (the others of the batch go on). An error outside any run (a worker lost) fails the batch,
     which Dask retries; the client then starts its runs one task each."""
-    import tempfile
-
     out: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="litmus-runs-") as fetched:
         planned = plan_batch([(i[0], i[1]) for i in items], fleet, fetched)
@@ -1185,8 +1185,6 @@ def start_batch(items: Sequence[tuple[str | RunPlan, str | None, str | None]], f
 
 def start_run(item: str | RunPlan, payloads: str | None, staging: str | None, fleet: Fleet) -> RunPlan | RunResult:
     """A run's first task, on a worker: ``plan_task``, then ``run_small``."""
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="litmus-runs-") as fetched:
         got = _planned(item, payloads, fleet, fetched)
         return run_small(got, staging, fleet) if isinstance(got, RunPlan) else got

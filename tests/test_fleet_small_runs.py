@@ -52,7 +52,8 @@ def test_a_fleet_of_small_runs_in_s3_reads_each_once_and_writes_its_table_unstag
     """Each run object is asked for once (one GET, no HEAD, no listing of it); a run without a
     side log is never asked for one (the glob's listing said so), the one with a side log has it
     joined; nothing goes through ``_staging`` of the new table; each run's rows name the run where
-    it lives (replay reads there), and the numbers are the local path's."""
+    it lives (replay reads there), and the numbers are the local path's. Again into the same
+    table, each run costs its record (one GET) and its size (one HEAD), and is skipped."""
     import s3fs
 
     options, log = s3
@@ -87,6 +88,15 @@ def test_a_fleet_of_small_runs_in_s3_reads_each_once_and_writes_its_table_unstag
         with fs.open(part, "rb") as fh:
             sources = set(pq.read_table(fh, columns=["source"]).column("source").to_pylist())
         assert len(sources) == 1 and sources.pop() in runs  # the run in the bucket, not the worker's copy
+    since = len(log.read_text(errors="replace").splitlines())
+    again = engine.score_runs(runs, inproc_client, out="s3://small/table", storage_options=options,
+                              auto_payloads=True, payloads=[sides[r] for r in runs])
+    assert [r.status for r in again] == ["skipped", "skipped"]
+    asked = collections.Counter(requests(log, since))
+    for name in ("compare-m2.jsonl", "observed-m1.jsonl"):  # a run in the table: its record and its size
+        assert (asked[("GET", f"/small/in/{name}")], asked[("HEAD", f"/small/in/{name}")]) == (0, 1), asked
+    records = [(m, path) for (m, path), n in asked.items() for _ in range(n) if "/table/runs/" in path]
+    assert sorted(m for m, _p in records) == ["GET", "GET"], asked
     row = engine.read_table("s3://small/table", options).to_pylist()[0]
     traj = engine.read_trajectory(row["source"], row["offset"], row["length"], options)
     assert traj.id == row["trajectory_id"]  # replay reads the row's bytes from the run in the bucket
@@ -148,3 +158,17 @@ def test_a_source_scored_again_with_new_content_leaves_no_rows_of_its_old_key(in
     for folder in (engine.RUN_AGGREGATES_DIR, engine.SUMMARIES_DIR):
         assert sorted(p.name for p in (out / folder).iterdir()) == [f"{new}.json"]
     assert len(engine.read_table(str(out))) == second[0].rows
+
+
+def test_a_small_run_given_twice_in_one_batch_is_scored_twice_alike(s3, inproc_client, tmp_path):
+    """The batch's threads fetch both at once: each into a copy of its own."""
+    import s3fs
+
+    options, _log = s3
+    fs = s3fs.S3FileSystem(**options)
+    fs.mkdir("twice")
+    fs.put(str(head(OBSERVED, tmp_path, lines=400)), "twice/observed-m1.jsonl")
+    url = "s3://twice/observed-m1.jsonl"
+    res = engine.score_runs([url] * 6, inproc_client, storage_options=options, plan_batch=6)
+    assert [r.status for r in res] == ["done"] * 6, [r.error for r in res]
+    assert len({json.dumps(r.summary, sort_keys=True) for r in res}) == 1
