@@ -1265,11 +1265,12 @@ def _move(fs, src: str, dst: str) -> None:
     fs.rm(src, recursive=True)
 
 
-def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
+def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES, prefix: str = "part-") -> int:
     """Write a run's staged parts (``src``: one per block, named in file order) into ``dst`` as
     parts of about ``part_bytes`` (by the staged parts' sizes), rows in the same order, each
     part's schema and metadata the staged ones'. One staged part is read at a time; rows are
-    written in row groups of up to ``ROW_GROUP_BYTES``. Returns the parts written."""
+    written in row groups of up to ``ROW_GROUP_BYTES``, named ``prefix`` and their number.
+    Returns the parts written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -1283,7 +1284,7 @@ def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
             with fs.open(name, "rb") as fh:
                 table = pq.read_table(fh)
             if writer is None:
-                out_fh = fs.open(_join_url(dst, f"part-{parts:06d}.parquet"), "wb")
+                out_fh = fs.open(_join_url(dst, f"{prefix}{parts:06d}.parquet"), "wb")
                 writer = pq.ParquetWriter(out_fh, table.schema)
                 parts, in_part = parts + 1, 0
             held.append(table)
@@ -1314,8 +1315,15 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
     aggregates and summary and, last, its record. On a worker; idempotent (a retried publish
     gathers the staged parts, still there, again and writes the same files). ``staged=False``:
     its rows, Inconclusive index and canonical copy were written into the table itself
-    (``run_small``): only its aggregates, summary and record are left to write."""
+    (``run_small``): only its aggregates, summary and record are left to write.
+
+    The rows are gathered into parts named for this attempt, beside any the key had; those go
+    only once its record is written. A publish that fails takes its own parts back (and, for a
+    key the table did not hold, its Inconclusive index and canonical copy): the table keeps the
+    rows it lists, and none it does not."""
     final = dataclasses.replace(final, source=record["source"])
+    fs = base = None
+    attempt, existed = f"part-{uuid.uuid4().hex[:8]}-", True
     try:
         if sum(written) != final.rows:
             raise RunFailed(f"{record['source']}: the score table holds {sum(written):,} rows where {final.rows:,} "
@@ -1326,15 +1334,16 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         rows = f"{TABLE_DIR}/run_key={key}"
         if staged:
             fs.invalidate_cache()
+            existed = fs.exists(_join_url(base, rows))
         for rel in (rows, f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl") if staged else ():
             src, dst = _join_url(stage, rel), _join_url(base, rel)
             if not fs.exists(src):
                 continue
-            if fs.exists(dst):
-                fs.rm(dst, recursive=True)
             if rel == rows:  # read, not moved: a retried publish finds every staged part still there
-                gather_parts(fs, src, dst, part_bytes)
-            else:
+                gather_parts(fs, src, dst, part_bytes, prefix=attempt)
+            else:  # the same key's are the same bytes
+                if fs.exists(dst):
+                    fs.rm(dst, recursive=True)
                 _move(fs, src, dst)
         _makedirs(fs, _join_url(base, RUN_AGGREGATES_DIR))
         with fs.open(_join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
@@ -1345,13 +1354,41 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         with fs.open(_join_url(base, RUNS_DIR, _record_name(record['source'])), "w") as fh:
             fh.write(json.dumps({**record, "run_key": key, "summary": final.summary}))
         if staged:
+            _drop_parts(fs, _join_url(base, rows), keep=attempt)  # an earlier publish's of the same key
             with contextlib.suppress(FileNotFoundError, OSError):
                 fs.rm(stage, recursive=True)
-    except RunFailed:
-        raise
     except Exception as exc:
+        if staged and fs is not None and base is not None:
+            _take_back(fs, base, final.run_key, attempt, existed)
+        if isinstance(exc, RunFailed):
+            raise
         raise RunFailed(f"{record['source']}: cannot publish its rows to {out}: {_message(exc)}") from None
     return final
+
+
+def _drop_parts(fs, folder: str, *, keep: str | None = None, only: str | None = None) -> None:
+    """The Parquet parts in ``folder`` not named ``keep``* (or only those named ``only``*)."""
+    with contextlib.suppress(FileNotFoundError, OSError):
+        for name in fs.ls(folder, detail=False):
+            leaf = name.rstrip("/").rsplit("/", 1)[-1]
+            if leaf.endswith(".parquet") and (leaf.startswith(only) if only is not None else
+                                              not (keep is not None and leaf.startswith(keep))):
+                fs.rm(name)
+
+
+def _take_back(fs, base: str, key: str | None, attempt: str, existed: bool) -> None:
+    """What a failed publish put in the table: its own parts; for a key the table did not hold,
+    its folders and canonical copy too (best effort: the failure is what is reported)."""
+    if not (isinstance(key, str) and RUN_KEY.fullmatch(key)):
+        return
+    rows = _join_url(base, f"{TABLE_DIR}/run_key={key}")
+    _drop_parts(fs, rows, only=attempt)
+    if existed:
+        return
+    for rel in (f"{TABLE_DIR}/run_key={key}", f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl",
+                f"{RUN_AGGREGATES_DIR}/{key}.json", f"{SUMMARIES_DIR}/{key}.json"):
+        with contextlib.suppress(FileNotFoundError, OSError):
+            fs.rm(_join_url(base, rel), recursive=True)
 
 
 def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None, block_bytes: int = BLOCK_BYTES,

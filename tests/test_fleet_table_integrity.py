@@ -3,9 +3,8 @@ by a review of the fleet's small-run path (fetch_small, the direct publish into 
 side logs known from a glob's listing, removing a replaced key's files): no rows of a run the
 table does not list, nothing removed outside the table, a retry listing what was published, a
 side log read again once changed, a small run scored where its copy cannot be written, a hostile
-rule's text not kept. The two ``xfail(strict=True)`` tests are limits of the staged path older
-than these changes (an existing table: a run that fails while publishing, a replace whose
-gathering fails), kept to fail until they are fixed."""
+rule's text not kept; in an existing table, a run that fails while publishing takes its rows
+back and a replace whose gathering fails keeps the rows the table lists."""
 
 from __future__ import annotations
 
@@ -45,10 +44,7 @@ def _keys_in(out: Path, folder: str) -> set[str]:
 
 @pytest.mark.parametrize("table", [
     "fresh",
-    pytest.param("existing", marks=pytest.mark.xfail(
-        strict=True, reason="(older than the direct path) publish_run gathers a run's rows into the table before "
-        "writing its aggregates, summary and record: when one of those writes fails, the run is FAILED and unlisted "
-        "but its rows stay in the table")),
+    "existing",
 ])
 def test_a_run_that_fails_to_publish_leaves_no_rows_in_the_table(inproc_client, tmp_path, monkeypatch, table):
     runs = tmp_path / "in"
@@ -200,9 +196,6 @@ def test_a_bucket_table_whose_index_names_a_glob_for_a_key_keeps_its_rows(s3, in
     assert kept == {first[0].run_key, first[1].run_key}
 
 
-@pytest.mark.xfail(strict=True, reason="(older than this change) publish_run removes a run key's rows from the table "
-                   "before gathering the new ones: when gathering fails (a store error), the run fails and the "
-                   "table still lists its key, from before, with none of its rows left")
 def test_a_replace_that_fails_to_gather_keeps_the_rows_the_table_lists(inproc_client, tmp_path, monkeypatch):
     run = tmp_path / "in" / "observed-m1.jsonl"
     run.parent.mkdir()
