@@ -116,6 +116,9 @@ class RunPlan:
     """A copy on the worker's own disk that the run's bytes are read from instead of ``url``
     (a small run fetched whole by the task that plans and scores it: ``fetch_small``); the
     table still names ``url``."""
+    payloads_version: str = ""
+    """The side log's size and modification mark when the run was planned: a worker's loaded
+    copy is used only for the same (a side log rewritten between two fleets is read again)."""
 
     @property
     def whole(self) -> bool:
@@ -288,19 +291,23 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
     if fmt == canonical.NAME:
         obj = decode_header(header_line, path, first_line)
         canonical.parse_header(obj, path)  # a bad header is refused here, before any task runs
+    version = ""
     if payloads is not None:
         fs, ppath = _fs(_url(str(payloads)), storage_options)
         try:
-            found = fs.exists(ppath)
+            info = fs.info(ppath)
+        except FileNotFoundError:
+            raise InputError("no such file (the payload side log)", source=str(payloads)) from None
         except Exception as exc:  # OSError, or a storage backend's own
             raise InputError(f"cannot read the payload side log: {exc}", source=str(payloads)) from exc
-        if not found:
-            raise InputError("no such file (the payload side log)", source=str(payloads))
         _check_regular(fs, ppath, str(payloads))
+        version = json.dumps([info.get(k) for k in ("size", "mtime", "ETag", "LastModified", "etag", "generation")],
+                             default=str)
     return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
                    _url(str(payloads)) if payloads is not None else None,
                    str(payloads) if payloads is not None else None, fmt, verdict_map or None,
-                   require_proof=require_proof, rules_check=rules_check, read_from=read_from)
+                   require_proof=require_proof, rules_check=rules_check, read_from=read_from,
+                   payloads_version=version)
 
 
 def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> tuple[bytes, str]:
@@ -401,12 +408,18 @@ def _listed_sides(fs, runs: Sequence[str]) -> dict[str, str]:
         by_folder[run.rpartition("/")[0]].append(run)
     for folder, inside in by_folder.items():
         try:
-            present = {name.rstrip("/") for name in fs.ls(folder, detail=False)}
+            listing = fs.ls(folder, detail=True)
         except Exception:  # OSError, or a storage backend's own: the tasks ask instead
             continue
+        present = {info["name"].rstrip("/") for info in listing if info.get("type") == "file"}
+        named = {info["name"].rstrip("/") for info in listing}
         for run in inside:
             side = side_log_beside(run)
-            found[run] = side if side in present else NO_SIDE_LOG
+            if side in present:
+                found[run] = side
+            elif side not in named:
+                found[run] = NO_SIDE_LOG
+            # else something not a plain file bears its name (a folder, a dangling link): its task looks
     return found
 
 
@@ -488,8 +501,9 @@ def read_owned(fh, start: int, end: int, first: bool) -> tuple[int, bytes]:
 
 
 @functools.lru_cache(maxsize=2)
-def _side_log(url: str, source: str, storage_options: str):
-    """A side log as loaded once per worker process; blocks apply copies of it."""
+def _side_log(url: str, source: str, storage_options: str, version: str = ""):
+    """A side log as loaded once per worker process (per ``version``: its size and modification
+    mark when its run was planned); blocks apply copies of it."""
     fs, path = _fs(url, json.loads(storage_options))
     with fs.open(path, "rb") as fh:
         return PayloadJoin(source, fh.read())
@@ -499,7 +513,8 @@ def _join(plan: RunPlan):
     """The run's side log as loaded (None without one); each block applies a share of it."""
     if plan.payloads is None:
         return None
-    return _side_log(plan.payloads, plan.payloads_source, json.dumps(plan.storage_options, sort_keys=True))
+    return _side_log(plan.payloads, plan.payloads_source, json.dumps(plan.storage_options, sort_keys=True),
+                     plan.payloads_version)
 
 
 def _run_result(settled: SettledRun, aggregates: bool) -> RunResult:
@@ -1095,9 +1110,16 @@ def fetch_small(url: str, storage_options: dict, into: str, most: int = SMALL_RU
         return None
     if len(data) > most:
         return None
-    fd, copy = tempfile.mkstemp(dir=into, suffix=".run")  # its own name: a run given twice is two copies
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    copy = None
+    try:
+        fd, copy = tempfile.mkstemp(dir=into, suffix=".run")  # its own name: a run given twice is two copies
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError:  # the worker's temp disk is full or read-only: read where the run is
+        if copy is not None:
+            with contextlib.suppress(OSError):
+                os.remove(copy)
+        return None
     return copy
 
 
@@ -1243,11 +1265,12 @@ def _move(fs, src: str, dst: str) -> None:
     fs.rm(src, recursive=True)
 
 
-def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
+def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES, prefix: str = "part-") -> int:
     """Write a run's staged parts (``src``: one per block, named in file order) into ``dst`` as
     parts of about ``part_bytes`` (by the staged parts' sizes), rows in the same order, each
     part's schema and metadata the staged ones'. One staged part is read at a time; rows are
-    written in row groups of up to ``ROW_GROUP_BYTES``. Returns the parts written."""
+    written in row groups of up to ``ROW_GROUP_BYTES``, named ``prefix`` and their number.
+    Returns the parts written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -1261,7 +1284,7 @@ def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES) -> int:
             with fs.open(name, "rb") as fh:
                 table = pq.read_table(fh)
             if writer is None:
-                out_fh = fs.open(_join_url(dst, f"part-{parts:06d}.parquet"), "wb")
+                out_fh = fs.open(_join_url(dst, f"{prefix}{parts:06d}.parquet"), "wb")
                 writer = pq.ParquetWriter(out_fh, table.schema)
                 parts, in_part = parts + 1, 0
             held.append(table)
@@ -1292,8 +1315,15 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
     aggregates and summary and, last, its record. On a worker; idempotent (a retried publish
     gathers the staged parts, still there, again and writes the same files). ``staged=False``:
     its rows, Inconclusive index and canonical copy were written into the table itself
-    (``run_small``): only its aggregates, summary and record are left to write."""
+    (``run_small``): only its aggregates, summary and record are left to write.
+
+    The rows are gathered into parts named for this attempt, beside any the key had; those go
+    only once its record is written. A publish that fails takes its own parts back (and, for a
+    key the table did not hold, its Inconclusive index and canonical copy): the table keeps the
+    rows it lists, and none it does not."""
     final = dataclasses.replace(final, source=record["source"])
+    fs = base = None
+    attempt, existed = f"part-{uuid.uuid4().hex[:8]}-", True
     try:
         if sum(written) != final.rows:
             raise RunFailed(f"{record['source']}: the score table holds {sum(written):,} rows where {final.rows:,} "
@@ -1304,15 +1334,16 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         rows = f"{TABLE_DIR}/run_key={key}"
         if staged:
             fs.invalidate_cache()
+            existed = fs.exists(_join_url(base, rows))
         for rel in (rows, f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl") if staged else ():
             src, dst = _join_url(stage, rel), _join_url(base, rel)
             if not fs.exists(src):
                 continue
-            if fs.exists(dst):
-                fs.rm(dst, recursive=True)
             if rel == rows:  # read, not moved: a retried publish finds every staged part still there
-                gather_parts(fs, src, dst, part_bytes)
-            else:
+                gather_parts(fs, src, dst, part_bytes, prefix=attempt)
+            else:  # the same key's are the same bytes
+                if fs.exists(dst):
+                    fs.rm(dst, recursive=True)
                 _move(fs, src, dst)
         _makedirs(fs, _join_url(base, RUN_AGGREGATES_DIR))
         with fs.open(_join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
@@ -1323,13 +1354,41 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
         with fs.open(_join_url(base, RUNS_DIR, _record_name(record['source'])), "w") as fh:
             fh.write(json.dumps({**record, "run_key": key, "summary": final.summary}))
         if staged:
+            _drop_parts(fs, _join_url(base, rows), keep=attempt)  # an earlier publish's of the same key
             with contextlib.suppress(FileNotFoundError, OSError):
                 fs.rm(stage, recursive=True)
-    except RunFailed:
-        raise
     except Exception as exc:
+        if staged and fs is not None and base is not None:
+            _take_back(fs, base, final.run_key, attempt, existed)
+        if isinstance(exc, RunFailed):
+            raise
         raise RunFailed(f"{record['source']}: cannot publish its rows to {out}: {_message(exc)}") from None
     return final
+
+
+def _drop_parts(fs, folder: str, *, keep: str | None = None, only: str | None = None) -> None:
+    """The Parquet parts in ``folder`` not named ``keep``* (or only those named ``only``*)."""
+    with contextlib.suppress(FileNotFoundError, OSError):
+        for name in fs.ls(folder, detail=False):
+            leaf = name.rstrip("/").rsplit("/", 1)[-1]
+            if leaf.endswith(".parquet") and (leaf.startswith(only) if only is not None else
+                                              not (keep is not None and leaf.startswith(keep))):
+                fs.rm(name)
+
+
+def _take_back(fs, base: str, key: str | None, attempt: str, existed: bool) -> None:
+    """What a failed publish put in the table: its own parts; for a key the table did not hold,
+    its folders and canonical copy too (best effort: the failure is what is reported)."""
+    if not (isinstance(key, str) and RUN_KEY.fullmatch(key)):
+        return
+    rows = _join_url(base, f"{TABLE_DIR}/run_key={key}")
+    _drop_parts(fs, rows, only=attempt)
+    if existed:
+        return
+    for rel in (f"{TABLE_DIR}/run_key={key}", f"{INCONCLUSIVE_DIR}/run_key={key}", f"{SOURCES_DIR}/{key}.jsonl",
+                f"{RUN_AGGREGATES_DIR}/{key}.json", f"{SUMMARIES_DIR}/{key}.json"):
+        with contextlib.suppress(FileNotFoundError, OSError):
+            fs.rm(_join_url(base, rel), recursive=True)
 
 
 def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None, block_bytes: int = BLOCK_BYTES,
@@ -1726,8 +1785,11 @@ def _prepare_out(out: str, storage_options: dict, *, replace: bool = False) -> b
 
 def _finish_table(out: str, storage_options: dict, results: list[RunResult], created: bool) -> None:
     """The table's index files, over every run in it (earlier attempts' runs kept, this fleet's
-    replacing them by source); the staging folder removed. A table no run reached is removed
-    when this fleet created it."""
+    replacing them by source); the staging folder removed; the files of run keys the table no
+    longer lists removed (``_drop_replaced``). In a table this fleet created, every file of a
+    key it does not list is removed, and the record of each run that did not end in it (a run
+    that failed while or after publishing): nothing else wrote there. A table no run reached is
+    removed when this fleet created it."""
     fs, path = _fs(out, storage_options, WRITE_PROTOCOLS)
     fs.invalidate_cache()
     prior: list[tuple[str | None, Any]] = []
@@ -1740,10 +1802,20 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
         if r.status == DONE:
             entries.append((r.run_key, r.summary))
         elif r.status == SKIPPED and r.run_key is not None:
-            entries.append(kept.get(r.source, (r.run_key, r.recorded)))
+            # Its record is what the table published; the index is older where a fleet ended before writing it
+            earlier = kept.get(r.source)
+            entries.append(earlier if earlier is not None and earlier[0] == r.run_key else (r.run_key, r.recorded))
     with contextlib.suppress(FileNotFoundError, OSError):
         fs.rm(_join_url(path, STAGING_DIR), recursive=True)
-    _drop_replaced(fs, path, {k for k, _s in prior} - {k for k, _s in entries})
+    listed = {k for k, _s in entries}
+    dropped = {k for k, _s in prior} - listed
+    if created:
+        dropped |= _keys_present(fs, path) - listed
+        for r in results:
+            if r.status == FAILED or (r.status == SKIPPED and r.run_key is None):
+                with contextlib.suppress(FileNotFoundError, OSError):
+                    fs.rm(_join_url(path, RUNS_DIR, _record_name(r.source)))
+    _drop_replaced(fs, path, dropped)
     if not entries:
         if created:
             with contextlib.suppress(FileNotFoundError, OSError):
@@ -1752,11 +1824,30 @@ def _finish_table(out: str, storage_options: dict, results: list[RunResult], cre
     _write_index(fs, path, entries)
 
 
+RUN_KEY = re.compile(r"[0-9a-f]{64}")
+"""What a run key is (a SHA-256 in hex): only such names are ever joined into a path to remove."""
+
+
+def _keys_present(fs, base: str) -> set[str]:
+    """The run keys any file of the table is of (a listing of each of its per-run folders)."""
+    found: set[str] = set()
+    for folder, prefix, suffix in ((TABLE_DIR, "run_key=", ""), (INCONCLUSIVE_DIR, "run_key=", ""),
+                                   (RUN_AGGREGATES_DIR, "", ".json"), (SUMMARIES_DIR, "", ".json"),
+                                   (SOURCES_DIR, "", ".jsonl")):
+        with contextlib.suppress(FileNotFoundError, OSError):
+            for name in fs.ls(_join_url(base, folder), detail=False):
+                leaf = name.rstrip("/").rsplit("/", 1)[-1]
+                if leaf.startswith(prefix) and leaf.endswith(suffix):
+                    found.add(leaf[len(prefix):len(leaf) - len(suffix)])
+    return {k for k in found if RUN_KEY.fullmatch(k)}
+
+
 def _drop_replaced(fs, base: str, keys: set) -> None:
     """The files of run keys the table no longer lists (a source scored again whose content
     changed has a new key): its rows would otherwise stay beside the new ones, orphans that
-    pyarrow, DuckDB and polars read as rows of the table."""
-    for key in sorted(k for k in keys if k):
+    pyarrow, DuckDB and polars read as rows of the table. A key that is not a run key (a
+    damaged or shared index) is never joined into a path."""
+    for key in sorted(k for k in keys if isinstance(k, str) and RUN_KEY.fullmatch(k)):
         for rel in (f"{TABLE_DIR}/run_key={key}", f"{INCONCLUSIVE_DIR}/run_key={key}",
                     f"{RUN_AGGREGATES_DIR}/{key}.json", f"{SUMMARIES_DIR}/{key}.json", f"{SOURCES_DIR}/{key}.jsonl"):
             with contextlib.suppress(FileNotFoundError, OSError):

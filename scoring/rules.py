@@ -13,7 +13,7 @@ The syntax is Python's for everything else (``(?i)``, ``\\b``, classes, ``(?P<na
 
 from __future__ import annotations
 
-import functools
+import hashlib
 
 import re2
 
@@ -39,13 +39,24 @@ def compile_rule(rule: str):
                         f"on ({detail}); lookarounds and backreferences are not supported") from None
 
 
-@functools.lru_cache(maxsize=4096)
+_CHECKED: set[bytes] = set()
+CHECKED_KEPT = 4096
+"""Rules remembered as checked (by a 16-byte digest of their text: a hostile header's rules may
+be long) before the memory is emptied."""
+
+
 def check_rule(rule: str) -> None:
     """``compile_rule``'s refusal, if any, without keeping the compiled rule. A rule that
-    compiles is remembered by its text (not its compiled form, which may be large): a header is
-    checked rule by rule, and a fleet of small runs under one taxonomy would otherwise compile
-    the same rules once a run."""
+    compiles is remembered by a digest of its text (neither the text nor its compiled form, which
+    may be large): a header is checked rule by rule, and a fleet of small runs under one taxonomy
+    would otherwise compile the same rules once a run."""
+    key = hashlib.blake2b(rule.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    if key in _CHECKED:
+        return
     compile_rule(rule)
+    if len(_CHECKED) >= CHECKED_KEPT:
+        _CHECKED.clear()
+    _CHECKED.add(key)
 
 
 def compile_any(rules: list[str]):

@@ -5,8 +5,8 @@ crash in native code or the kernel's OOM killer would), and a run whose planning
   until a block of another run of the fleet sits queued on this worker, or until no task of
   another run has been on it for ``IDLE_S``: a run beside it is then a bystander each time
   (Dask counts every task the dead worker held as suspect), whatever order the scheduler chose.
-- A block holding ``POISON_ONCE`` ends its worker the first time only (a flag file named by the
-  run's source, in ``$LITMUS_TEST_FLAG_DIR``).
+- A block holding ``worker_dies_once.DIES_ONCE`` ends its worker the first time only (that
+  preload's, applied here too).
 - A run in a folder named ``PLANNED_LATE`` takes ``PLAN_DELAY_S`` more to plan: its blocks are
   submitted in a later Dask generation than those of the runs planned with it, so the
   scheduler runs theirs first.
@@ -14,19 +14,18 @@ crash in native code or the kernel's OOM killer would), and a run whose planning
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import time
 from pathlib import Path
 
 from scoring import engine
+from tests import worker_dies_once  # noqa: F401 - its block that ends a worker once, here too
 
 POISON = b"LITMUS-TEST-ENDS-ITS-WORKER"
-POISON_ONCE = b"LITMUS-TEST-ENDS-A-WORKER-ONCE"
 PLANNED_LATE = "planned-late"
 PLAN_DELAY_S = 1.0
-WAIT_S, IDLE_S = 15.0, 0.5
+WAIT_S, IDLE_S = 15.0, 1.0
 _RUN_OF_KEY = re.compile(r"litmus-[a-z0-9]+-([0-9a-f]+-\d+)")
 _QUEUED = ("ready", "constrained", "waiting")
 
@@ -63,11 +62,6 @@ def _poisoned(score_bytes):
         if POISON in data:
             _wait_for_a_bystander()
             os._exit(70)
-        if POISON_ONCE in data:
-            flag = Path(os.environ["LITMUS_TEST_FLAG_DIR"]) / hashlib.sha256(str(source).encode()).hexdigest()
-            if not flag.exists():
-                flag.touch()
-                os._exit(70)
         return score_bytes(header_line, source, begin, data, *args, **kwargs)
 
     scores_or_dies.poisoned = True  # type: ignore[attr-defined]
