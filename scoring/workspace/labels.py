@@ -24,6 +24,7 @@ from ..model import (
     Status,
 )
 from ..text import csv_safe, csv_unsafe
+from . import carry
 from .reads import Reads
 from .schema import immediate, utc_now
 
@@ -178,6 +179,15 @@ class Labels(Reads):
                                  "trajectories take reviewer labels; nothing was imported",
                                  source=str(path), line=line, record_id=tid)
 
+    def scores_version(self, run_key: str) -> str:
+        """What a run's stored scores and counting labels were made by, as one token that changes
+        whenever a rescore rewrites them (its scorer version, its copy's hash, its latest label
+        fence; "" for a run the workspace does not hold): caches of a run's scores are keyed by it."""
+        with self.connect() as db:
+            row = db.execute("SELECT scorer_version, stored_sha256, (SELECT max(fenced_at) FROM label_fences f "
+                             "WHERE f.run_key = r.run_key) FROM runs r WHERE run_key = ?", [run_key]).fetchone()
+        return "" if row is None else "|".join(str(x) for x in row)
+
     def label_count(self, run_key: str) -> int:
         """How many label events the run has (any label, bulk act or undo adds some)."""
         with self.connect() as db:
@@ -190,14 +200,27 @@ class Labels(Reads):
             return list(db.table("label_events").rows_where("run_key = ? and trajectory_id = ?",
                                                       [run_key, trajectory_id], order_by="id"))
 
+    def counting_history(self, run_key: str) -> list[dict]:
+        """The run's label events that count: its history less the labels a rescore set aside
+        (``carry``: given on a record that is not the one shown now)."""
+        with self.connect() as db:
+            fenced = carry.fences(db, run_key)
+        return carry.counting(self.history(run_key), fenced)
+
+    def set_aside(self, run_key: str) -> dict[str, str]:
+        """trajectory id → why its labels until a rescore no longer count (``carry``)."""
+        with self.connect() as db:
+            return {t: f.reason for t, f in carry.fences(db, run_key).items()}
+
     def current_labels(self, run_key: str) -> dict[str, dict[str, ReviewLabel]]:
-        """trajectory id → reviewer → that reviewer's current label (derived from history)."""
-        return _derive_current(self.history(run_key))
+        """trajectory id → reviewer → that reviewer's current label (derived from the history
+        that counts)."""
+        return _derive_current(self.counting_history(run_key))
 
     def final_labels(self, run_key: str) -> dict[str, ReviewLabel]:
         """trajectory id → final label: the latest live adjudication, else the reviewers'
         unanimous label. Disagreements without adjudication have no final label (pending)."""
-        events = self.history(run_key)
+        events = self.counting_history(run_key)
         current = _derive_current(events)
         adjudicated = _latest_adjudications(events)
         final: dict[str, ReviewLabel] = {}
