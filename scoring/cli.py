@@ -713,7 +713,7 @@ def rescore(refs: tuple[str, ...], db: Path | None, from_file: Path | None) -> N
     where the trajectory's record is the one its reviewers replayed): every such run, or the RUNs
     named (key, key prefix or run id). Opening a workspace that can be written does the same for
     every stale run whose original bytes it holds; this says what it did. A run whose bytes it no
-    longer holds stays STALE until rescored ``--from`` its file."""
+    longer holds stays STALE until rescored --from its file."""
     ws = _workspace(db, check=True)
     keys = [ws.find_run(r)["run_key"] for r in refs] if refs else None
     status = 0
