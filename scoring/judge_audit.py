@@ -346,18 +346,45 @@ def excluded_regions(text: str, excluded: Sequence[str]) -> list[tuple[int, int]
 _ESCAPE = re.compile(r'\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\["\\/bfnrt]')
 
 
-def _unescape(text: str) -> str:
+@dataclass(frozen=True, slots=True)
+class _View:
+    """The input as searched, and where each of its characters came from in the input."""
+
+    text: str
+    origin: list[int] | None = None
+    """Input index of each character; None: the input itself."""
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """A span of the view as the span of the input it came from."""
+        if self.origin is None or start >= end:
+            return start, end
+        return self.origin[start], self.origin[end - 1] + 1
+
+
+def _unescaped(text: str) -> _View:
     """``text`` with JSON string escapes decoded (``\\"`` → ``"``, ``\\n`` → newline, ``\\uXXXX``)."""
-    return _ESCAPE.sub(lambda m: json.loads('"' + m.group(0) + '"'), text)
+    out: list[str] = []
+    origin: list[int] = []
+    pos = 0
+    for m in _ESCAPE.finditer(text):
+        out.append(text[pos:m.start()])
+        origin.extend(range(pos, m.start()))
+        decoded = json.loads('"' + m.group(0) + '"')
+        out.append(decoded)
+        origin.extend([m.start()] * len(decoded))
+        pos = m.end()
+    out.append(text[pos:])
+    origin.extend(range(pos, len(text)))
+    return _View("".join(out), origin)
 
 
-def _views(text: str) -> list[str]:
+def _views(text: str) -> list[_View]:
     """The input as written, and with one level of JSON string escaping undone (a transcript
     dumped as a JSON string inside the prompt)."""
     if "\\" not in text:
-        return [text]
-    unescaped = _unescape(text)
-    return [text] if unescaped == text else [text, unescaped]
+        return [_View(text)]
+    unescaped = _unescaped(text)
+    return [_View(text)] if unescaped.text == text else [_View(text), unescaped]
 
 
 def shown_calls(judge_input: str, calls: Sequence[AuditedCall], *, excluded: Sequence[str] = (),
@@ -365,9 +392,9 @@ def shown_calls(judge_input: str, calls: Sequence[AuditedCall], *, excluded: Seq
     """For each call, whether ``judge_input`` shows it (the module docstring's rule). Spans are
     claimed call by call: a span one call used is not another's."""
     best: list[bool] = [False] * len(calls)
+    claimed: list[tuple[int, int]] = []  # spans of the input (not of a view) that calls used
     for view in _views(judge_input):
-        banned = excluded_regions(view, excluded)
-        claimed: list[tuple[int, int]] = []
+        banned = excluded_regions(view.text, excluded)
         for i, call in enumerate(calls):
             if best[i]:
                 continue
@@ -377,9 +404,9 @@ def shown_calls(judge_input: str, calls: Sequence[AuditedCall], *, excluded: Seq
                 best[i] = True
         answer = (final_response or "").strip()
         if answer:
-            where = view.find(answer)
+            where = view.text.find(answer)
             while where >= 0 and _overlaps((where, where + len(answer)), banned):
-                where = view.find(answer, where + 1)
+                where = view.text.find(answer, where + 1)
             if where >= 0:
                 for i, call in enumerate(calls):
                     if not best[i] and _is_answer(call, answer):
@@ -396,17 +423,20 @@ def _is_answer(call: AuditedCall, answer: str) -> bool:
         and next(iter(args.values())).strip() == answer
 
 
-def _find_span(text: str, call: AuditedCall, banned: Sequence[tuple[int, int]],
+def _find_span(view: _View, call: AuditedCall, banned: Sequence[tuple[int, int]],
                claimed: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    """The input span (name and rendering) that shows ``call`` in ``view``, or None. ``banned``
+    is in the view's positions, ``claimed`` in the input's."""
+    text = view.text
     for start, end in _name_positions(text, call.function):
-        if _overlaps((start, end), banned) or _overlaps((start, end), claimed):
+        if _overlaps((start, end), banned) or _overlaps(view.span(start, end), claimed):
             continue
         for span_start, span_end, value in (*_spans_after(text, end), *_spans_before(text, start)):
-            span = (span_start, span_end)
-            if span_end - span_start > MAX_SPAN or _overlaps(span, banned) or _overlaps(span, claimed):
+            span = (min(start, span_start), max(end, span_end))
+            if span_end - span_start > MAX_SPAN or _overlaps(span, banned) or _overlaps(view.span(*span), claimed):
                 continue
             if same_tree(value, call.arguments):
-                return span
+                return view.span(*span)
     return None
 
 

@@ -195,6 +195,9 @@ class ProofLog:
         if len(ids) != len(audit.calls):
             return refused(f"the proof holds {len(ids) - len(audit.calls)} call(s) the log lost; what the judge was "
                            "shown of them cannot be checked")
+        if not records and audit.attestation.kind == "programmatic" and audit.attestation.state_checking:
+            # a state-checking scorer reads the environment, not a model: there is no judge to record
+            return replace(audit.attestation, source=f"{audit.attestation.source} · {self.label}")
         if not records:
             return refused(f"the proof covers sample {sid!r} epoch {epoch} but holds no judge record of scorer "
                            f"{scorer!r} for its verdict (a deleted record, or a scorer that called no model)")

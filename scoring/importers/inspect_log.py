@@ -846,4 +846,25 @@ def verdict_summary(run) -> dict | None:
             unmapped[value] = unmapped.get(value, 0) + 1
     if not seen:
         return None
-    return {"verdict_outcomes": counts, "unmapped_values": dict(sorted(unmapped.items(), key=lambda kv: -kv[1]))}
+    return {"verdict_outcomes": counts, "unmapped_values": dict(sorted(unmapped.items(), key=lambda kv: -kv[1])),
+            "judge_audit": judge_audit_summary(run)}
+
+
+def judge_audit_summary(run) -> dict[str, int]:
+    """What the judge-input audit found of the verdicts the map makes safe: how many were
+    checked (the deciding input shows every call, or not), could not be (unresolved, a refused
+    proof, no events in the log) or are programmatic. Computed from the parsed log, stored with
+    the run: ``score KEY`` and the app show what ``score FILE`` shows."""
+    out = {"checked_shown": 0, "checked_not_shown": 0, "unresolved": 0, "proof_refused": 0, "programmatic": 0,
+           "not_in_log": 0}
+    for t in run.trajectories:
+        if dict(t.extra).get("inspect_verdict") != "safe":
+            continue
+        a = t.verdict.attestation if t.verdict is not None else None
+        if a is None:
+            out["not_in_log"] += 1
+        elif a.kind == "judged":
+            out["checked_not_shown" if a.unseen_calls else "checked_shown"] += 1
+        else:
+            out[{"unresolved": "unresolved", "refused": "proof_refused", "programmatic": "programmatic"}[a.kind]] += 1
+    return out
