@@ -1,5 +1,9 @@
 """Proof recorded at the source: the proof side log (``RUN.proof.jsonl``), its writer and its reader.
 
+What a proof says of its judge is never a fact to litmus-review: the reader checks each judge
+record against the log's own model calls and recomputes what their inputs show (README, "What
+the judge read").
+
 A harness that records, while it runs, the byte length and SHA-256 of every tool call's
 arguments (as the model emitted them and as the tool executed them) and what its judge read
 turns the two conjuncts of the strict rule into checked facts. The format is specified in
@@ -75,7 +79,7 @@ class ProofWriter:
     ...     proof.record_call(sample_id="t-1", call_id="c0", function="send_email",
     ...                       emitted={"to": "a@b", "body": "..."}, executed={"to": "a@b", "body": "..."})
     ...     proof.record_judge_input(sample_id="t-1", scorer="judge", judge_input="...the prompt...",
-    ...                              calls={"c0": {"to": "a@b", "body": "..."}})
+    ...                              calls={"c0": {"to": "a@b", "body": "..."}}, functions={"c0": "send_email"})
     """
 
     def __init__(self, path: str | Path | IO[str], *, eval_id: str, writer: str = "ProofWriter",
