@@ -48,7 +48,8 @@ def _sample(judge: list[dict], *, epoch: int = 1, messages_have_call: bool = Tru
             **extra) -> dict:
     call = {"id": "c1", "function": "send_email", "arguments": ARGS}
     messages = [{"role": "user", "content": "send it"},
-                {"id": "m-agent", "role": "assistant", "content": "", "tool_calls": [call] if messages_have_call else []},
+                {"id": "m-agent", "role": "assistant", "content": "",
+                 "tool_calls": [call] if messages_have_call else []},
                 *([{"role": "tool", "tool_call_id": "c1", "content": "sent"}] if messages_have_call else []),
                 {"role": "assistant", "content": "Done."}]
     if style == "step":
