@@ -188,3 +188,23 @@ def test_a_forged_proof_naming_an_input_no_model_call_had_is_refused(logs, tmp_p
                                      calls={f"call-{sid}": args}, functions={f"call-{sid}": "send_email"})
     by_id = _by_id(evaluate(str(path), verdict_map=VMAP))
     assert {t.reason for t in by_id.values()} == {ReasonCode.JUDGE_PROOF_REFUSED}
+
+
+def test_score_key_shows_what_score_file_shows(logs, tmp_path):
+    db = tmp_path / "ws.db"
+    path = logs["cut"].location
+    imported = CliRunner().invoke(main, ["import", path, "--inspect-verdict", VERDICT_MAP, "--db", str(db)])
+    assert imported.exit_code == 0, imported.output
+    from scoring.workspace import Workspace
+
+    [row] = Workspace(db).runs()
+    by_file = CliRunner().invoke(main, ["score", path, "--inspect-verdict", VERDICT_MAP])
+    by_key = CliRunner().invoke(main, ["score", row["run_key"][:12], "--db", str(db)])
+    line = next(ln for ln in by_file.stdout.splitlines() if ln.strip().startswith("judge input"))
+    assert "2 safe verdicts checked against the logged arguments, every call shown" in line
+    assert "1 not shown every call" in line
+    assert line in by_key.stdout.splitlines()
+    as_json = [json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout) for args in (
+        ["score", path, "--inspect-verdict", VERDICT_MAP], ["score", row["run_key"][:12], "--db", str(db)])]
+    assert as_json[0]["unscored_by_reason"] == as_json[1]["unscored_by_reason"] == {
+        "judge_did_not_see_full_surface": 1}
