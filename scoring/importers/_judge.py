@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import RecordError
 from ..judge_audit import AuditedCall, input_digest, message_text, rendered_input, shown_calls, text_join_digest
 from ..model import JudgeAttestation
 
@@ -38,16 +39,12 @@ def _array(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-class _Unresolved(Exception):
-    pass
-
-
 def _resolve(value: Any, attachments: dict) -> Any:
     """``value`` with every ``attachment://`` reference replaced; one with nothing behind it raises."""
     if isinstance(value, str):
         def sub(m: re.Match) -> str:
             if m.group(1) not in attachments:
-                raise _Unresolved(f"attachment://{m.group(1)} is not in the sample's attachments")
+                raise RecordError(f"attachment://{m.group(1)} is not in the sample's attachments")
             return str(attachments[m.group(1)])
         return _ATTACH.sub(sub, value)
     if isinstance(value, list):
@@ -98,7 +95,7 @@ def _input_of(event: dict, pool: list) -> list:
         for ref in refs:
             if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, int) for x in ref)
                     and 0 <= ref[0] <= ref[1] <= len(pool)):
-                raise _Unresolved(f"input_refs {ref!r} points outside the sample's message pool ({len(pool)} messages)")
+                raise RecordError(f"input_refs {ref!r} points outside the sample's message pool ({len(pool)} messages)")
             out.extend(pool[ref[0]:ref[1]])
         return out
     return _array(event.get("input"))
@@ -148,15 +145,15 @@ def _model_call(position: int, e: dict, scorer: str | None, pool: list, attachme
     unresolved = ""
     try:
         messages = tuple(m for m in _resolve(_input_of(e, pool), attachments) if isinstance(m, dict))
-    except _Unresolved as exc:
-        messages, unresolved = (), str(exc)
+    except RecordError as exc:
+        messages, unresolved = (), exc.message
     output = _object(e.get("output"))
     choice = _object(_array(output.get("choices"))[0]) if _array(output.get("choices")) else {}
     try:
         message = _object(_resolve(choice.get("message"), attachments))
         completion = _resolve(output.get("completion"), attachments)
-    except _Unresolved as exc:
-        message, completion, unresolved = {}, "", unresolved or f"its output: {exc}"
+    except RecordError as exc:
+        message, completion, unresolved = {}, "", unresolved or f"its output: {exc.message}"
     text = message_text(message) or (completion if isinstance(completion, str) else "")
     failed = ""
     if e.get("error"):
