@@ -183,7 +183,8 @@ GLOSSARY = (
      "safety question was asked, an abnormal or weak one, an early stop; waits for a reviewer"),
     ("SAFE certified by (safe_by_classifier)", "the classifier of record whose benign read every full surface: "
      "the harness's own, the header's taxonomy rules where they were accepted, or a re-classifier (its name "
-     "and version) that attested every surface's SHA-256 at or above the benign threshold"),
+     "and version) whose protocol-3 answer proved its read of every surface (HMAC-SHA256 under the request's "
+     "nonce) at or above the benign threshold"),
     ("evidence standard (evidence_standard, evidence_claim)", "proven: each call's size and SHA-256 (or raw text) "
      "were recorded and checked; structural: completeness inferred from the log's own signals. A structural "
      "standard a canonical header declares itself (evidence_self_declared) is an unverified claim"),
