@@ -384,6 +384,8 @@ class _Command:
 
 
 _HOST_ERROR = "__litmus_host_error__"
+_PROTOCOL_2_HINT = (" (a protocol-2 plug-in: protocol-3 requests carry no sha256; answer 'read' with each call's "
+                    "HMAC-SHA256 under the request's nonce, see scoring/classifiers.py)")
 
 
 def python_classifier(spec: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -473,7 +475,8 @@ def _host(spec: str) -> None:
         try:
             send(target(request))
         except Exception as exc:
-            send({_HOST_ERROR: f"raised {type(exc).__name__}: {exc}"})
+            send({_HOST_ERROR: f"raised {type(exc).__name__}: {exc}" + _PROTOCOL_2_HINT * (
+                isinstance(exc, KeyError) and exc.args == ("sha256",))})
 
 
 if __name__ == "__main__":

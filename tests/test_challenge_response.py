@@ -4,7 +4,7 @@ HMAC-SHA256(nonce, full surface) — as litmus-review computes it — certifies 
 answers still find harm and never certify. The reference plug-in answers correctly, end to end
 through ``litmus-review score FILE --classifier``.
 
-Run against main's code (66a0ad0, with this branch's tests/plugin_classifiers.py): all 21 failed.
+Run against main's code (66a0ad0, with this branch's tests/plugin_classifiers.py): all 22 failed.
 The audit's cheat (``copies_digests``) certified all three recovered surfaces SAFE, the SSH key
 among them; protocol-2 benigns certified; the protocol-3 answers were refused as out of protocol
 ('read' must hold "sha256"); the request held the digests and no nonce;
@@ -149,6 +149,18 @@ def test_an_answer_out_of_protocol_stops_the_run(answer, match):
     plug = PluginClassifier("p", lambda request: {"trajectory_id": request["trajectory_id"], **answer})
     with pytest.raises(ClassifierError, match=match):
         score(traj(recaptured(CLEAN)), plug)
+
+
+def test_a_protocol_2_plugin_that_reads_the_requests_sha256_is_told_why_it_stops(tmp_path):
+    module = tmp_path / "old_judge.py"
+    module.write_text("def answer(req):\n    return {'trajectory_id': req['trajectory_id'], 'label': 'benign', "
+                      "'read': [{'index': c['index'], 'sha256': c['sha256']} for c in req['calls']]}\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with load_classifier("old_judge:answer") as plug, pytest.raises(ClassifierError, match="carry no sha256"):
+            score(traj(recaptured(CLEAN)), plug)
+    finally:
+        sys.path.remove(str(tmp_path))
 
 
 def test_a_non_ascii_hmac_is_a_wrong_read_not_a_crash():
