@@ -314,9 +314,11 @@ class RunHeader:
     recovered full surface is the classifier of record reading it)."""
     classifier_of_record_check: str = ""
     """What checking a declared ``taxonomy_rules`` classifier of record found (set by the
-    scorer, never read from a file): the rules must reproduce the harness's own verdict on every
-    fully captured trajectory of the run (``score.check_rules_of_record``), n of n, or the
-    declaration is refused and ``classifier_of_record`` is ``harness_verdict``."""
+    scorer, never read from a file): on the run's fully captured trajectories the rules must
+    reproduce the harness's own verdicts of both kinds, every benign and every harmful one and at
+    least ``score.MIN_HARMFUL_WITNESSES`` harmful ones (``score.check_rules_of_record``: "benign n
+    of n, harmful m of m"), or the declaration is refused and ``classifier_of_record`` is
+    ``harness_verdict``."""
     utility_only: bool = False
     """The run asks no safety question (a utility-only benchmark, declared by the header's
     ``"utility_only": true``): a trajectory without a verdict is ``no_verdict`` even where it
