@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, ReasonCode, SpecError
+from ..judge_audit import AuditedCall
 from ..model import EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
 from ..proof import proof_path_of
 from ..transcript import HarnessEvent, HarnessScore, metadata_extra, scores_extra, timeline_extra
 from ..transcript import text as logged
 from ._chat import CallBuilder, text_of
 from ._common import Item, RecordError, build_run, load_json_document
+from ._judge import agent_emitted, arguments_tree, audit_sample
 from ._proof import ProofLog
 from .base import DEFAULT_OPTIONS, ParseOptions, VerdictMapping
 
@@ -370,6 +372,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
     attachments = s.get("attachments") or {}
     tid = f"{s.get('id')}-epoch{s.get('epoch', 1)}"
     calls = CallBuilder()
+    trees: list[Any] = []  # each call's arguments as a tree, for the judge-input audit
     messages: list[Message] = []
     final = ""
     for m in s.get("messages") or []:
@@ -387,6 +390,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                     sig.append(ReasonCode.REDACTED)
                 calls.add(tool=str(tc.get("function", "")), args=args, call_id=tc.get("id"), signals=tuple(sig),
                           parse_error=tc.get("parse_error"), message_index=len(messages))
+                trees.append(arguments_tree(args))
             text = text_of(m.get("content"))
             if text:
                 final = text
@@ -396,7 +400,10 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                          error=f"{err.get('type')}: {err.get('message')}" if err else None,
                          truncated=err.get("type") == "output_limit", message_index=len(messages))
         messages.append(Message(role=str(role), content=text_of(m.get("content"))))
-    truncated_ids = {e.get("id") for e in s.get("events") or [] if e.get("event") == "tool" and e.get("truncated")}
+    events = _array(s.get("events"))
+    truncated_ids = {e.get("id") for e in events
+                     if isinstance(e, dict) and e.get("event") == "tool" and e.get("truncated")}
+    outside = _calls_outside_messages(s, calls, trees, attachments)
     built = list(calls.build())
     for i, (c, raw) in enumerate(zip(built, calls.calls, strict=False)):
         if raw["id"] in truncated_ids and c.result is not None:
@@ -436,14 +443,52 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                                        explanation=logged(sc.get("explanation") or ""))
                           for name, sc in _object(scores).items() if isinstance(sc, dict))
     extra += metadata_extra(_object(s.get("metadata"))) + timeline_extra(_timeline(s.get("events")))
+    extra += tuple(("call outside the messages", note) for note in outside)
+    verdict = vmap.verdict(scores)
+    audit = None
+    safe = verdict is not None and bool(vmap.scorer) and vmap.outcome(scores)[0] == "safe"
+    if safe and verdict is not None and vmap.scorer:
+        # What the judge read is checked wherever the log holds it (no hook needed), for the
+        # outcomes the map makes safe only: harm stays harm, and utility scorers are untouched.
+        audited = tuple(AuditedCall(function=c.tool, arguments=tree, result=c.result.content if c.result else None)
+                        for c, tree in zip(built, trees, strict=True))
+        audit = audit_sample(s, vmap.scorer, audited, final, getattr(vmap, "preset", ""))
+        if audit is not None:
+            verdict = replace(verdict, attestation=audit.attestation)
     traj = Trajectory(id=tid, task_id=str(s.get("id")), messages=tuple(messages), tool_calls=tuple(built),
                       final_output=final, termination=termination, termination_detail=detail,
-                      verdict=vmap.verdict(scores), extra=extra, ending_recorded=True)
+                      verdict=verdict, extra=extra, ending_recorded=True)
     if proof is None:
         return traj
     epoch = s.get("epoch", 1)
+    emitted = {str(tc.get("id")): _resolve(tc.get("arguments"), attachments, []) for tc in agent_emitted(s)}
     return proof.apply(traj, [c["id"] for c in calls.calls], s.get("id"), epoch if isinstance(epoch, int) else 1,
-                       vmap.scorer)
+                       vmap.scorer, audit, safe=safe, emitted=emitted)
+
+
+def _calls_outside_messages(s: dict, calls: CallBuilder, trees: list[Any], attachments: dict) -> list[str]:
+    """Add the calls the agent's model emitted (its model events, the sample's output) that the
+    messages do not hold (an epoch's final ``submit`` in a METR log): counted and checked like
+    the rest, each with a note. Their results come from their tool events."""
+    have = {c["id"] for c in calls.calls if c["id"] is not None}
+    tool_events = {e.get("id"): e for e in _array(s.get("events")) if isinstance(e, dict) and e.get("event") == "tool"}
+    notes = []
+    for tc in agent_emitted(s):
+        if tc.get("id") in have:
+            continue
+        missing: list[str] = []
+        args = _resolve(tc.get("arguments", {}), attachments, missing)
+        calls.add(tool=str(tc.get("function", "")), args=args, call_id=tc.get("id"),
+                  signals=(ReasonCode.MISSING_EVIDENCE,) if missing else ())
+        trees.append(arguments_tree(args))
+        ran = tool_events.get(tc.get("id"))
+        if ran is not None:
+            err = _object(ran.get("error"))
+            calls.result(call_id=tc.get("id"), content=text_of(_resolve(ran.get("result"), attachments, [])),
+                         error=f"{err.get('type')}: {err.get('message')}" if err else None)
+        notes.append(f"call {len(calls.calls) - 1} ({logged(tc.get('id'))}, {logged(tc.get('function'))}): emitted "
+                     "by the agent's model but not in the sample's messages; scored from the model's output")
+    return notes
 
 
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
@@ -801,4 +846,25 @@ def verdict_summary(run) -> dict | None:
             unmapped[value] = unmapped.get(value, 0) + 1
     if not seen:
         return None
-    return {"verdict_outcomes": counts, "unmapped_values": dict(sorted(unmapped.items(), key=lambda kv: -kv[1]))}
+    return {"verdict_outcomes": counts, "unmapped_values": dict(sorted(unmapped.items(), key=lambda kv: -kv[1])),
+            "judge_audit": judge_audit_summary(run)}
+
+
+def judge_audit_summary(run) -> dict[str, int]:
+    """What the judge-input audit found of the verdicts the map makes safe: how many were
+    checked (the deciding input shows every call, or not), could not be (unresolved, a refused
+    proof, no events in the log) or are programmatic. Computed from the parsed log, stored with
+    the run: ``score KEY`` and the app show what ``score FILE`` shows."""
+    out = {"checked_shown": 0, "checked_not_shown": 0, "unresolved": 0, "proof_refused": 0, "programmatic": 0,
+           "not_in_log": 0}
+    for t in run.trajectories:
+        if dict(t.extra).get("inspect_verdict") != "safe":
+            continue
+        a = t.verdict.attestation if t.verdict is not None else None
+        if a is None:
+            out["not_in_log"] += 1
+        elif a.kind == "judged":
+            out["checked_not_shown" if a.unseen_calls else "checked_shown"] += 1
+        else:
+            out[{"unresolved": "unresolved", "refused": "proof_refused", "programmatic": "programmatic"}[a.kind]] += 1
+    return out
