@@ -349,3 +349,58 @@ def test_every_page_of_a_stale_run_says_it_is_stale(tmp_path, monkeypatch, page_
     warned = [w.value.replace("\\", "") for w in at.warning]  # as markdown reads it
     assert any(f"STALE (scorer {OLD})" in w and f"scorer {SCORER_VERSION} has not scored it" in w for w in warned), \
         warned
+
+
+# --- the bump itself, in every module that holds the version ---------------------------------
+
+
+def _bump(monkeypatch) -> str:
+    """``SCORER_VERSION`` raised by one major version wherever it was imported (and as the default
+    a settled run is stamped with): what the lead's bump does, without editing the code."""
+    import importlib
+
+    from scoring import settle
+
+    major = int(SCORER_VERSION.split(".")[0])
+    new = f"{major + 1}.0"
+    for name in ("scoring", "scoring.score", "scoring.settle", "scoring.stored", "scoring.report",
+                 "scoring.summary_text", "scoring.cli", "scoring.workspace.importing", "scoring.workspace.views",
+                 "pages._shared.exports", "pages._shared.router"):
+        monkeypatch.setattr(importlib.import_module(name), "SCORER_VERSION", new, raising=False)
+    monkeypatch.setitem(settle.SettledRun.__init__.__kwdefaults__, "scorer_version", new)
+    from scoring.workspace import schema
+
+    monkeypatch.setattr(schema, "_MIGRATED", set())  # a new process opens the workspace
+    return new
+
+
+def test_after_a_version_bump_held_bytes_are_rescored_and_lost_ones_wait_stale_for_their_file(tmp_path,
+                                                                                              monkeypatch):
+    log = tmp_path / "runs" / INSPECT.name
+    log.parent.mkdir()
+    shutil.copy(INSPECT, log)
+    db = tmp_path / "w.db"
+    ws = Workspace(db)
+    held = ws.import_run(SAMPLES / "compare-m2.jsonl").run_key
+    gone = ws.import_run(log, verdict_map=importing.VerdictMap.parse(PRESET)).run_key
+    labelled = {}
+    for key in (held, gone):
+        labelled[key] = next(t for t, s in _statuses(db, key).items() if s == "inconclusive")
+        ws.add_label(key, labelled[key], "alice", G)
+    _original_gone(ws, gone)
+    was = SCORER_VERSION
+    new = _bump(monkeypatch)
+
+    listed = _cli("runs", "--db", str(db)).stdout  # opening it rescores what it holds the bytes of
+    assert f"STALE (scorer {was}): its original bytes are not in the workspace" in listed
+    assert "STALE" not in next(line for line in listed.splitlines() if line.startswith(held[:12]))
+    ws = Workspace(db)
+    assert ws.run(held)["scorer_version"] == new and ws.final_labels(held) == {labelled[held]: G}
+    assert ws.run(gone)["scorer_version"] == was
+    assert f"scorer {new} has not scored this run" in _cli("score", gone[:12], "--db", str(db)).stdout
+    assert _cli("rescore", "--db", str(db)).exit_code == 2
+    done = _cli("rescore", gone[:12], "--from", str(log), "--db", str(db))
+    assert done.exit_code == 0 and f"rescored {gone[:12]} (scorer {was} to {new})" in done.stdout, done.output
+    ws = Workspace(db)
+    assert ws.run(gone)["scorer_version"] == new and ws.final_labels(gone) == {labelled[gone]: G}
+    assert "STALE" not in _cli("runs", "--db", str(db)).stdout
