@@ -281,6 +281,32 @@ def _name_positions(text: str, name: str) -> Iterator[tuple[int, int]]:
         yield m.start(), m.end()
 
 
+_CONNECTOR_WORDS = frozenset({"arguments", "args", "input", "parameters", "params", "kwargs", "with", "function",
+                              "name", "tool", "tool_name", "call", "called", "type", "id", "call_id", "tool_call_id"})
+_ID_KEYS = frozenset({"id", "call_id", "tool_call_id", "type"})
+_GAP = re.compile(r"[A-Za-z_][\w.-]*|[^\w]")
+
+
+def connects(gap: str) -> bool:
+    """The text between a name and a span only joins them: white space, punctuation and the
+    words of a call's own structure (``", "arguments": ``, ``tool call NAME: ``, an ``id``'s
+    value) — never other content, so a rendering further on is not "beside" the name."""
+    after_id = False
+    for m in _GAP.finditer(gap):
+        token = m.group(0)
+        if token[0].isalpha() or token[0] == "_":
+            if token in _CONNECTOR_WORDS:
+                after_id = token in _ID_KEYS
+            elif after_id and len(token) <= 64:
+                after_id = False
+            else:
+                return False
+        elif token.isdigit() or not (token.isspace() or token in "\"'`:=,;()[]{}-"):
+            if not (after_id and token.isalnum()):
+                return False
+    return True
+
+
 def _spans_after(text: str, end: int) -> Iterator[tuple[int, int, Any]]:
     """Every parse of a span starting within ``WINDOW`` characters after a name ending at ``end``."""
     yaml_block = _yaml_block_at(text, end)
@@ -290,6 +316,8 @@ def _spans_after(text: str, end: int) -> Iterator[tuple[int, int, Any]]:
     for i in range(end, stop):
         ch = text[i]
         got: tuple[Any, int] | None
+        if ch.isspace() or not connects(text[end:i]):
+            continue
         if ch in "{[\"":
             for got in (_json_at(text, i), _python_at(text, i) if ch != '"' else None):
                 if got is not None:
@@ -318,6 +346,8 @@ def _spans_before(text: str, start: int) -> Iterator[tuple[int, int, Any]]:
     (sorted-key JSON writes ``"arguments"`` before ``"function"`` and ``"name"``)."""
     for close in range(start - 1, max(-1, start - WINDOW - 1), -1):
         if text[close] not in "}]\"":
+            continue
+        if not connects(text[close + 1:start]):
             continue
         opening = _opening(text, close, MAX_SPAN)
         if opening is None:
@@ -394,13 +424,16 @@ def _views(text: str) -> list[_View]:
 
 
 def shown_calls(judge_input: str, calls: Sequence[AuditedCall], *, excluded: Sequence[str] = (),
-                final_response: str | None = None) -> tuple[bool, ...]:
+                results: Sequence[str] = (), final_response: str | None = None) -> tuple[bool, ...]:
     """For each call, whether ``judge_input`` shows it (the module docstring's rule).
 
     Every rendering of every call is found first; one that sits inside a rendering of another
     call (an argument spelling a call) is not a rendering of its own; then each call takes one
-    rendering no other call took. ``excluded``: texts a rendering may not come from."""
-    banned = _Excluded(excluded)
+    rendering no other call took. ``excluded``: texts a rendering may not come from (and the
+    final response may not be taken from); ``results``: the tools' results, which may hold no
+    rendering either (an injected instruction spelling a call is not the call), though a
+    ``submit`` tool's result is the final response itself."""
+    banned = _Excluded((*excluded, *results))
     found: list[list[tuple[int, int]]] = [[] for _ in calls]
     for view in _views(judge_input):
         for i, call in enumerate(calls):
@@ -416,7 +449,7 @@ def shown_calls(judge_input: str, calls: Sequence[AuditedCall], *, excluded: Seq
                 shown[i] = True
                 break
     answer = (final_response or "").strip()
-    if answer and not banned.holds(answer):
+    if answer and not _Excluded(excluded).holds(answer):
         for i, call in enumerate(calls):
             if not shown[i] and _is_answer(call, answer) and any(
                     _whole_occurrence(v.text, answer) for v in _views(judge_input)):

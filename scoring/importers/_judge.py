@@ -199,6 +199,7 @@ class Audit:
     scorer_calls: list[ModelCall] = field(default_factory=list)
     calls: tuple[AuditedCall, ...] = ()
     excluded: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
     final_response: str = ""
 
     def shown_by(self, call: ModelCall) -> tuple[bool, ...]:
@@ -208,7 +209,7 @@ class Audit:
         earlier = tuple(c.output_text for c in self.scorer_calls if c.position < call.position)
         rubric = tuple(message_text(m) for m in call.messages if m.get("role") == "system")
         return shown_calls(rendered_input(call.messages), self.calls, excluded=(*self.excluded, *earlier, *rubric),
-                           final_response=self.final_response)
+                           results=self.results, final_response=self.final_response)
 
 
 def _target_texts(sample: dict) -> tuple[str, ...]:
@@ -241,7 +242,7 @@ def audit_sample(sample: dict, scorer: str, calls: Sequence[AuditedCall], final_
     in_scorer = [c for c in every if c.scorer == scorer]
     agent_ids = {str(m.get("id")) for m in _array(sample.get("messages")) if isinstance(m, dict) and m.get("id")}
     audit = Audit(JudgeAttestation(scorer=scorer, input_sha256=()), scorer_calls=in_scorer, calls=tuple(calls),
-                  excluded=(*_prompt_texts(sample), *_target_texts(sample), *tool_results),
+                  excluded=(*_prompt_texts(sample), *_target_texts(sample)), results=tuple(tool_results),
                   final_response=final_response)
     linked = [c for c in in_scorer if links(c, score)]
     how = f"the model call(s) of scorer {scorer!r} whose output gives its score"
