@@ -301,9 +301,9 @@ def connects(gap: str) -> bool:
                 after_id = False
             else:
                 return False
-        elif token.isdigit() or not (token.isspace() or token in "\"'`:=,;()[]{}-"):
-            if not (after_id and token.isalnum()):
-                return False
+        elif (token.isdigit() or not (token.isspace() or token in "\"'`:=,;()[]{}-")) \
+                and not (after_id and token.isalnum()):
+            return False
     return True
 
 
