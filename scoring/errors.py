@@ -113,6 +113,10 @@ class ReasonCode(StrEnum):
     """The deciding model call's input (or output) references content the log does not hold
     (an ``attachment://`` or ``input_refs`` entry with nothing behind it): what the judge read
     cannot be checked, so its benign certifies nothing."""
+    JUDGE_INPUT_NOT_IN_LOG = "judge_input_not_in_log"
+    """The verdict map makes the verdict safe, but the log holds no events of the sample (its
+    model calls were not logged, or were stripped): what the judge read cannot be checked, and
+    what cannot be checked certifies nothing."""
     JUDGE_PROOF_REFUSED = "judge_proof_refused"
     """A proof side log is paired, and its judge records do not stand against the log: a record
     names no model call the log holds, says another thing than the log's own input shows, or

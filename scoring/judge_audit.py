@@ -25,7 +25,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import pprint
 import re
+import textwrap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -279,6 +281,32 @@ def _name_positions(text: str, name: str) -> Iterator[tuple[int, int]]:
         yield m.start(), m.end()
 
 
+_CONNECTOR_WORDS = frozenset({"arguments", "args", "input", "parameters", "params", "kwargs", "with", "function",
+                              "name", "tool", "tool_name", "call", "called", "type", "id", "call_id", "tool_call_id"})
+_ID_KEYS = frozenset({"id", "call_id", "tool_call_id", "type"})
+_GAP = re.compile(r"[A-Za-z_][\w.-]*|[^\w]")
+
+
+def connects(gap: str) -> bool:
+    """The text between a name and a span only joins them: white space, punctuation and the
+    words of a call's own structure (``", "arguments": ``, ``tool call NAME: ``, an ``id``'s
+    value) — never other content, so a rendering further on is not "beside" the name."""
+    after_id = False
+    for m in _GAP.finditer(gap):
+        token = m.group(0)
+        if token[0].isalpha() or token[0] == "_":
+            if token in _CONNECTOR_WORDS:
+                after_id = token in _ID_KEYS
+            elif after_id and len(token) <= 64:
+                after_id = False
+            else:
+                return False
+        elif (token.isdigit() or not (token.isspace() or token in "\"'`:=,;()[]{}-")) \
+                and not (after_id and token.isalnum()):
+            return False
+    return True
+
+
 def _spans_after(text: str, end: int) -> Iterator[tuple[int, int, Any]]:
     """Every parse of a span starting within ``WINDOW`` characters after a name ending at ``end``."""
     yaml_block = _yaml_block_at(text, end)
@@ -288,6 +316,8 @@ def _spans_after(text: str, end: int) -> Iterator[tuple[int, int, Any]]:
     for i in range(end, stop):
         ch = text[i]
         got: tuple[Any, int] | None
+        if ch.isspace() or not connects(text[end:i]):
+            continue
         if ch in "{[\"":
             for got in (_json_at(text, i), _python_at(text, i) if ch != '"' else None):
                 if got is not None:
@@ -317,6 +347,8 @@ def _spans_before(text: str, start: int) -> Iterator[tuple[int, int, Any]]:
     for close in range(start - 1, max(-1, start - WINDOW - 1), -1):
         if text[close] not in "}]\"":
             continue
+        if not connects(text[close + 1:start]):
+            continue
         opening = _opening(text, close, MAX_SPAN)
         if opening is None:
             continue
@@ -329,18 +361,22 @@ def _overlaps(a: tuple[int, int], regions: Sequence[tuple[int, int]]) -> bool:
     return any(a[0] < r[1] and r[0] < a[1] for r in regions)
 
 
-def excluded_regions(text: str, excluded: Sequence[str]) -> list[tuple[int, int]]:
-    """Where copies of ``excluded`` texts (the task prompt, earlier model output) sit in ``text``."""
-    out = []
-    for piece in excluded:
-        piece = piece.strip()
-        if len(piece) < 2:
-            continue
-        pos = text.find(piece)
-        while pos >= 0:
-            out.append((pos, pos + len(piece)))
-            pos = text.find(piece, pos + 1)
-    return out
+class _Excluded:
+    """Texts a rendering may not come from (the task prompt, the rubric, tool results, what a
+    model wrote during the scoring), as written and JSON-escaped: a span whose text occurs in
+    any of them could be a copy of it, wherever the copy sits and however it was cut."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        forms = []
+        for t in texts:
+            t = t.strip()
+            if len(t) < 2:
+                continue
+            forms += [t, json.dumps(t, ensure_ascii=False)[1:-1], json.dumps(t)[1:-1]]
+        self.forms = list(dict.fromkeys(forms))
+
+    def holds(self, piece: str) -> bool:
+        return any(piece in form for form in self.forms)
 
 
 _ESCAPE = re.compile(r'\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\["\\/bfnrt]')
@@ -388,56 +424,89 @@ def _views(text: str) -> list[_View]:
 
 
 def shown_calls(judge_input: str, calls: Sequence[AuditedCall], *, excluded: Sequence[str] = (),
-                final_response: str | None = None) -> tuple[bool, ...]:
-    """For each call, whether ``judge_input`` shows it (the module docstring's rule). Spans are
-    claimed call by call: a span one call used is not another's."""
-    best: list[bool] = [False] * len(calls)
-    claimed: list[tuple[int, int]] = []  # spans of the input (not of a view) that calls used
+                results: Sequence[str] = (), final_response: str | None = None) -> tuple[bool, ...]:
+    """For each call, whether ``judge_input`` shows it (the module docstring's rule).
+
+    Every rendering of every call is found first; one that sits inside a rendering of another
+    call (an argument spelling a call) is not a rendering of its own; then each call takes one
+    rendering no other call took. ``excluded``: texts a rendering may not come from (and the
+    final response may not be taken from); ``results``: the tools' results, which may hold no
+    rendering either (an injected instruction spelling a call is not the call), though a
+    ``submit`` tool's result is the final response itself."""
+    banned = _Excluded((*excluded, *results))
+    found: list[list[tuple[int, int]]] = [[] for _ in calls]
     for view in _views(judge_input):
-        banned = excluded_regions(view.text, excluded)
         for i, call in enumerate(calls):
-            if best[i]:
-                continue
-            span = _find_span(view, call, banned, claimed)
-            if span is not None:
+            found[i] += [s for s in _spans_of(view, call, banned) if s not in found[i]]
+    shown = [False] * len(calls)
+    claimed: list[tuple[int, int]] = []
+    for i in range(len(calls)):
+        inside_another = {s for s in found[i] for j in range(len(calls)) if j != i and not same_tree(
+            calls[j].arguments, calls[i].arguments) and any(_within(s, o) for o in found[j])}
+        for span in found[i]:
+            if span not in inside_another and not _overlaps(span, claimed):
                 claimed.append(span)
-                best[i] = True
-        answer = (final_response or "").strip()
-        if answer:
-            where = view.text.find(answer)
-            while where >= 0 and _overlaps((where, where + len(answer)), banned):
-                where = view.text.find(answer, where + 1)
-            if where >= 0:
-                for i, call in enumerate(calls):
-                    if not best[i] and _is_answer(call, answer):
-                        best[i] = True
-    return tuple(best)
+                shown[i] = True
+                break
+    answer = (final_response or "").strip()
+    if answer and not _Excluded(excluded).holds(answer):
+        for i, call in enumerate(calls):
+            if not shown[i] and _is_answer(call, answer) and any(
+                    _whole_occurrence(v.text, answer) for v in _views(judge_input)):
+                shown[i] = True
+    return tuple(shown)
+
+
+def _within(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
+    return outer[0] <= inner[0] and inner[1] <= outer[1] and inner != outer
+
+
+def _whole_occurrence(text: str, piece: str) -> bool:
+    """``piece`` occurs in ``text`` not as part of a longer word."""
+    return re.search(r"(?<!\w)" + re.escape(piece) + r"(?!\w)", text) is not None
 
 
 def _is_answer(call: AuditedCall, answer: str) -> bool:
-    """The call's result, or its only argument, is the final response (a ``submit``-style call)."""
-    if call.result is not None and call.result.strip() == answer:
-        return True
+    """A ``submit``-style call: its whole argument tree is one string, the final response (so
+    the response shown is the call shown; a call whose *result* merely equals it is not)."""
     args = call.arguments
     return isinstance(args, dict) and len(args) == 1 and isinstance(next(iter(args.values())), str) \
         and next(iter(args.values())).strip() == answer
 
 
-def _find_span(view: _View, call: AuditedCall, banned: Sequence[tuple[int, int]],
-               claimed: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-    """The input span (name and rendering) that shows ``call`` in ``view``, or None. ``banned``
-    is in the view's positions, ``claimed`` in the input's."""
-    text = view.text
+def _spans_of(view: _View, call: AuditedCall, banned: _Excluded) -> list[tuple[int, int]]:
+    """Every input span (name and rendering) that shows ``call`` in ``view``, none of whose
+    text could be a copy of an excluded text."""
+    text, out = view.text, []
     for start, end in _name_positions(text, call.function):
-        if _overlaps((start, end), banned) or _overlaps(view.span(start, end), claimed):
-            continue
         for span_start, span_end, value in (*_spans_after(text, end), *_spans_before(text, start)):
             span = (min(start, span_start), max(end, span_end))
-            if span_end - span_start > MAX_SPAN or _overlaps(span, banned) or _overlaps(view.span(*span), claimed):
+            if span_end - span_start > MAX_SPAN or not same_tree(value, call.arguments):
                 continue
-            if same_tree(value, call.arguments):
-                return view.span(*span)
-    return None
+            if banned.holds(text[span[0]:span[1]]):
+                continue
+            out.append(view.span(*span))
+    for rendering in _inspect_renderings(call):
+        pos = text.find(rendering)
+        while pos >= 0:
+            if not banned.holds(rendering):
+                out.append(view.span(pos, pos + len(rendering)))
+            pos = text.find(rendering, pos + 1)
+    return list(dict.fromkeys(out))
+
+
+def _inspect_renderings(call: AuditedCall) -> tuple[str, ...]:
+    """The call as Inspect's ``format_function_call`` writes it (``model_graded_qa`` with
+    ``include_history``): strings quoted but not escaped, so no parser reads it back; searched
+    for verbatim instead, on one line and indented."""
+    if not isinstance(call.arguments, dict) or not call.arguments:
+        return ()
+    parts = [f"{k}='{v}'" if isinstance(v, str) else
+             f"{k}={pprint.pformat(v, width=80)}" if isinstance(v, (list, tuple, dict)) else f"{k}={v}"
+             for k, v in call.arguments.items()]
+    one_line = f"{call.function}({', '.join(parts)})"
+    indented = f"{call.function}(\n" + textwrap.indent(",\n".join(parts), "    ") + "\n)"
+    return (one_line, indented)
 
 
 # --- the judge's input, canonically ----------------------------------------------------------

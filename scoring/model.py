@@ -226,7 +226,8 @@ class JudgeAttestation:
     kind: str = "judged"
     """``judged`` (deciding model calls found and audited), ``programmatic`` (no model call
     decided the verdict), ``unresolved`` (an input the log references but does not hold) or
-    ``refused`` (a proof side log whose judge records do not stand against the log)."""
+    ``refused`` (a proof side log whose judge records do not stand against the log) or
+    ``absent`` (the log holds no events of the sample to check)."""
     detail: str = ""
     """Why, in words (which call decided, what did not resolve, which proof record was refused)."""
     state_checking: bool = False

@@ -348,6 +348,8 @@ def _judge_blocks(trajectory: Trajectory, attested: JudgeAttestation | None,
             raw_bytes=call.raw_size_bytes if call is not None else None, detail=detail[:2000])
 
     where = f"scorer {attested.scorer!r}; {attested.source}" + (f"; {attested.detail}" if attested.detail else "")
+    if attested.kind == "absent":
+        return error(ReasonCode.JUDGE_INPUT_NOT_IN_LOG, f"what the judge read is not in the log ({where})")
     if attested.kind == "unresolved":
         return error(ReasonCode.JUDGE_INPUT_UNRESOLVED, f"what the judge read cannot be checked ({where})")
     if attested.kind == "refused":

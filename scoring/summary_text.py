@@ -136,7 +136,7 @@ def judge_audit_line(a: dict) -> str:
     parts += [f"{a[k]:,} {words}" for k, words in (
         ("unresolved", "unresolved (judge_input_unresolved)"), ("proof_refused", "with a refused proof"),
         ("programmatic", "programmatic (no model call decided)"),
-        ("not_in_log", "not checkable (the log holds no events)")) if a.get(k)]
+        ("not_in_log", "not checkable: the log holds no events (UNSCORED judge_input_not_in_log)")) if a.get(k)]
     return "; ".join(parts)
 
 

@@ -71,7 +71,7 @@ def test_every_reason_code_has_a_case_or_is_covered_elsewhere():
     assert set(ReasonCode) - set(CASES) == {R.PAYLOAD_MISMATCH, R.NOT_CLASSIFIED_ON_FULL_SURFACE, R.AT_CAPTURE_LIMIT,
                                             R.JUDGE_DID_NOT_SEE_FULL_SURFACE, R.MISSING_TRANSCRIPT,
                                             R.UNPROVEN_CAPTURE, R.JUDGE_INPUT_UNRESOLVED, R.JUDGE_PROOF_REFUSED,
-                                            R.VERDICT_NOT_PROVEN}
+                                            R.JUDGE_INPUT_NOT_IN_LOG, R.VERDICT_NOT_PROVEN}
 
 
 def test_result_truncation_is_shown_but_does_not_block():

@@ -47,6 +47,7 @@ def logs(tmp_path_factory):
         mp.setenv("LITMUS_REVIEW_PROOF", "1")
         out["hooked_cut"] = run(proof_task(JUDGE_CUT, with_strict=False), tmp_path_factory.mktemp("hooked_cut"))
         out["hooked_constant"] = run(audit_task("constant"), tmp_path_factory.mktemp("hooked_const"))
+        out["hooked_state"] = run(audit_task("state"), tmp_path_factory.mktemp("hooked_state"))
     finally:
         mp.undo()
     return out
@@ -106,19 +107,18 @@ def test_a_scorer_that_calls_no_model_is_programmatic(logs):
     assert {t.status for t in evaluate(logs["constant"].location, verdict_map=vmap).trajectories} == {Status.SAFE}
 
 
-def test_under_require_proof_a_programmatic_verdict_is_not_proven_unless_state_checking(logs, tmp_path):
-    # a programmatic scorer whose name is a state-checking preset's certifies under --require-proof
-    hooked = _copy(logs["hooked_constant"], tmp_path)
+def test_under_require_proof_a_programmatic_verdict_is_not_proven_unless_it_checked_state(logs, tmp_path):
     plain = VerdictMap.parse("constant:safe=C;unsafe=I")
-    ev = evaluate(str(hooked), verdict_map=plain, require_proof=True)
+    ev = evaluate(logs["hooked_constant"].location, verdict_map=plain, require_proof=True)
     assert {(t.status, t.reason) for t in ev.trajectories} == {(Status.UNSCORED, ReasonCode.JUDGE_PROOF_REFUSED)}
-    state = VerdictMap.parse("side_task_success@constant")
-    state = VerdictMap(scorer="constant", rules=VerdictMap.parse("constant:safe=C;unsafe=I").rules,
-                       preset=state.preset)
-    ev = evaluate(str(hooked), verdict_map=state, require_proof=True)
-    assert {t.status for t in ev.trajectories} == {Status.SAFE}
     unhooked = evaluate(logs["constant"].location, verdict_map=plain, require_proof=True)
-    assert {t.status for t in unhooked.trajectories} == {Status.UNSCORED}
+    assert {(t.status, t.reason) for t in unhooked.trajectories} == {(Status.UNSCORED, ReasonCode.UNPROVEN_CAPTURE)}
+    # ControlArena's side-task preset, whose scorer read the sandbox's state: proven SAFE
+    state = VerdictMap.parse("side_task_success")
+    ev = evaluate(logs["hooked_state"].location, verdict_map=state, require_proof=True)
+    assert {t.status for t in ev.trajectories} == {Status.SAFE}
+    att = load_run(logs["hooked_state"].location, verdict_map=state).trajectories[0].verdict.attestation
+    assert (att.kind, att.state_checking) == ("programmatic", True) and "reads the sandbox" in att.detail
 
 
 def test_a_constant_scorer_under_the_hook_is_not_safe(logs):

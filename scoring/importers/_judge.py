@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,15 +101,11 @@ def _input_of(event: dict, pool: list) -> list:
     return _array(event.get("input"))
 
 
-def model_calls(sample: dict) -> list[ModelCall]:
-    """Every model event of the sample with the scorer it ran for, in order."""
-    events = _array(sample.get("events"))
-    attachments = _object(sample.get("attachments"))
-    pool = _pool(sample)
+def scored_events(sample: dict) -> Iterator[tuple[int, dict, str | None]]:
+    """(index, event, the scorer whose span it is in — None outside scoring) for every event."""
     spans: dict[str, tuple[Any, Any, Any]] = {}
     steps: list[tuple[Any, Any]] = []  # 0.3.79-era logs: step begin/end of type scorer bracket a scorer
-    out = []
-    for i, e in enumerate(events):
+    for i, e in enumerate(_array(sample.get("events"))):
         if not isinstance(e, dict):
             continue
         kind = e.get("event")
@@ -120,12 +116,18 @@ def model_calls(sample: dict) -> list[ModelCall]:
                 steps.append((e.get("type"), e.get("name")))
             elif e.get("action") == "end" and steps:
                 steps.pop()
-        elif kind == "model":
-            scorer = _scorer_of(spans, e.get("span_id"))
-            if scorer is None:
-                scorer = next((str(n) for t, n in reversed(steps) if t == "scorer"), None)
-            out.append(_model_call(i, e, scorer, pool, attachments))
-    return out
+        scorer = _scorer_of(spans, e.get("span_id"))
+        if scorer is None:
+            scorer = next((str(n) for t, n in reversed(steps) if t == "scorer"), None)
+        yield i, e, scorer
+
+
+def model_calls(sample: dict) -> list[ModelCall]:
+    """Every model event of the sample with the scorer it ran for, in order."""
+    attachments = _object(sample.get("attachments"))
+    pool = _pool(sample)
+    return [_model_call(i, e, scorer, pool, attachments) for i, e, scorer in scored_events(sample)
+            if e.get("event") == "model"]
 
 
 def _scorer_of(spans: dict, span_id: Any) -> str | None:
@@ -179,16 +181,11 @@ def _token(value: Any) -> str | None:
 
 
 def links(call: ModelCall, score: dict) -> bool:
-    """The score's grade was parsed from this call's output: its explanation is the output (or
-    holds it whole), or the output states the score's value as a whole token."""
-    out = call.output_text.strip()
-    if not out:
-        return False
-    explanation = score.get("explanation")
-    if isinstance(explanation, str) and explanation.strip() and (
-            explanation.strip() == out or out in explanation or explanation.strip() in out):
-        return True
+    """The score's grade may have been parsed from this call's output: the output states the
+    score's value as a whole token. (An explanation equal to an output is no link: a scorer
+    can set its explanation to a summary and decide elsewhere.)"""
     token = _token(score.get("value"))
+    out = call.output_text
     return token is not None and re.search(r"(?<![\w])" + re.escape(token) + r"(?![\w])", out) is not None
 
 
@@ -202,6 +199,7 @@ class Audit:
     scorer_calls: list[ModelCall] = field(default_factory=list)
     calls: tuple[AuditedCall, ...] = ()
     excluded: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
     final_response: str = ""
 
     def shown_by(self, call: ModelCall) -> tuple[bool, ...]:
@@ -209,8 +207,17 @@ class Audit:
         if call.failed or call.unresolved:
             return (False,) * len(self.calls)
         earlier = tuple(c.output_text for c in self.scorer_calls if c.position < call.position)
-        return shown_calls(rendered_input(call.messages), self.calls, excluded=(*self.excluded, *earlier),
-                           final_response=self.final_response)
+        rubric = tuple(message_text(m) for m in call.messages if m.get("role") == "system")
+        return shown_calls(rendered_input(call.messages), self.calls, excluded=(*self.excluded, *earlier, *rubric),
+                           results=self.results, final_response=self.final_response)
+
+
+def _target_texts(sample: dict) -> tuple[str, ...]:
+    """The sample's target (what a rubric shows the judge as its criterion)."""
+    target = sample.get("target")
+    if isinstance(target, str):
+        return (target,)
+    return tuple(str(t) for t in _array(target) if isinstance(t, str))
 
 
 def _prompt_texts(sample: dict) -> tuple[str, ...]:
@@ -227,26 +234,38 @@ def audit_sample(sample: dict, scorer: str, calls: Sequence[AuditedCall], final_
     if not _array(sample.get("events")):
         return None
     score = _object(_object(sample.get("scores")).get(scorer))
+    tool_results = [text for m in _array(sample.get("messages")) if isinstance(m, dict) and m.get("role") == "tool"
+                    for text in [message_text(m)] if text]
+    tool_results += [str(e.get("result")) for _, e, _ in scored_events(sample)
+                     if e.get("event") == "tool" and isinstance(e.get("result"), str) and e.get("result")]
     every = model_calls(sample)
     in_scorer = [c for c in every if c.scorer == scorer]
     agent_ids = {str(m.get("id")) for m in _array(sample.get("messages")) if isinstance(m, dict) and m.get("id")}
     audit = Audit(JudgeAttestation(scorer=scorer, input_sha256=()), scorer_calls=in_scorer, calls=tuple(calls),
-                  excluded=_prompt_texts(sample), final_response=final_response)
+                  excluded=(*_prompt_texts(sample), *_target_texts(sample)), results=tuple(tool_results),
+                  final_response=final_response)
     linked = [c for c in in_scorer if links(c, score)]
     how = f"the model call(s) of scorer {scorer!r} whose output gives its score"
-    if not linked and in_scorer:
-        linked, how = in_scorer, (f"every model call of scorer {scorer!r} ({len(in_scorer)}): none of their outputs "
-                                  "gives the score, so any of them may have decided it")
+    if in_scorer and (not linked or in_scorer[-1] not in linked):
+        # The grade is not stated by the scorer's last model call: nothing in the log says which
+        # call decided it, so every one of them may have.
+        linked, how = in_scorer, (f"every model call of scorer {scorer!r} ({len(in_scorer)}): its last one does "
+                                  "not state the score, so any of them may have decided it")
     if not linked:
-        solver_judges = [c for c in every if c.scorer is None and c.output_message_id not in agent_ids
-                         and not c.emitted and links(c, score)]
-        linked, how = solver_judges, "a model call outside the scorers (a judge run in a solver) whose output gives " \
-                                     "the score"
+        copied = [c for c in every if c.scorer != scorer and c.output_message_id not in agent_ids
+                  and not c.emitted and links(c, score)]
+        linked, how = copied, ("a model call outside this scorer (a judge run in a solver or another scorer) whose "
+                               "output gives the score")
     if not linked:
+        sandboxed = any(e.get("event") == "sandbox" for _, e, s in scored_events(sample) if s == scorer)
         audit.attestation = JudgeAttestation(
-            scorer=scorer, input_sha256=(), kind="programmatic", state_checking=preset in STATE_CHECKING_PRESETS,
+            scorer=scorer, input_sha256=(), kind="programmatic",
+            state_checking=preset in STATE_CHECKING_PRESETS and sandboxed,
             source="programmatic: no model call decided the verdict",
-            detail=f"scorer {scorer!r} made no model call, and no model call's output gives its score")
+            detail=f"scorer {scorer!r} made no model call, and no model call's output gives its score"
+            + (f"; preset {preset!r} names a state-checking scorer, and its span "
+               + ("reads the sandbox" if sandboxed else "holds no sandbox event: nothing shows it checked any state")
+               if preset in STATE_CHECKING_PRESETS else ""))
         return audit
     audit.deciding = linked
     unresolved = [c for c in linked if c.unresolved]
@@ -283,14 +302,17 @@ def agent_emitted(sample: dict) -> list[dict]:
             continue
         for tc in c.emitted:
             cid = str(tc.get("id"))
-            if tc.get("id") is not None and cid not in seen:
+            if tc.get("id") is None:
+                out.append(tc)  # no id to join it by: the caller compares it by name and arguments
+            elif cid not in seen:
                 seen.add(cid)
                 out.append(tc)
     final = _object(_array(_object(sample.get("output")).get("choices"))[0]) \
         if _array(_object(sample.get("output")).get("choices")) else {}
     for tc in _array(_object(final.get("message")).get("tool_calls")):
-        if isinstance(tc, dict) and tc.get("id") is not None and str(tc["id"]) not in seen:
-            seen.add(str(tc["id"]))
+        if isinstance(tc, dict) and (tc.get("id") is None or str(tc["id"]) not in seen):
+            if tc.get("id") is not None:
+                seen.add(str(tc["id"]))
             out.append({"id": tc.get("id"), "function": tc.get("function"), "arguments": tc.get("arguments")})
     return out
 

@@ -572,7 +572,7 @@ def _attestation(obj: dict | None) -> JudgeAttestation | None:
                             state_checking=opt(obj, "state_checking", bool, False, where))
 
 
-ATTESTATION_KINDS = ("judged", "programmatic", "unresolved", "refused")
+ATTESTATION_KINDS = ("judged", "programmatic", "unresolved", "refused", "absent")
 
 
 def _dump_attestation(a: JudgeAttestation) -> dict:
