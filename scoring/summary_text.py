@@ -125,7 +125,7 @@ def render_table(ev: Evaluation) -> str:
             lines.append(f"    unmapped value  {_t(repr(value[:60]))} x {n:,}")
         audit = inspect_verdicts.get("judge_audit")
         if audit:
-            lines.append("  judge input       " + judge_audit_line(audit))
+            lines.append("  judge input       " + judge_audit_line(audit) + old)
     return "\n".join(lines)
 
 
