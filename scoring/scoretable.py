@@ -50,7 +50,7 @@ from .importers.inspect_log import VerdictMap
 from .model import ReviewLabel, RunHeader, Status, Trajectory
 from .proof import proof_path_of
 from .report import Evaluation
-from .stored import StoredRun
+from .stored import StoredRun, summary_proof
 from .workspace import ImportResult, Workspace
 from .workspace.settings import Settings
 
@@ -445,6 +445,8 @@ def read_trajectory(row: Mapping, storage_options: dict | None = None, *,
     header = engine.run_header(source, storage_options)
     if run is not None and run.summary.get("require_proof"):  # scored with --require-proof: replayed so
         header = dataclasses.replace(header, require_proof=True)
+    if run is not None:  # the proof its importer read (the copy's header line carries none)
+        header = dataclasses.replace(header, **summary_proof(run.summary))
     return traj, header
 
 

@@ -141,7 +141,9 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             source=source,
             run_status=opt(obj, "run_status", str, ""),
             run_status_detail=opt(obj, "run_status_detail", str, ""),
-            proof_source=opt(obj, "proof_source", str, ""),
+            # ``proof_source`` is not read: no header field can make (or show) a run proven by a
+            # proof. Only the importer that read and joined a proof side log sets it, with the
+            # bytes' SHA-256 (``RunHeader.proof_read``); copies written before still parse.
         )
         names = [("run_id", header.run_id), ("model", header.model), ("harness.name", header.harness_name),
                  ("harness.version", header.harness_version), ("run_status", header.run_status),
@@ -534,7 +536,9 @@ def _drop_defaults(d: dict, defaults: dict) -> dict:
 
 
 def dump_header(header: RunHeader) -> dict:
-    """The header line of ``header`` (parse_header(dump_header(h)) == h but for ``source``)."""
+    """The header line of ``header`` (parse_header(dump_header(h)) == h but for ``source`` and the
+    proof the importer read, ``proof_source`` and ``proof_sha256``, which no header line carries:
+    the doors that converted the run set them again from the importer's header)."""
     return {
         "record": "run", "format": FORMAT_TAG, "format_version": SUPPORTED_VERSIONS[-1],
         "run_id": header.run_id, "model": header.model,
@@ -547,7 +551,7 @@ def dump_header(header: RunHeader) -> dict:
         "taxonomy": [{"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent,
                       "rules": list(c.rules)} for c in header.taxonomy],
     } | ({"run_status": header.run_status, "run_status_detail": header.run_status_detail}
-         if header.run_status else {}) | ({"proof_source": header.proof_source} if header.proof_source else {})
+         if header.run_status else {})
 
 
 def _attestation(obj: dict | None) -> JudgeAttestation | None:

@@ -65,7 +65,7 @@ def _with_proof(run: Run, proof: ProofLog | None) -> Run:
         return run
     extra = (*proof.rejected, *proof.unmatched())
     return replace(run, header=replace(run.header, evidence_standard=EvidenceStandard.PROVEN,
-                                       proof_source=proof.source),
+                                       proof_source=proof.source, proof_sha256=proof.sha256),
                    rejected=(*run.rejected, *extra), records_seen=run.records_seen + len(extra))
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 _ATTACH = re.compile(r"attachment://([0-9a-f]{32})")
