@@ -446,7 +446,8 @@ def read_trajectory(row: Mapping, storage_options: dict | None = None, *,
     if run is not None and run.summary.get("require_proof"):  # scored with --require-proof: replayed so
         header = dataclasses.replace(header, require_proof=True)
     if run is not None:  # the proof its importer read (the copy's header line carries none)
-        header = dataclasses.replace(header, **summary_proof(run.summary))
+        proof_source, proof_sha256 = summary_proof(run.summary)
+        header = dataclasses.replace(header, proof_source=proof_source, proof_sha256=proof_sha256)
     return traj, header
 
 
