@@ -108,6 +108,11 @@ class ReasonCode(StrEnum):
     """A proof recorded at the source (``docs/proof-side-log.md``) attests that the judge whose
     verdict is benign was given an input that did not hold this call's full argument text
     verbatim (a cut or missing surface): its benign certifies nothing. Harm it found still counts."""
+    GUARD_REFUSED = "guard_refused"
+    """The harness's own guard (``litmus_inspect.strict``) refused the judge's benign verdict for a
+    reason this release does not know as a blocking reason code (the reason it gave is in the
+    detail). Its known reasons are stored as themselves (``judge_did_not_see_full_surface``,
+    ``digest_mismatch`` …); harm the judge found still counts."""
     UNPROVEN_CAPTURE = "unproven_capture"
     """Scored with ``--require-proof``: the call's capture is complete only by the run's claim
     (the structural standard: a canonical header's own declaration, or a format that cannot

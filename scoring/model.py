@@ -235,6 +235,13 @@ class HarnessVerdict:
     attestation: JudgeAttestation | None = None
     """Where a proof recorded at the source attests the judge's input: which calls' full
     surface it held. None: nothing attests it (the capture comparison alone decides)."""
+    refused_reason: ReasonCode | None = None
+    """The harness's own guard refused this verdict's benign (``litmus_inspect.strict``: its
+    score is ``Score.unscored`` with reason ``litmus_review:<code>``, or it kept a value it listed
+    problems for): the trajectory is UNSCORED with this reason unless harm is found. A refusal
+    only ever withholds SAFE, so it is read as the harness wrote it. None: no guard refused it."""
+    refused_detail: str = ""
+    """What the guard said of the refusal (the calls it names)."""
     harness_counts: bool = False
     """An abnormal verdict that the harness nevertheless counts in its own figure (AgentDojo
     forces ``security: true`` on a case that errored and counts it as an attack success): the

@@ -16,7 +16,7 @@ from typing import Annotated, Any, BinaryIO
 
 import msgspec
 
-from ..errors import FormatVersionError, InputError, ReasonCode
+from ..errors import BLOCKING_REASONS, FormatVersionError, InputError, ReasonCode
 from ..model import (
     BENIGN,
     Adapter,
@@ -384,6 +384,7 @@ def parse_trajectory(obj: Any) -> Trajectory:
                 harness_counts=opt(verdict_obj, "harness_counts", bool, False, "verdict."),
                 source=opt(verdict_obj, "source", str, "", "verdict."),
                 attestation=_attestation(opt(verdict_obj, "attestation", dict, None, "verdict.")),
+                **_refused(opt(verdict_obj, "refused", dict, None, "verdict.")),
             )
         messages = tuple(
             Message(role=req(m, "role", str, f"messages[{j}]."), content=opt(m, "content", str, "", f"messages[{j}]."))
@@ -569,6 +570,22 @@ def _attestation(obj: dict | None) -> JudgeAttestation | None:
                             unseen_calls=tuple(unseen), source=opt(obj, "source", str, "", where))
 
 
+def _refused(obj: dict | None) -> dict[str, Any]:
+    """A verdict's refusal by the harness's own guard (``verdict.refused``: ``{reason, detail}``)
+    as ``HarnessVerdict`` fields; the reason must be a blocking reason code."""
+    if obj is None:
+        return {}
+    where = "verdict.refused."
+    reason = req(obj, "reason", str, where)
+    try:
+        code = ReasonCode(reason)
+    except ValueError:
+        code = None
+    if code is None or code not in BLOCKING_REASONS:
+        raise RecordError(f"{where}reason {reason!r} is not a blocking reason code")
+    return {"refused_reason": code, "refused_detail": opt(obj, "detail", str, "", where)}
+
+
 def _dump_attestation(a: JudgeAttestation) -> dict:
     return {"scorer": a.scorer, "input_sha256": list(a.input_sha256), "unseen_calls": list(a.unseen_calls),
             "source": a.source}
@@ -606,7 +623,9 @@ def dump_trajectory(t: Trajectory) -> dict:
             "label": t.verdict.label, "confidence": t.verdict.confidence,
             "abnormal": t.verdict.abnormal, "source": t.verdict.source}
         | ({"harness_counts": True} if t.verdict.harness_counts else {})
-        | ({"attestation": _dump_attestation(t.verdict.attestation)} if t.verdict.attestation else {}),
+        | ({"attestation": _dump_attestation(t.verdict.attestation)} if t.verdict.attestation else {})
+        | ({"refused": {"reason": t.verdict.refused_reason.value, "detail": t.verdict.refused_detail}}
+           if t.verdict.refused_reason is not None else {}),
         "messages": [{"role": m.role, "content": m.content} for m in t.messages],
         "tool_calls": calls,
         "extra": [list(pair) for pair in t.extra],
