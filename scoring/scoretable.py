@@ -52,6 +52,7 @@ from .proof import proof_path_of
 from .report import Evaluation
 from .stored import StoredRun, summary_proof
 from .workspace import ImportResult, Workspace
+from .workspace.labels import label_refusal
 from .workspace.settings import Settings
 
 INCONCLUSIVE = Status.INCONCLUSIVE.value
@@ -472,10 +473,9 @@ class _TableLabels(Workspace):
         row = find_row(self._table, trajectory_id, self._options)
         if row is None:
             raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=self._table.location)
-        if row["status"] != INCONCLUSIVE:
-            raise StoreError(
-                f"trajectory {trajectory_id!r} is {row['status'].upper()}, not Inconclusive: only "
-                "Inconclusive trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
+        why = label_refusal(trajectory_id, row["status"], row.get("reason"))
+        if why is not None:
+            raise StoreError(why)
 
 
 def add_label(ws: Workspace, run: TableRun, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
