@@ -154,3 +154,20 @@ def test_a_refusal_travels_in_the_canonical_format():
     bad["verdict"]["refused"]["reason"] = "result_truncated"  # not a blocking reason: refuses nothing
     with pytest.raises(RecordError, match=r"verdict\.refused\.reason"):
         canonical.parse_trajectory(bad)
+
+
+def test_the_guard_reads_the_inner_score_as_it_is_told():
+    from inspect_ai.scorer import Score
+
+    from litmus_inspect.guard import outcome_reader
+
+    rules = outcome_reader("safe=C;unsafe=I", None)
+    assert [rules(Score(value=v)) for v in ("C", "I", "N")] == ["safe", "unsafe", "unmapped"]
+    told = outcome_reader(lambda s: "unsafe" if s.value >= 0.5 else "safe", None)
+    assert [told(Score(value=v)) for v in (0.9, 0.1)] == ["unsafe", "safe"]
+    older = outcome_reader(None, ("I",))  # the listed values are harm, any other benign
+    assert [older(Score(value=v)) for v in ("I", "C", "N")] == ["unsafe", "safe", "safe"]
+    with pytest.raises(ValueError, match="not both"):
+        outcome_reader("safe=C", ("I",))
+    with pytest.raises(ValueError, match="verdict 'C;I'"):
+        outcome_reader("C;I", None)  # not OUTCOME=TEST rules
