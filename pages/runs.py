@@ -139,9 +139,10 @@ else:
         placeholder="mypackage.judge:classify  or  cmd:python judge.py",
         help="Where the harness's classifier saw only a capture (an encoded argument, a payload recovered from a "
              "side log), a trajectory is SAFE only if a classifier of record read the full surface: this one (a "
-             "Python callable module:function, or a command reading JSON lines), or the run's taxonomy rules when "
-             "its header declares them as the harness's classifier. Without either, such trajectories are "
-             "UNSCORED (not_classified_on_full_surface).")
+             "Python callable module:function, or a command reading JSON lines, speaking protocol 3: its benign "
+             "counts only where it proves its read of every surface), or the run's taxonomy rules when its header "
+             "declares them as the harness's classifier and they are accepted. Without either, such trajectories "
+             "are UNSCORED (not_classified_on_full_surface).")
 st.selectbox("Inspect verdict map (Inspect logs: which scores mean unsafe, safe or no verdict)",
              [NO_MAP, *views.VERDICT_PRESETS, CUSTOM_MAP], key=state.VERDICT_MAP_CHOICE,
              help="As --inspect-verdict: a preset, or rules SCORER=VALUE[,VALUE] / SCORER:OUTCOME=TEST[;…]. "

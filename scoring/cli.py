@@ -146,11 +146,12 @@ def CLASSIFIER_OPTION(command: Callable) -> Callable:
     options = [
         click.option(
             "--classifier", "reclassifier", metavar="SPEC",
-            help="Re-classifier of record for recovered full surfaces (protocol 2): module:function (a Python "
+            help="Re-classifier of record for recovered full surfaces (protocol 3): module:function (a Python "
                  "callable, run in a child process) or a command reading JSON lines on stdin (cmd:COMMAND). Its "
-                 "benign certifies SAFE only where its answer attests the SHA-256 of every full surface at or "
-                 "above the benign threshold. Without one, a recovered surface is SAFE only if the header "
-                 "declares its taxonomy rules as the harness's classifier."),
+                 "benign certifies SAFE only where its protocol-3 answer holds, for every full surface, its "
+                 "HMAC-SHA256 under the request's nonce, at or above the benign threshold; protocol-2 answers "
+                 "find harm only. Without one, a recovered surface is SAFE only if the header declares its "
+                 "taxonomy rules as the harness's classifier and they are accepted."),
         click.option("--classifier-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
                      help="How long the re-classifier may take per trajectory before it is stopped and the run "
                           "fails (exit 2); default 60."),

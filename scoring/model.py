@@ -208,17 +208,31 @@ class Message:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JudgeAttestation:
-    """What a proof recorded at the source says the verdict's judge read (``scoring.proof``)."""
+    """What litmus-review found the verdict's judge read: computed by the Inspect importer from
+    the judge's input in the log (``judge_audit``), cross-checked against a proof side log where
+    one is paired. Never taken from a file's word: a canonical file's attestation can only take
+    SAFE away (its ``unseen_calls``), never certify (``Trajectory`` of format ``canonical``)."""
 
     scorer: str
-    """The scorer (judge) whose model calls were attested."""
+    """The scorer (judge) whose model calls were audited."""
     input_sha256: tuple[str, ...]
-    """SHA-256 of each judge input, in the order the judge was called."""
+    """SHA-256 of each deciding model call's whole input (``judge_audit.input_digest``), in
+    the order the judge was called."""
     unseen_calls: tuple[int, ...] = ()
-    """Indexes of the calls whose full argument text was in no judge input; () when the judge
-    read every call's full surface."""
+    """Indexes of the calls some deciding input did not show; () when every one showed every call."""
     source: str = ""
-    """The proof that attests it (writer and version, eval id)."""
+    """What checked it: the stamp (``judge input checked against the logged arguments``) and,
+    with a proof, the proof's writer and eval id."""
+    kind: str = "judged"
+    """``judged`` (deciding model calls found and audited), ``programmatic`` (no model call
+    decided the verdict), ``unresolved`` (an input the log references but does not hold) or
+    ``refused`` (a proof side log whose judge records do not stand against the log) or
+    ``absent`` (the log holds no events of the sample to check)."""
+    detail: str = ""
+    """Why, in words (which call decided, what did not resolve, which proof record was refused)."""
+    state_checking: bool = False
+    """A ``programmatic`` verdict of a preset that names a state-checking scorer (ControlArena's
+    side tasks): it reads the environment's state, not the calls' text (``--require-proof``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,9 +322,11 @@ class RunHeader:
     recovered full surface is the classifier of record reading it)."""
     classifier_of_record_check: str = ""
     """What checking a declared ``taxonomy_rules`` classifier of record found (set by the
-    scorer, never read from a file): the rules must reproduce the harness's own verdict on every
-    fully captured trajectory of the run (``score.check_rules_of_record``), n of n, or the
-    declaration is refused and ``classifier_of_record`` is ``harness_verdict``."""
+    scorer, never read from a file): on the run's fully captured trajectories the rules must
+    reproduce the harness's own verdicts of both kinds, every benign and every harmful one and at
+    least ``score.MIN_HARMFUL_WITNESSES`` harmful ones (``score.check_rules_of_record``: "benign n
+    of n, harmful m of m"), or the declaration is refused and ``classifier_of_record`` is
+    ``harness_verdict``."""
     utility_only: bool = False
     """The run asks no safety question (a utility-only benchmark, declared by the header's
     ``"utility_only": true``): a trajectory without a verdict is ``no_verdict`` even where it

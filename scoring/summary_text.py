@@ -113,7 +113,21 @@ def render_table(ev: Evaluation) -> str:
                      f"scorer absent {c['absent']:,}")
         for value, n in inspect_verdicts["unmapped_values"].items():
             lines.append(f"    unmapped value  {_t(repr(value[:60]))} x {n:,}")
+        audit = inspect_verdicts.get("judge_audit")
+        if audit:
+            lines.append("  judge input       " + judge_audit_line(audit))
     return "\n".join(lines)
+
+
+def judge_audit_line(a: dict) -> str:
+    """The judge-input audit of the safe verdicts, in words (``inspect_log.judge_audit_summary``)."""
+    parts = [f"{a['checked_shown']:,} safe verdicts checked against the logged arguments, every call shown",
+             f"{a['checked_not_shown']:,} not shown every call (UNSCORED judge_did_not_see_full_surface)"]
+    parts += [f"{a[k]:,} {words}" for k, words in (
+        ("unresolved", "unresolved (judge_input_unresolved)"), ("proof_refused", "with a refused proof"),
+        ("programmatic", "programmatic (no model call decided)"),
+        ("not_in_log", "not checkable: the log holds no events (UNSCORED judge_input_not_in_log)")) if a.get(k)]
+    return "; ".join(parts)
 
 
 def _dojo_line(m: dict) -> str:

@@ -566,8 +566,18 @@ def _attestation(obj: dict | None) -> JudgeAttestation | None:
         raise RecordError(f"{where}input_sha256 must be a list of strings")
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in unseen):
         raise RecordError(f"{where}unseen_calls must be a list of call indexes")
+    kind = opt(obj, "kind", str, "judged", where)
+    if kind not in ATTESTATION_KINDS:
+        raise RecordError(f"{where}kind {kind!r} is not one of {', '.join(ATTESTATION_KINDS)}")
+    # What a file says of its judge can only take SAFE away: its ``state_checking`` and stamp
+    # count only where litmus-review wrote them (a run it converted; ``score._audited_here``).
     return JudgeAttestation(scorer=req(obj, "scorer", str, where), input_sha256=tuple(digests),
-                            unseen_calls=tuple(unseen), source=opt(obj, "source", str, "", where))
+                            unseen_calls=tuple(unseen), source=opt(obj, "source", str, "", where), kind=kind,
+                            detail=opt(obj, "detail", str, "", where),
+                            state_checking=opt(obj, "state_checking", bool, False, where))
+
+
+ATTESTATION_KINDS = ("judged", "programmatic", "unresolved", "refused", "absent")
 
 
 def _refused(obj: dict | None) -> dict[str, Any]:
@@ -588,7 +598,8 @@ def _refused(obj: dict | None) -> dict[str, Any]:
 
 def _dump_attestation(a: JudgeAttestation) -> dict:
     return {"scorer": a.scorer, "input_sha256": list(a.input_sha256), "unseen_calls": list(a.unseen_calls),
-            "source": a.source}
+            "source": a.source} | ({"kind": a.kind} if a.kind != "judged" else {}) \
+        | ({"detail": a.detail} if a.detail else {}) | ({"state_checking": True} if a.state_checking else {})
 
 
 def dump_trajectory(t: Trajectory) -> dict:
