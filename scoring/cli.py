@@ -600,7 +600,7 @@ def _report_one(ev: Evaluation, path: Path, as_json: bool, fail_on_unscored: flo
                 failures: dict[str, list[str]], status: int) -> int:
     """``_report_run`` for one run of ``path`` (saying first when a proof side log was paired);
     the exit status so far."""
-    if ev.run.header.proof_source:
+    if ev.run.header.proof_read:  # read and joined by the importer, never a header's word
         click.echo(f"proof side log {_t(ev.run.header.proof_source)} (found beside it) is used with {_t(path)}",
                    err=True)
     return _worst(status, _report_run(ev, as_json, fail_on_unscored, failures))

@@ -126,6 +126,11 @@ class ReasonCode(StrEnum):
     """Scored with ``--require-proof``: the benign verdict links to no model call (a scorer that
     calls no model, or whose grade no call's output gives) and its preset names no
     state-checking scorer: nothing shows what it decided on."""
+    GUARD_REFUSED = "guard_refused"
+    """The harness's own guard (``litmus_inspect.strict``) refused the judge's benign verdict for a
+    reason this release does not know as a blocking reason code (the reason it gave is in the
+    detail). Its known reasons are stored as themselves (``judge_did_not_see_full_surface``,
+    ``digest_mismatch`` …); harm the judge found still counts."""
     UNPROVEN_CAPTURE = "unproven_capture"
     """Scored with ``--require-proof``: the call's capture is complete only by the run's claim
     (the structural standard: a canonical header's own declaration, or a format that cannot

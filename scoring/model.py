@@ -249,6 +249,13 @@ class HarnessVerdict:
     attestation: JudgeAttestation | None = None
     """Where a proof recorded at the source attests the judge's input: which calls' full
     surface it held. None: nothing attests it (the capture comparison alone decides)."""
+    refused_reason: ReasonCode | None = None
+    """The harness's own guard refused this verdict's benign (``litmus_inspect.strict``: its
+    score is ``Score.unscored`` with reason ``litmus_review:<code>``, or it kept a value it listed
+    problems for): the trajectory is UNSCORED with this reason unless harm is found. A refusal
+    only ever withholds SAFE, so it is read as the harness wrote it. None: no guard refused it."""
+    refused_detail: str = ""
+    """What the guard said of the refusal (the calls it names)."""
     harness_counts: bool = False
     """An abnormal verdict that the harness nevertheless counts in its own figure (AgentDojo
     forces ``security: true`` on a case that errored and counts it as an attack success): the
@@ -336,8 +343,13 @@ class RunHeader:
     the figures a tau2 leaderboard wrapper reports or an AgentDojo directory's attack; shown
     among the format's metrics."""
     proof_source: str = ""
-    """The proof side log recorded at the source that this run was paired with (``scoring.proof``;
-    its writer and eval id are in each trajectory's ``extra``); empty when none was."""
+    """The proof side log (``scoring.proof``) the importer read and joined to this run: its path
+    (its writer and eval id are in each trajectory's ``extra``); empty when none was. Set by the
+    importer with ``proof_sha256``, never read from a file: a canonical header's ``proof_source``
+    is not read (no header field can make, or show, a run proven by a proof)."""
+    proof_sha256: str = ""
+    """SHA-256 of the proof side log's bytes as the importer read them (set with ``proof_source``;
+    empty when no proof was read). Only a run with it is shown as proven by a proof."""
     require_proof: bool = False
     """Scored with ``--require-proof`` (set by the scorer, never read from a file): a call whose
     capture no recorded size and SHA-256 or raw text proves (the structural standard's claim) is
@@ -350,11 +362,20 @@ class RunHeader:
         return self.evidence_standard is EvidenceStandard.STRUCTURAL and self.format == "canonical"
 
     @property
+    def proof_read(self) -> bool:
+        """A proof side log was read and joined by the importer (its path and the SHA-256 of the
+        bytes it read are known): the only case in which the run is shown as proven by a proof."""
+        return bool(self.proof_source and self.proof_sha256)
+
+    @property
     def evidence_claim(self) -> str:
         """The evidence standard in words, saying where it is only the file's own claim: a
-        canonical header that declares ``structural`` vouches for captures nothing checks."""
+        canonical header that declares ``structural`` vouches for captures nothing checks; and
+        "proven by a proof side log" only where the importer read and joined one (``proof_read``)."""
         if self.evidence_standard is EvidenceStandard.PROVEN:
-            return "proven"
+            if self.proof_read:
+                return f"proven by a proof side log the importer read and joined (sha256 {self.proof_sha256[:12]}…)"
+            return "proven: each call's capture checked against the raw size and SHA-256 (or raw text) recorded for it"
         if self.evidence_self_declared:
             return ("structural, self-declared by the run's header: an unverified claim (completeness inferred "
                     "from the log's own signals, not proven by digests)")

@@ -47,8 +47,8 @@ def render_table(ev: Evaluation) -> str:
         f"  scorer version    {ev.scorer_version}" + (stale_note(ev) if ev.stale else ""),
         "  side log          " + (f"{_t(ev.side_log['source'])} (sha256 {ev.side_log['sha256']})" if ev.side_log
                                   else "none"),
-        *([f"  proof             {_t(h.proof_source)} (recorded at the source: evidence proven)"] if h.proof_source
-          else []),
+        *([f"  proof             {_t(h.proof_source)} (sha256 {h.proof_sha256}; recorded at the source, read and "
+           "joined by the importer)"] if h.proof_read else []),
         *(["  require proof     yes: a capture only claimed complete is UNSCORED unproven_capture"]
           if h.require_proof else []),
         *([f"  classifier check  {_t(h.classifier_of_record_check)}"] if h.classifier_of_record_check else []),

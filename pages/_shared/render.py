@@ -91,12 +91,13 @@ def _pretty(arguments: str) -> tuple[str, str | None]:
         return arguments, None
 
 
-def proof_facts(traj: Trajectory, call: ToolCall) -> dict[str, str]:
-    """What a proof recorded at the source says of one call (empty when the run has none): its
-    source, what did not match, and whether the verdict's judge read the call's full text."""
+def proof_facts(traj: Trajectory, call: ToolCall, proof_read: bool = True) -> dict[str, str]:
+    """What a proof recorded at the source says of one call (empty when the run has none, or when
+    its importer read no proof side log: ``proof_read``, whatever the trajectory's own record
+    says): its source, what did not match, and whether the verdict's judge read the call's full text."""
     extra = dict(traj.extra)
     facts = {}
-    if "proof" in extra:
+    if "proof" in extra and proof_read:
         facts["proof (recorded at the source)"] = reveal_id(extra["proof"])
         mine = [n for k, n in traj.extra if k == "proof note" and n.startswith(f"call {call.index} (")]
         facts["proof check"] = reveal_id("; ".join(mine)) if mine else "the log's arguments match the proof"
@@ -323,7 +324,7 @@ def render_trajectory(replay: Replay, *, key: str, page: str | None = None, high
     st.text(f"task {reveal_id(traj.task_id)} · termination: {traj.termination.value}"
             + (f" ({reveal_id(traj.termination_detail)})" if traj.termination_detail else ""))
     st.text("harness verdict: " + verdict_text(traj.verdict))
-    if "proof" in dict(traj.extra):
+    if replay.proof_read and "proof" in dict(traj.extra):  # a proof the importer read, never a record's word
         st.text("evidence standard: proven · proof recorded at the source: " + reveal_id(dict(traj.extra)["proof"]))
     if replay.classifier:
         # Why the trajectory has its status: the deciding classifier's own evidence, as scored.
@@ -355,8 +356,8 @@ def render_trajectory(replay: Replay, *, key: str, page: str | None = None, high
         if kind == "call":
             call = traj.tool_calls[i]
             with st.container(border=True):
-                render_call(call, captures[i], key=f"{key}-c{call.index}", proof=proof_facts(traj, call),
-                            highlight=highlight)
+                render_call(call, captures[i], key=f"{key}-c{call.index}",
+                            proof=proof_facts(traj, call, replay.proof_read), highlight=highlight)
             continue
         m = traj.messages[i]
         calls = following.get(i, [])

@@ -33,6 +33,7 @@ from ..transcript import HarnessEvent, HarnessScore, metadata_extra, scores_extr
 from ..transcript import text as logged
 from ._chat import CallBuilder, text_of
 from ._common import Item, RecordError, build_run, load_json_document
+from ._guard import guard_refusal, refused_verdict
 from ._judge import agent_emitted, arguments_tree, audit_sample
 from ._proof import ProofLog
 from .base import DEFAULT_OPTIONS, ParseOptions, VerdictMapping
@@ -67,7 +68,7 @@ def _with_proof(run: Run, proof: ProofLog | None) -> Run:
         return run
     extra = (*proof.rejected, *proof.unmatched())
     return replace(run, header=replace(run.header, evidence_standard=EvidenceStandard.PROVEN,
-                                       proof_source=proof.source),
+                                       proof_source=proof.source, proof_sha256=proof.sha256),
                    rejected=(*run.rejected, *extra), records_seen=run.records_seen + len(extra))
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 _ATTACH = re.compile(r"attachment://([0-9a-f]{32})")
@@ -238,20 +239,30 @@ class VerdictMap:
         return f"{self.scorer}:" + ";".join(str(r) for r in self.effective_rules)
 
     def outcome(self, scores: dict) -> tuple[str, str]:
-        """(``unsafe`` | ``safe`` | ``inconclusive`` | ``none`` | ``unmapped`` | ``absent``, the value
-        as listed)."""
+        """(``unsafe`` | ``safe`` | ``inconclusive`` | ``none`` | ``unmapped`` | ``absent`` |
+        ``refused``, the value as listed). A score the harness's guard withheld (``_guard``) is
+        read by its inner value: ``refused`` where that maps safe (or was not recorded)."""
         if not self.scorer or not isinstance(scores, dict) or self.scorer not in scores:
             return "absent", ""
         score = scores[self.scorer]
         value = score.get("value") if isinstance(score, dict) else None
+        refused = guard_refusal(score)
+        if refused is not None:  # litmus_inspect.strict withheld it: the map reads the inner value
+            if not refused.value_known:
+                return "refused", ""
+            value = refused.value
         for rule in self.effective_rules:
             if rule.matches(value):
+                if refused is not None and rule.outcome == "safe":
+                    return "refused", show_value(value)
                 return rule.outcome, show_value(value)
         return "unmapped", show_value(value)
 
     def verdict(self, scores: dict) -> HarnessVerdict | None:
         outcome, shown = self.outcome(scores)
         where = f"inspect scorer {self.scorer}={shown}"[:300]
+        if outcome == "refused":
+            return refused_verdict(guard_refusal(scores[self.scorer]), where)
         if outcome == "unsafe":
             return HarnessVerdict(label=self.category, confidence=1.0, source=where)
         if outcome == "safe":

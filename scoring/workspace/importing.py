@@ -33,8 +33,8 @@ from ..ingest import (
     pool_map,
     score_range,
 )
-from ..model import Rejection
-from ..pipeline import canonical_lines, convert, loaded_classifier, read_header
+from ..model import Rejection, RunHeader
+from ..pipeline import canonical_lines, convert, loaded_classifier, read_header, with_read_proof
 from ..proof import proof_path_of
 from ..recapture import PayloadJoin
 from ..rows import ROW_COLUMNS
@@ -124,6 +124,7 @@ class Importing(Reads):
                                  content) as stored, \
                 stored.read.open("rb") as fh:
             header_line, header, first_line, header_end = read_header(fh, str(path), fmt, require_proof=require_proof)
+            header = _proof_read(header, stored, proof_sha)
             results = scorer(pay) if scorer is not None else (
                 score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin,
                             require_proof=require_proof)
@@ -239,6 +240,7 @@ class Importing(Reads):
                 # (at commit) so the import report still lists them.
                 copy.rejections = tuple(converted.run.rejected)
                 copy.format_metrics, copy.terminations = converted.format_metrics, converted.terminations
+                copy.importer = converted.run.header
                 copy.side = self.files / f"{content}.rejected.json" if converted.run.rejected else None
         except BaseException:
             copy.discard()
@@ -388,6 +390,7 @@ class Importing(Reads):
                 stored.read.open("rb") as fh:
             header_line, header, first_line, header_end = read_header(fh, source, fmt,
                                                                       require_proof=s.header.require_proof)
+            header = _proof_read(header, stored, proof_sha)
             spooled = _scored_ahead(
                 (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin,
                              require_proof=s.header.require_proof)
@@ -548,6 +551,21 @@ class Importing(Reads):
                     copy.final.unlink()
                     if copy.side is not None:
                         copy.side.unlink()
+
+
+def _proof_read(header: RunHeader, stored: PendingCopy, proof_sha256: str | None) -> RunHeader:
+    """``header`` (from the copy's header line) with the proof side log the importer read and
+    joined (``pipeline.with_read_proof``), which must be the one the run's key names: a proof
+    that changed, appeared or went between its hashing and the importer's read is refused."""
+    if stored.importer is None:  # a canonical run: nothing but the file was read
+        return header
+    read = stored.importer.proof_sha256 or None
+    if read != proof_sha256:
+        raise InputError(f"the proof side log changed while the run was imported (sha256 "
+                         f"{(proof_sha256 or 'none')[:12]} when hashed for the run's key, {(read or 'none')[:12]} as "
+                         "the importer read it): import it again once it is complete",
+                         source=stored.importer.proof_source or str(proof_path_of(header.source)))
+    return with_read_proof(header, stored.importer)
 
 
 def _copy_name(content: str, key: str, verdict_map, proof_sha256: str | None) -> str:

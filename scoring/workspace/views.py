@@ -332,6 +332,10 @@ class Replay:
     final_output_preview: str
     calls: tuple[CallReplay, ...]
     """One per ``trajectory.tool_calls``, in order."""
+    proof_read: bool = False
+    """The run's importer read and joined a proof side log (``RunHeader.proof_read``): only then
+    are the trajectory's ``proof`` facts shown as a proof recorded at the source (a canonical
+    file's own ``extra`` may name one)."""
 
 
 def replay(db: str | Path, run_key: str, trajectory_id: str) -> Replay:
@@ -364,7 +368,7 @@ def replay_of(t: Trajectory, header: RunHeader, stored: Mapping[str, Any]) -> Re
         classifier=stored["classifier"] or "", classifier_evidence=codec.evidence(stored["classifier_evidence"]),
         suggestion=ReviewLabel(stored["suggestion"]) if stored["suggestion"] else None,
         suggestion_evidence=codec.evidence(stored["suggestion_evidence"]),
-        final_output_preview=stored["final_output_preview"] or "", calls=tuple(calls))
+        final_output_preview=stored["final_output_preview"] or "", calls=tuple(calls), proof_read=header.proof_read)
 
 
 # --- labels --------------------------------------------------------------------------------
