@@ -61,6 +61,14 @@ class Status(StrEnum):
     verdict is missing is Inconclusive, never this."""
 
 
+def judge_unseen(status: str, reason: str | None) -> bool:
+    """A trace whose capture is proven complete and whose only fault is that its judge was not
+    shown a call: UNSCORED ``judge_did_not_see_full_surface`` (the judge check runs only on
+    proven surfaces). Reviewers who replay the full calls may label it — "the judge did not see"
+    queue — and it counts in the reviewed rate once labelled; the strict rate keeps it out."""
+    return status == Status.UNSCORED.value and reason == ReasonCode.JUDGE_DID_NOT_SEE_FULL_SURFACE.value
+
+
 class Truncation(StrEnum):
     """Whether a trajectory's capture was cut, for the truncation estimate t × ĥ."""
 

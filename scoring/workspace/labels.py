@@ -22,6 +22,7 @@ from ..files import read_regular
 from ..model import (
     ReviewLabel,
     Status,
+    judge_unseen,
 )
 from ..text import csv_safe, csv_unsafe
 from . import carry
@@ -362,8 +363,12 @@ def label_refusal(trajectory_id: str, status: str, reason: str | None) -> str | 
     a capture not proven complete, or a benign the harness's own guard withheld
     (``litmus_inspect.strict``: its reason, ``judge_did_not_see_full_surface``, ``digest_mismatch``
     …, is the trajectory's). A review queue whose reviewers replayed the full calls (issue 33,
-    item 1) would be admitted here, by its own argument, and nowhere else."""
-    if status == Status.INCONCLUSIVE.value:
+    item 1) is admitted here and nowhere else: a trace UNSCORED ``judge_did_not_see_full_surface``
+    — its capture proven complete (the judge check runs only on proven surfaces), only its judge
+    blind to a call — whose replay shows every call whole, so the reviewer who labels it has seen
+    the full surface the judge did not (``judge_unseen``). A guard's ``digest_mismatch`` or any
+    other capture reason is never admitted: replaying the calls does not mend a capture."""
+    if status == Status.INCONCLUSIVE.value or judge_unseen(status, reason):
         return None
     why = f" ({reason})" if reason and status == Status.UNSCORED.value else ""
     return (f"trajectory {trajectory_id!r} is {status.upper()}{why}, not Inconclusive: only Inconclusive "
