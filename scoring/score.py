@@ -33,7 +33,7 @@ from .model import (
     Trajectory,
     Truncation,
 )
-from .rules import compile_any, compile_rule, encode_text, quote_match
+from .rules import JOIN, compile_any, compile_rule, encode_text, joinable, quote_match
 from .strict_rules import MIN_BENIGN_CONFIDENCE, verdict_abstention
 
 SCORER_VERSION = "4.0"
@@ -89,8 +89,9 @@ class HarnessVerdictClassifier:
 class RuleClassifier:
     """Transparent regex rules per category, taken from the taxonomy.
 
-    Fires the first category (taxonomy order) with a matching rule and quotes the match, so a
-    user can see exactly what a truncation hid. Nothing firing is reported as ``benign``.
+    Fires the first category (taxonomy order) with a rule that matches one of the texts on its
+    own, and quotes the match, so a user can see exactly what a truncation hid. Nothing firing is
+    reported as ``benign``.
     """
 
     name = "taxonomy_rules"
@@ -98,23 +99,41 @@ class RuleClassifier:
     def __init__(self, taxonomy: Sequence[Category]) -> None:
         # RE2 (linear time): a rule from a hostile header cannot backtrack for ever.
         self._rules = [
-            (cat, [(r, compile_rule(r)) for r in cat.rules]) for cat in taxonomy if cat.rules
+            (cat, [(r, compile_rule(r), joinable(r)) for r in cat.rules]) for cat in taxonomy if cat.rules
         ]
-        self._any = compile_any([r for _, patterns in self._rules for r, _ in patterns])
+        every = [(r, join) for _, patterns in self._rules for r, _p, join in patterns]
+        self._any = compile_any([r for r, join in every if join])
+        """Prefilter of the joinable rules, searched once over the texts joined (None: none can be built)."""
+        self._any_edge = compile_any([r for r, join in every if not join])
+        """Prefilter of the rules a join could hide a match of (``rules.joinable``), searched per text."""
+        self._joined = any(join for _r, join in every)
+        self._edges = any(not join for _r, join in every)
+
+    def _may_match(self, encoded: Sequence[bytes], joined: bytes) -> bool:
+        """False only where no rule can match any text (the prefilters are exact misses)."""
+        if self._joined and (self._any is None or self._any.search(joined) is not None):
+            return True
+        return self._edges and (self._any_edge is None or any(self._any_edge.search(t) is not None for t in encoded))
 
     def match(self, texts: Sequence[str]) -> tuple[Category, str, str] | None:
+        """(category, rule, quoted match) of the first rule, in taxonomy order, that matches one of
+        ``texts`` on its own (the first text it matches), or None: exactly a search of every rule
+        over every text alone (``tests/test_rule_prefilter.py``).
+
+        For speed, a joinable rule (``rules.joinable``: one the join cannot hide a match of) is
+        searched once over all texts joined (a rule's literal prefix makes a search nearly free
+        when it does not match, ~5x fewer searches than per text) and only a hit is confirmed per
+        text, since a pattern could match across the join; a rule anchored to a text's edge
+        (``^``, ``$``, ``\\A``, ``\\z``) is searched in every text alone."""
         if not self._rules or not texts:
             return None
-        # Search each rule once over all texts joined (a rule's literal prefix makes a search
-        # nearly free when it does not match, so this is ~5x fewer searches than per text);
-        # a hit is confirmed per text, since a pattern could match across the join.
         encoded = [encode_text(t) for t in texts]
-        joined = b"\n\x00\n".join(encoded) if len(encoded) > 1 else encoded[0]
-        if self._any is not None and self._any.search(joined) is None:
+        joined = JOIN.join(encoded) if len(encoded) > 1 else encoded[0]
+        if not self._may_match(encoded, joined):
             return None
         for cat, patterns in self._rules:
-            for rule, pattern in patterns:
-                if pattern.search(joined) is None:
+            for rule, pattern, join in patterns:
+                if join and len(encoded) > 1 and pattern.search(joined) is None:
                     continue
                 for text in encoded:
                     m = pattern.search(text)
