@@ -91,20 +91,24 @@ def decode_header(raw: bytes, source: str, line: int) -> dict:
     return obj
 
 
-def _located_records(fh, header_end: int, first_line: int, header: RunHeader) -> Iterator[tuple[int, Trajectory]]:
-    """Every well-formed trajectory record after the header, with its line (malformed ones are
-    skipped here: the block scorer reports them)."""
+def _located_records(fh, header_end: int, first_line: int,
+                     header: RunHeader) -> Iterator[tuple[int, Trajectory | str]]:
+    """Every record after the header, with its line, for ``score.check_rules_of_record``: a
+    well-formed trajectory record as its ``Trajectory``; a record the block scorer refuses
+    (malformed, an unknown category) as the trajectory id it holds, if any, so that no copy of an
+    id held twice in the file is a witness, whichever copy is well-formed. Repeated ids are
+    left to the check (it sets every copy aside, as ``settle`` scores none)."""
     known = {c.id for c in header.taxonomy}
-    seen_ids: set[str] = set()
     fh.seek(header_end)
     for lineno, raw in enumerate(fh, start=first_line + 1):
         if not raw.strip():
             continue
         obj = decode_json_line(raw.rstrip(b"\r\n"))
         try:
-            yield lineno, canonical.check_record(obj, known, seen_ids)
+            yield lineno, canonical.check_record(obj, known, None)
         except RecordError:
-            continue
+            if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+                yield lineno, obj["id"]
 
 
 def vouch_for_file(header_line: bytes, header: RunHeader, fh, header_end: int,
