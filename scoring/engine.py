@@ -48,7 +48,7 @@ from .files import check_regular
 from .importers import SNIFF_BYTES, canonical, formats, sniff_format
 from .importers._common import RecordError, decode_json_line
 from .importers.inspect_log import VerdictMap
-from .ingest import BLOCK_BYTES, Block, decode_header, read_header_line, score_bytes, vouch_for_file
+from .ingest import BLOCK_BYTES, Block, HeaderLine, decode_header, read_header_line, score_bytes, vouch_for_file
 from .model import Status
 from .recapture import SIDE_LOG_SUFFIX, PayloadJoin
 from .recapture import side_log_beside as recapture_side_log_beside
@@ -539,11 +539,17 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         with fs.open(fpath, "rb") as fh:
             begin, data = read_owned(fh, start, end, start == plan.header_end)
         with pipeline.loaded_classifier(reclassifier) as plugin:
-            return score_bytes(plan.header_line, plan.source, begin, data, _join(plan), reclassifier=plugin,
+            return score_bytes(block_line(plan), plan.source, begin, data, _join(plan), reclassifier=plugin,
                                require_proof=plan.require_proof)
     except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         raise BlockFailed(index, rel, at, _message(exc)) from None
+
+
+def block_line(plan: RunPlan) -> bytes:
+    """The header line a block parses, with what the planner's check of its declared
+    taxonomy_rules found (``ingest.HeaderLine``: the blocks honour accepted rules from it alone)."""
+    return HeaderLine(plan.header_line, plan.rules_check) if plan.rules_check else plan.header_line
 
 
 def _run_fs(plan: RunPlan):
@@ -658,7 +664,7 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 nl = data.find(b"\n", pos)
                 stop = len(data) if nl < 0 else nl + 1
                 try:
-                    score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
+                    score_bytes(block_line(plan), plan.source, begin + pos, data[pos:stop], _join(plan),
                                 reclassifier=plugin, require_proof=plan.require_proof)
                 except Exception:
                     return line, begin + pos

@@ -74,6 +74,31 @@ class Block:
     """What the block's share of the side log did (``PayloadJoin.outcomes``); None without one."""
 
 
+class HeaderLine(bytes):
+    """A canonical header line as a door checked it (``vouch_for_file``): the bytes every block
+    parses, and ``rules_check``, what checking the header's declared taxonomy_rules on the file
+    found (``RunHeader.classifier_of_record_check``). The blocks honour the rules as classifier of
+    record only where ``rules_check`` records the acceptance (``score.rules_of_record``); only
+    ``vouch_for_file`` makes a ``HeaderLine``, never from the file's own bytes, so a plain
+    ``bytes`` line — the header as the file says it, unchecked — never has its rules honoured.
+    It travels to worker processes and Dask workers with its check (``__reduce__``)."""
+
+    rules_check: str
+
+    def __new__(cls, line: bytes, rules_check: str) -> HeaderLine:
+        obj = super().__new__(cls, line)
+        obj.rules_check = rules_check
+        return obj
+
+    def __reduce__(self):
+        return HeaderLine, (bytes(self), self.rules_check)
+
+
+def rules_check_of(header_line: bytes) -> str:
+    """What the door's check of the header's taxonomy_rules found ("" for a line no door checked)."""
+    return header_line.rules_check if isinstance(header_line, HeaderLine) else ""
+
+
 def read_header_line(fh, source: str) -> tuple[bytes, int, int]:
     """The first non-blank line, its line number and the offset just after it."""
     offset = 0
@@ -119,8 +144,10 @@ def vouch_for_file(header_line: bytes, header: RunHeader, fh, header_end: int,
     verdicts of both kinds, every benign and every harmful one and at least
     ``score.MIN_HARMFUL_WITNESSES`` harmful ones (``score.check_rules_of_record``; one more read
     of the file, for such runs only).
-    Refused, the line the blocks read says ``harness_verdict``. Every block door calls this on
-    the header it read (the local import, its parallel path, a rescore, the Dask engine's plan)."""
+    Refused, the line the blocks read says ``harness_verdict``; either way it is a ``HeaderLine``
+    carrying what the check found, which the blocks need to honour accepted rules. Every block
+    door calls this on the header it read (the local import, its parallel path, a rescore, the
+    Dask engine's plan)."""
     if header.classifier_of_record != RULES_OF_RECORD:
         return header_line, header
     check = check_rules_of_record(_located_records(fh, header_end, first_line, header), header)
@@ -129,7 +156,7 @@ def vouch_for_file(header_line: bytes, header: RunHeader, fh, header_end: int,
         obj = json.loads(header_line)
         obj["classifier_of_record"] = header.classifier_of_record
         header_line = json.dumps(obj).encode("utf-8")
-    return header_line, header
+    return HeaderLine(header_line, header.classifier_of_record_check), header
 
 
 def block_ranges(fh, start: int, end: int) -> Iterator[tuple[int, int]]:
@@ -198,10 +225,11 @@ def no_cyclic_gc() -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=4)
-def _scorers(header_line: bytes, source: str, require_proof: bool = False):
+def _scorers(header_line: bytes, rules_check: str, source: str, require_proof: bool = False):
+    """(header, rules, harness) of a header line (plain ``bytes``: the cache key) and what the
+    door's check of its taxonomy_rules found (``HeaderLine.rules_check``: "" honours none)."""
     header = canonical.parse_header(decode_header(header_line, source, 1), source)
-    if require_proof:
-        header = dataclasses.replace(header, require_proof=True)
+    header = dataclasses.replace(header, require_proof=require_proof, classifier_of_record_check=rules_check)
     return header, RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
 
 
@@ -213,7 +241,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
     Records of the common shape take ``_lean_row``; everything else (and every record when a
     side log is joined) the typed path. Both give the same row (tested line by line).
     """
-    header, rules, default_harness = _scorers(header_line, source, require_proof)
+    header, rules, default_harness = _scorers(bytes(header_line), rules_check_of(header_line), source, require_proof)
     harness = harness or default_harness
     min_benign_confidence = harness.min_benign_confidence
     known = {c.id for c in header.taxonomy}
