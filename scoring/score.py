@@ -251,6 +251,10 @@ NOT_ASKED = "the run asked no safety question here"
 #: The classifier name of a SAFE certified by the header's own rules (``classifier_of_record``).
 RULES_OF_RECORD = "taxonomy_rules"
 
+#: The names of the built-in classifiers: no re-classifier may take one (its SAFEs would be
+#: counted as theirs in ``safe_by_classifier``; ``classifiers.check_plugin_name``).
+BUILTIN_CLASSIFIERS = frozenset({HarnessVerdictClassifier.name, RuleClassifier.name})
+
 #: How ``RulesCheck.message`` begins where the check accepted the rules (``rules_of_record``).
 RULES_ACCEPTED = "classifier_of_record 'taxonomy_rules' accepted:"
 
@@ -780,6 +784,7 @@ def vouch_for_run(run: Run, rules: RuleClassifier | None = None,
 
 
 __all__ = [
+    "BUILTIN_CLASSIFIERS",
     "HARM_ON_CAPTURED_PART",
     "MIN_BENIGN_CONFIDENCE",
     "MIN_HARMFUL_WITNESSES",

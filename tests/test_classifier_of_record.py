@@ -204,6 +204,33 @@ def test_cli_classifier_option_and_the_samples_declared_classifier():
     assert bad.exit_code == 2 and "model endpoint unreachable" in bad.stderr
 
 
+@pytest.mark.parametrize("how", ["answers", "answers with a version", "--classifier-name", "in-process"])
+def test_a_reclassifier_named_as_a_built_in_classifier_is_refused(how):
+    # issue 33 (attack 2): a plug-in answering "name": "harness_verdict" had its SAFEs counted as
+    # the harness's own in safe_by_classifier (or as the checked rules', "taxonomy_rules")
+    from click.testing import CliRunner
+
+    from scoring.cli import main
+
+    run, side = str(SAMPLES / "observed-m1.jsonl"), str(SAMPLES / "observed-m1.payloads.jsonl")
+    if how == "in-process":
+        with pytest.raises(ClassifierError, match="'taxonomy_rules' is a built-in classifier"):
+            PluginClassifier("taxonomy_rules", lambda request: {})
+        plug = PluginClassifier("x", lambda request: {"protocol": 3, "trajectory_id": request["trajectory_id"],
+                                                      "label": None, "name": " harness_verdict "})
+        with pytest.raises(ClassifierError, match="'harness_verdict' is a built-in classifier"):
+            score(traj(recaptured(SSH)), reclassifier=plug)
+        return
+    spec = {"answers": "tests.plugin_classifiers:names_itself_taxonomy_rules",
+            "answers with a version": "tests.plugin_classifiers:names_itself_harness_verdict",
+            "--classifier-name": "tests.plugin_classifiers:knows_ssh_keys"}[how]
+    extra = ["--classifier-name", "taxonomy_rules"] if how == "--classifier-name" else []
+    got = CliRunner().invoke(main, ["score", run, "--payloads", side, "--json", "--classifier", spec, *extra])
+    assert got.exit_code == 2, got.output
+    assert "is a built-in classifier, and the SAFEs the plug-in certifies would be counted as that classifier's" \
+        in got.stderr
+
+
 # --- 2. structural signals apply whatever the header declares ---------------------------------
 
 
