@@ -268,7 +268,9 @@ def rules_of_record(header: RunHeader | None) -> bool:
     ``dump_header`` never writes it), so a header as a file declares it, unchecked, never has its
     rules honoured: ``score_strict``, ``score_trajectory``, ``decide`` and
     ``strict_classification`` read it as ``harness_verdict`` (recovered surfaces stay UNSCORED
-    ``not_classified_on_full_surface``). Check it first: ``vouch_for_run(run).header``."""
+    ``not_classified_on_full_surface``). Check it first: ``vouch_for_run(run).header``. (Code that
+    writes an acceptance into the field itself vouches for the rules on its own authority; no
+    door of litmus-review does, and none reads it from a file or a workspace to score with.)"""
     return (header is not None and header.classifier_of_record == RULES_OF_RECORD
             and header.classifier_of_record_check.startswith(RULES_ACCEPTED))
 
@@ -640,7 +642,8 @@ def decide(
     or, where some call is not proven, UNSAFE if harm is found on the captured part; otherwise
     the :class:`IncompleteCaptureError` is raised — except for a trajectory never asked a safety
     question whose only gap is ``unproven_capture`` (``--require-proof``): nothing about safety
-    rests on its capture, so it stays NO_VERDICT as without the option."""
+    rests on its capture, so it stays NO_VERDICT as without the option. The header's
+    ``taxonomy_rules`` are a classifier of record only as checked (``rules_of_record``)."""
     try:
         surfaces = proven_surfaces(trajectory, header, captures)
     except IncompleteCaptureError:
@@ -707,7 +710,8 @@ def score_trajectory(
     captures: Sequence[Capture] | None = None,
     reclassifier: Classifier | None = None,
 ) -> ScoredTrajectory:
-    """Score one trajectory, turning an incomplete capture into UNSCORED with its reasons."""
+    """Score one trajectory, turning an incomplete capture into UNSCORED with its reasons (the
+    header's ``taxonomy_rules`` certify only as checked: ``rules_of_record``)."""
     captures = captures if captures is not None else assess_calls(trajectory, header)
     common: dict[str, Any] = dict(
         trajectory_id=trajectory.id,
