@@ -97,7 +97,7 @@ from typing import Any
 
 from .errors import ClassifierError
 from .model import BENIGN, Trajectory
-from .score import Classification
+from .score import BUILTIN_CLASSIFIERS, Classification
 from .strict_rules import MIN_BENIGN_CONFIDENCE
 
 PROTOCOL = 3
@@ -211,11 +211,38 @@ def unattested(expected: dict[int, str], protocol: int, read: list[dict] | None,
     return None
 
 
+def builtin_name(name: str) -> str | None:
+    """The built-in classifier (``score.BUILTIN_CLASSIFIERS``) a re-classifier's name would pass
+    for — the name itself, or its first word (``"taxonomy_rules 1.0"``), in any case — or None."""
+    words = name.split()
+    for word in (name.strip(), words[0] if words else ""):
+        for builtin in BUILTIN_CLASSIFIERS:
+            if word.casefold() == builtin.casefold():
+                return builtin
+    return None
+
+
+def check_plugin_name(name: str, *, classifier: str, trajectory_id: str | None = None) -> None:
+    """Refuse (``ClassifierError``: exit 2) a re-classifier named as a built-in classifier:
+    ``safe_by_classifier``, the stamp and every SAFE's evidence name who certified it, and a
+    plug-in calling itself ``harness_verdict`` or ``taxonomy_rules`` would have its SAFEs counted
+    as the harness's own or the checked rules'."""
+    builtin = builtin_name(name)
+    if builtin is not None:
+        raise ClassifierError(f"a re-classifier cannot be named {name.strip()[:80]!r}: {builtin!r} is a built-in "
+                              "classifier, and the SAFEs the plug-in certifies would be counted as that classifier's "
+                              "(give it a name of its own, --classifier-name)",
+                              classifier=classifier, trajectory_id=trajectory_id)
+
+
 class PluginClassifier:
-    """A re-classifier of record; see the module docstring for its protocol."""
+    """A re-classifier of record; see the module docstring for its protocol. It may not be named
+    as a built-in classifier, by its spec, ``--classifier-name`` or its answers
+    (``check_plugin_name``)."""
 
     def __init__(self, name: str, answer: Callable[[dict], Any], *, close: Callable[[], None] | None = None,
                  benign_threshold: float = MIN_BENIGN_CONFIDENCE, fixed_name: bool = False) -> None:
+        check_plugin_name(name, classifier=name)
         self.name = name
         """Who certifies: ``--classifier-name``, else the answers' name and version, else the spec."""
         self._fixed_name = fixed_name
@@ -285,6 +312,7 @@ class PluginClassifier:
             raise bad(f"'read' of a protocol {protocol} answer must be a list of {{\"index\": int, \"{key}\": hex}}"
                       + hint)
         if not self._fixed_name and isinstance(raw.get("name"), str) and raw["name"].strip():
+            check_plugin_name(raw["name"], classifier=self.name, trajectory_id=trajectory_id)
             version = raw.get("version")
             self.name = (raw["name"].strip() + (f" {version}" if isinstance(version, (str, int, float)) else ""))[:120]
         evidence = raw.get("evidence") or ""
@@ -393,6 +421,7 @@ def python_classifier(spec: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
     """``module:function`` run in a host child process (``python -m scoring.classifiers``): it
     is imported there (ClassifierError if it cannot be), called once per request, and killed at
     the time-out, so a call that hangs never keeps the run alive."""
+    check_plugin_name(name or spec, classifier=spec)  # before anything starts
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
     proc = _Command([sys.executable, "-m", "scoring.classifiers", spec], spec, timeout_s, env)
@@ -422,6 +451,7 @@ def command_classifier(command: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
     argv = shlex.split(command)
     if not argv:
         raise ClassifierError("empty command", classifier=command)
+    check_plugin_name(name or command, classifier=command)  # before anything starts
     proc = _Command(argv, command, timeout_s)
     return PluginClassifier(name or command, proc.answer, close=proc.close, benign_threshold=benign_threshold,
                             fixed_name=bool(name))

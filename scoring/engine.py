@@ -48,7 +48,16 @@ from .files import check_regular
 from .importers import SNIFF_BYTES, canonical, formats, sniff_format
 from .importers._common import RecordError, decode_json_line
 from .importers.inspect_log import VerdictMap
-from .ingest import BLOCK_BYTES, Block, decode_header, read_header_line, score_bytes, vouch_for_file
+from .ingest import (
+    BLOCK_BYTES,
+    Block,
+    HeaderLine,
+    changed_while_scored,
+    decode_header,
+    read_header_line,
+    scan_canonical,
+    score_bytes,
+)
 from .model import Status
 from .recapture import SIDE_LOG_SUFFIX, PayloadJoin
 from .recapture import side_log_beside as recapture_side_log_beside
@@ -112,6 +121,12 @@ class RunPlan:
     rules_check: str = ""
     """What checking a canonical header's declared taxonomy_rules found (``RunHeader.classifier_of_record_check``),
     read once by the planner; empty when nothing was declared."""
+    read_end: int = 0
+    read_sha256: str = ""
+    """SHA-256 of bytes ``[0, read_end)`` as the planner read them (``ingest.scan_canonical``):
+    the header, or the whole file where its taxonomy_rules were checked. The run's hash
+    (``file_sha256``) must find the same bytes there, and the blocks' own, or the run fails:
+    the check, the blocks and the run key then name one version of the file."""
     read_from: str | None = None
     """A copy on the worker's own disk that the run's bytes are read from instead of ``url``
     (a small run fetched whole by the task that plans and scores it: ``fetch_small``); the
@@ -279,9 +294,10 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
             fh.seek(0)
             header_line, first_line, header_end = read_header_line(fh, path) if fmt == canonical.NAME \
                 else (b"", 0, 0)
-            rules_check = ""
+            rules_check, read_end, read_sha = "", 0, ""
             if fmt == canonical.NAME:  # a declared taxonomy_rules classifier of record, checked on the file
-                header_line, rules_check = _vouched_line(header_line, fh, header_end, first_line, path)
+                header_line, rules_check, read_end, read_sha = _vouched_line(header_line, fh, size, header_end,
+                                                                             first_line, path)
     except FileNotFoundError as exc:
         raise InputError("no such file", source=path) from exc
     except LitmusReviewError:
@@ -307,18 +323,20 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
                    _url(str(payloads)) if payloads is not None else None,
                    str(payloads) if payloads is not None else None, fmt, verdict_map or None,
                    require_proof=require_proof, rules_check=rules_check, read_from=read_from,
-                   payloads_version=version)
+                   payloads_version=version, read_end=read_end, read_sha256=read_sha)
 
 
-def _vouched_line(header_line: bytes, fh, header_end: int, first_line: int, path: str) -> tuple[bytes, str]:
-    """(the header line the workers read, what the check found): a declared taxonomy_rules
-    classifier of record checked on the whole file first (``ingest.vouch_for_file``; the client
-    reads such a run once more)."""
+def _vouched_line(header_line: bytes, fh, size: int, header_end: int, first_line: int,
+                  path: str) -> tuple[bytes, str, int, str]:
+    """(the header line the workers read, what the check found, the end and SHA-256 of the bytes
+    read): the header read again and a declared taxonomy_rules classifier of record checked on
+    the whole file, hashed as it is read (``ingest.scan_canonical``; the client reads such a run
+    once more, any other only its header)."""
     obj = decode_header(header_line, path, first_line)
     if not (isinstance(obj, dict) and obj.get("format") == canonical.FORMAT_TAG):
-        return header_line, ""  # refused below, with its message
-    line, header = vouch_for_file(header_line, canonical.parse_header(obj, path), fh, header_end, first_line)
-    return line, header.classifier_of_record_check
+        return header_line, "", 0, ""  # refused below, with its message
+    scan = scan_canonical(fh, path, size, header_line, first_line, header_end, canonical.parse_header(obj, path))
+    return scan.header_line, scan.header.classifier_of_record_check, scan.end, scan.sha256
 
 
 def exists(path: str, storage_options: dict | None = None) -> bool:
@@ -539,11 +557,17 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
         with fs.open(fpath, "rb") as fh:
             begin, data = read_owned(fh, start, end, start == plan.header_end)
         with pipeline.loaded_classifier(reclassifier) as plugin:
-            return score_bytes(plan.header_line, plan.source, begin, data, _join(plan), reclassifier=plugin,
+            return score_bytes(block_line(plan), plan.source, begin, data, _join(plan), reclassifier=plugin,
                                require_proof=plan.require_proof)
     except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         raise BlockFailed(index, rel, at, _message(exc)) from None
+
+
+def block_line(plan: RunPlan) -> bytes:
+    """The header line a block parses, with what the planner's check of its declared
+    taxonomy_rules found (``ingest.HeaderLine``: the blocks honour accepted rules from it alone)."""
+    return HeaderLine(plan.header_line, plan.rules_check) if plan.rules_check else plan.header_line
 
 
 def _run_fs(plan: RunPlan):
@@ -658,7 +682,7 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 nl = data.find(b"\n", pos)
                 stop = len(data) if nl < 0 else nl + 1
                 try:
-                    score_bytes(plan.header_line, plan.source, begin + pos, data[pos:stop], _join(plan),
+                    score_bytes(block_line(plan), plan.source, begin + pos, data[pos:stop], _join(plan),
                                 reclassifier=plugin, require_proof=plan.require_proof)
                 except Exception:
                     return line, begin + pos
@@ -673,18 +697,55 @@ def digest(scored: Block) -> BlockDigest:
     return settle_digest(scored)
 
 
-def file_sha256(plan: RunPlan) -> str:
-    """The run's content SHA-256 (its run key), read on a worker; ``RunFailed`` when the file
-    is not the size it had when it was planned (still being written)."""
+def file_sha256(plan: RunPlan, *blocks: Any) -> str:
+    """The run's content SHA-256 (its run key), read on a worker once its ``blocks`` are scored
+    (their ``Block.span`` or ``BlockDigest.span``, in file order). ``RunFailed`` where the file
+    is not the one the blocks and the planner read: not the size it had when it was planned
+    (still being written), bytes ``[0, plan.read_end)`` not those the planner hashed (its header,
+    or the whole file its taxonomy_rules were checked on), or a block's bytes not those found at
+    its place now; the blocks must tile the records, ``[header_end, size)``."""
+    spans = [s for s in (getattr(b, "span", b) for b in blocks) if s is None or s[1]]
+    refused = None
+    at = plan.header_end
+    for span in spans:
+        if span is None or span[0] != at:
+            refused = "its blocks do not cover its records line by line"
+            break
+        at += span[1]
+    if refused is None and at != plan.size:
+        refused = f"its blocks end at byte {at:,}, not at its end" if spans else "no block read its records"
     fs, fpath = _run_fs(plan)
     h, n = hashlib.sha256(), 0
+    prefix = None
     with fs.open(fpath, "rb") as fh:
-        while chunk := fh.read(_HASH_CHUNK):
-            h.update(chunk)
-            n += len(chunk)
-    if n != plan.size:
-        raise RunFailed(f"{plan.source}: the file changed while it was scored ({plan.size:,} bytes, now {n:,}); "
-                        "is the harness still writing it? Score it again once it is complete")
+        if refused is None:
+            data = fh.read(plan.header_end)
+            h.update(data)
+            n += len(data)
+            prefix = h.copy()
+            for off, length, want in spans:
+                part, left = hashlib.sha256(), length
+                while left and (chunk := fh.read(min(left, _HASH_CHUNK))):
+                    h.update(chunk)
+                    part.update(chunk)
+                    n += len(chunk)
+                    left -= len(chunk)
+                if part.digest() != want:
+                    refused = f"bytes {off:,} to {off + length:,} are not those a block scored"
+                    break
+        if refused is None:
+            while chunk := fh.read(_HASH_CHUNK):
+                h.update(chunk)
+                n += len(chunk)
+    if refused is None and n != plan.size:
+        refused = f"{plan.size:,} bytes when it was planned, {n:,} now; is the harness still writing it?"
+    if refused is None and plan.read_sha256:
+        read = prefix if plan.read_end == plan.header_end else h if plan.read_end == plan.size else None
+        if read is None or read.hexdigest() != plan.read_sha256:
+            refused = ("its taxonomy_rules were checked on other bytes" if plan.read_end == plan.size
+                       else "its header is not the one planned")
+    if refused is not None:
+        raise RunFailed(str(changed_while_scored(plan.source, refused)))
     return h.hexdigest()
 
 
@@ -878,6 +939,7 @@ def workspace_scorer(plan: RunPlan, client, *, block_bytes: int = BLOCK_BYTES,
                                              key=f"litmus-import-{tag}-{i}"))
 
         shift = plan.first_line  # as finish_run numbers lines: the first record line is first_line + 1
+        spans = []
         try:
             top_up()
             while pending:
@@ -891,6 +953,13 @@ def workspace_scorer(plan: RunPlan, client, *, block_bytes: int = BLOCK_BYTES,
                                       f"{message}") from None
                 future.release()
                 shift += res.lines
+                spans.append(res.span)
+                if not pending:  # the last block: the blocks must have read what the plan checked
+                    hashing = client.submit(file_sha256, plan, *spans, key=f"litmus-import-{tag}-sha256")
+                    try:
+                        hashing.result()
+                    except RunFailed as exc:
+                        raise EngineError(exc.message) from None
                 yield res  # its share of the side log is in the block (settle joins the shares)
         finally:
             if pending:
@@ -1237,7 +1306,8 @@ def run_small(plan: RunPlan, staging: str | None, fleet: Fleet) -> RunPlan | Run
         else:
             bounds = block_bounds(plan, block_bytes)
             blocks = [score_block(plan, s, e, reclassifier, i) for i, (s, e) in enumerate(bounds)]
-            final = finish_run(plan, file_sha256(plan), reclassifier, *map(digest, blocks), aggregates=with_table,
+            final = finish_run(plan, file_sha256(plan, *blocks), reclassifier, *map(digest, blocks),
+                               aggregates=with_table,
                                table=table, storage_options=so)
             written = [write_part(b, final, i, table, so, plan.url) for i, b in enumerate(blocks)] \
                 if table is not None else []
@@ -1637,7 +1707,7 @@ def _submit_run(client, plan: RunPlan, tag: str, block_bytes: int, reclassifier:
         blocks = [client.submit(score_block, plan, s, e, reclassifier, i, key=f"litmus-block-{tag}-{i}", **kw)
                   for i, (s, e) in enumerate(bounds)]
         digests = [client.submit(digest, b, key=f"litmus-digest-{tag}-{i}", **kw) for i, b in enumerate(blocks)]
-        content = client.submit(file_sha256, plan, key=f"litmus-sha256-{tag}", **kw)
+        content = client.submit(file_sha256, plan, *digests, key=f"litmus-sha256-{tag}", **kw)  # once they are read
         final = client.submit(finish_run, plan, content, reclassifier, *digests, aggregates=with_table,
                               table=staging, storage_options=so, key=f"litmus-final-{tag}", **kw)
         # In the same graph: a block's rows are dropped once its part is written (or, without a

@@ -14,6 +14,8 @@ import ctypes
 import dataclasses
 import functools
 import gc
+import hashlib
+import io
 import json
 import multiprocessing
 import os
@@ -72,6 +74,35 @@ class Block:
     """How many records the lean path scored (the rest took the typed path): a speed figure."""
     recapture: list[tuple] | None = None
     """What the block's share of the side log did (``PayloadJoin.outcomes``); None without one."""
+    span: tuple[int, int, bytes] | None = None
+    """(offset, length, SHA-256) of exactly the bytes the block scored: a door compares it with
+    what it checked and hashed before (``scan_canonical``; the Dask engine's ``file_sha256``), so
+    a file rewritten between the two is refused, never scored under the other bytes' check."""
+
+
+class HeaderLine(bytes):
+    """A canonical header line as a door checked it (``vouch_for_file``): the bytes every block
+    parses, and ``rules_check``, what checking the header's declared taxonomy_rules on the file
+    found (``RunHeader.classifier_of_record_check``). The blocks honour the rules as classifier of
+    record only where ``rules_check`` records the acceptance (``score.rules_of_record``); only
+    ``vouch_for_file`` makes a ``HeaderLine``, never from the file's own bytes, so a plain
+    ``bytes`` line — the header as the file says it, unchecked — never has its rules honoured.
+    It travels to worker processes and Dask workers with its check (``__reduce__``)."""
+
+    rules_check: str
+
+    def __new__(cls, line: bytes, rules_check: str) -> HeaderLine:
+        obj = super().__new__(cls, line)
+        obj.rules_check = rules_check
+        return obj
+
+    def __reduce__(self):
+        return HeaderLine, (bytes(self), self.rules_check)
+
+
+def rules_check_of(header_line: bytes) -> str:
+    """What the door's check of the header's taxonomy_rules found ("" for a line no door checked)."""
+    return header_line.rules_check if isinstance(header_line, HeaderLine) else ""
 
 
 def read_header_line(fh, source: str) -> tuple[bytes, int, int]:
@@ -91,20 +122,56 @@ def decode_header(raw: bytes, source: str, line: int) -> dict:
     return obj
 
 
-def _located_records(fh, header_end: int, first_line: int, header: RunHeader) -> Iterator[tuple[int, Trajectory]]:
-    """Every well-formed trajectory record after the header, with its line (malformed ones are
-    skipped here: the block scorer reports them)."""
+def _located_records(lines: Iterable[tuple[int, bytes]], header: RunHeader) -> Iterator[tuple[int, Trajectory | str]]:
+    """Every record of ``lines`` (line number, bytes), for ``score.check_rules_of_record``: a
+    well-formed trajectory record as its ``Trajectory``; a record the block scorer refuses
+    (malformed, an unknown category) as the trajectory id it holds, if any, so that no copy of an
+    id held twice in the file is a witness, whichever copy is well-formed. Repeated ids are
+    left to the check (it sets every copy aside, as ``settle`` scores none)."""
     known = {c.id for c in header.taxonomy}
-    seen_ids: set[str] = set()
-    fh.seek(header_end)
-    for lineno, raw in enumerate(fh, start=first_line + 1):
+    for lineno, raw in lines:
         if not raw.strip():
             continue
         obj = decode_json_line(raw.rstrip(b"\r\n"))
         try:
-            yield lineno, canonical.check_record(obj, known, seen_ids)
+            yield lineno, canonical.check_record(obj, known, None)
         except RecordError:
-            continue
+            if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+                yield lineno, obj["id"]
+
+
+def _lines_of(chunks: Iterable[bytes], first_line: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes without the newline) of the lines of consecutive chunks of a file that
+    start after line ``first_line`` (chunks may cut lines anywhere; a last line without a
+    newline is a line, as a file's lines are)."""
+    lineno, parts = first_line, list[bytes]()
+    for chunk in chunks:
+        start = 0
+        while (nl := chunk.find(b"\n", start)) >= 0:
+            lineno += 1
+            if parts:
+                parts.append(chunk[start:nl])
+                yield lineno, b"".join(parts)
+                parts = []
+            else:
+                yield lineno, chunk[start:nl]
+            start = nl + 1
+        if start < len(chunk):
+            parts.append(chunk[start:])
+    if parts:
+        yield lineno + 1, b"".join(parts)
+
+
+def _vouch(header_line: bytes, header: RunHeader, lines: Iterable[tuple[int, bytes]]) -> tuple[bytes, RunHeader]:
+    if header.classifier_of_record != RULES_OF_RECORD:
+        return header_line, header
+    check = check_rules_of_record(_located_records(lines, header), header)
+    header = vouched(header, check)
+    if not check.accepted:
+        obj = json.loads(header_line)
+        obj["classifier_of_record"] = header.classifier_of_record
+        header_line = json.dumps(obj).encode("utf-8")
+    return HeaderLine(header_line, header.classifier_of_record_check), header
 
 
 def vouch_for_file(header_line: bytes, header: RunHeader, fh, header_end: int,
@@ -112,20 +179,113 @@ def vouch_for_file(header_line: bytes, header: RunHeader, fh, header_end: int,
     """(the header line the blocks must read, the header as stored) of a canonical run whose
     header may declare its taxonomy rules as the harness's classifier: the declaration stands
     only where, on the file's fully captured trajectories, the rules reproduce the harness's own
-    verdicts of both kinds, every benign and every harmful one and at least
-    ``score.MIN_HARMFUL_WITNESSES`` harmful ones (``score.check_rules_of_record``; one more read
-    of the file, for such runs only).
-    Refused, the line the blocks read says ``harness_verdict``. Every block door calls this on
-    the header it read (the local import, its parallel path, a rescore, the Dask engine's plan)."""
-    if header.classifier_of_record != RULES_OF_RECORD:
-        return header_line, header
-    check = check_rules_of_record(_located_records(fh, header_end, first_line, header), header)
-    header = vouched(header, check)
-    if not check.accepted:
-        obj = json.loads(header_line)
-        obj["classifier_of_record"] = header.classifier_of_record
-        header_line = json.dumps(obj).encode("utf-8")
-    return header_line, header
+    verdicts of both kinds, every benign and every harmful one, with harmful ones from at least
+    ``score.MIN_HARMFUL_WITNESSES`` tasks (``score.check_rules_of_record``; one more read of the
+    file, for such runs only). Refused, the line the blocks read says ``harness_verdict``;
+    either way it is a ``HeaderLine`` carrying what the check found, which the blocks need to
+    honour accepted rules. Every block door checks the header it read so: this reads ``fh``
+    from ``header_end`` to its end (a workspace's own copy of the run, its rescore);
+    ``scan_canonical`` checks the bytes it hashes (``score FILE``, the Dask engine's plan)."""
+    fh.seek(header_end)
+    return _vouch(header_line, header, ((n, raw.rstrip(b"\n")) for n, raw in enumerate(fh, start=first_line + 1)))
+
+
+SCAN_CHUNK = 1 << 20
+"""Bytes read at a time by ``scan_canonical`` (a range of a block is hashed in such chunks)."""
+
+
+def changed_while_scored(source: str, detail: str, line: int | None = None) -> InputError:
+    """The refusal of a run whose bytes changed between what a door checked and hashed and what
+    it scored (a harness still writing it, a sync tool replacing it): scoring on would give the
+    check of one version and the rows of another, stored under the first one's hash."""
+    return InputError(f"the file changed while it was being scored ({detail}); nothing was scored from it. Score it "
+                      "again once nothing writes it", source=source, line=line)
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What ``scan_canonical`` read of a canonical run before its blocks."""
+
+    header_line: bytes
+    """The header line the blocks must parse (``vouch_for_file``'s)."""
+    header: RunHeader
+    """The header as checked (``RunHeader.classifier_of_record_check`` set where rules were declared)."""
+    end: int
+    """Bytes ``[0, end)`` were read and hashed: the header's (``end`` is the header's end), or the
+    whole file (``end`` is its size)."""
+    sha256: str
+    """SHA-256 of bytes ``[0, end)``; the file's own where ``end`` is its size."""
+    spans: tuple[tuple[int, int, bytes], ...] = ()
+    """(offset, length, SHA-256) of each range the scan was given, in order: what each block must
+    read (``Block.span``)."""
+
+
+def scan_canonical(fh, source: str, size: int, header_line: bytes, first_line: int, header_end: int,
+                   header: RunHeader, *, ranges: Iterable[tuple[int, int]] | None = None, whole: bool = False) -> Scan:
+    """One read of a canonical run, from byte 0, before its blocks: its header again (it must be
+    the line ``read_header_line`` gave: ``header_line``, at ``first_line``, ending at
+    ``header_end``), then, where ``whole`` or where the header declares taxonomy_rules, every
+    byte up to ``size`` — by ``ranges`` (the blocks', which must tile ``[header_end, size)``;
+    each one's SHA-256 is kept) — hashed as it is read, while ``vouch_for_file``'s check of the
+    rules reads those same bytes. A file not of ``size`` bytes, or not the header read before,
+    raises ``changed_while_scored``. A door then scores blocks that read exactly these bytes:
+    each block's ``Block.span`` digest must be its range's, or nothing is scored."""
+    fh.seek(0)
+    prefix = fh.read(header_end)
+    if len(prefix) != header_end or read_header_line(io.BytesIO(prefix), source) != (header_line, first_line,
+                                                                                       header_end):
+        raise changed_while_scored(source, "its header is not the one read first", first_line)
+    hashed = hashlib.sha256(prefix)
+    declared = header.classifier_of_record == RULES_OF_RECORD
+    if not (whole or declared):
+        return Scan(header_line, header, header_end, hashed.hexdigest())
+    spans = list(ranges) if ranges is not None else [(header_end, size - header_end)] if size > header_end else []
+    at = header_end
+    for off, n in spans:
+        assert off == at and n >= 0, (spans, header_end, size)
+        at += n
+    assert at == size, (spans, size)
+    read: list[tuple[int, int, bytes]] = []
+
+    def chunks() -> Iterator[bytes]:
+        for off, n in spans:
+            fh.seek(off)
+            part, left = hashlib.sha256(), n
+            while left:
+                chunk = fh.read(min(left, SCAN_CHUNK))
+                if not chunk:
+                    raise changed_while_scored(source, f"{size:,} bytes when it was opened, fewer now")
+                hashed.update(chunk)
+                part.update(chunk)
+                left -= len(chunk)
+                yield chunk
+            read.append((off, n, part.digest()))
+        if fh.read(1):
+            raise changed_while_scored(source, f"{size:,} bytes when it was opened, more now")
+
+    if declared:
+        header_line, header = _vouch(header_line, header, _lines_of(chunks(), first_line))
+    else:
+        collections.deque(chunks(), maxlen=0)
+    return Scan(header_line, header, size, hashed.hexdigest(), tuple(read))
+
+
+def checked_blocks(blocks: Iterable[Block], scan: Scan, source: str, first_line: int) -> Iterator[Block]:
+    """The blocks scored from the ranges ``scan`` read, in order, each refused
+    (``changed_while_scored``, located at the block's first line) unless it read exactly the
+    bytes the scan checked and hashed: the rows, the check and the run's hash then name one
+    version of the file."""
+    line = first_line + 1
+    spans = iter(scan.spans)
+    for block in blocks:
+        want = next(spans, None)
+        if want is None or block.span != want:
+            at = f"bytes {want[0]:,} to {want[0] + want[1]:,}" if want is not None else "a block past its end"
+            raise changed_while_scored(source, f"{at} are not those it checked and hashed before", line)
+        line += block.lines
+        yield block
+    if next(spans, None) is not None:
+        raise changed_while_scored(source, "fewer blocks were scored than it was read in")
 
 
 def block_ranges(fh, start: int, end: int) -> Iterator[tuple[int, int]]:
@@ -176,8 +336,9 @@ def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: 
     never carries it). The lean path is unchanged by it: it takes only calls proven by size and
     digest."""
     with no_cyclic_gc():  # it cost 7 % of a block's time
-        return _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier, harness=harness,
-                            lean=lean, require_proof=require_proof)
+        block = _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier, harness=harness,
+                             lean=lean, require_proof=require_proof)
+    return dataclasses.replace(block, span=(offset, len(data), hashlib.sha256(data).digest()))
 
 
 @contextlib.contextmanager
@@ -194,10 +355,11 @@ def no_cyclic_gc() -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=4)
-def _scorers(header_line: bytes, source: str, require_proof: bool = False):
+def _scorers(header_line: bytes, rules_check: str, source: str, require_proof: bool = False):
+    """(header, rules, harness) of a header line (plain ``bytes``: the cache key) and what the
+    door's check of its taxonomy_rules found (``HeaderLine.rules_check``: "" honours none)."""
     header = canonical.parse_header(decode_header(header_line, source, 1), source)
-    if require_proof:
-        header = dataclasses.replace(header, require_proof=True)
+    header = dataclasses.replace(header, require_proof=require_proof, classifier_of_record_check=rules_check)
     return header, RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
 
 
@@ -209,7 +371,7 @@ def _score_block(header_line: bytes, source: str, offset: int, line: int, data: 
     Records of the common shape take ``_lean_row``; everything else (and every record when a
     side log is joined) the typed path. Both give the same row (tested line by line).
     """
-    header, rules, default_harness = _scorers(header_line, source, require_proof)
+    header, rules, default_harness = _scorers(bytes(header_line), rules_check_of(header_line), source, require_proof)
     harness = harness or default_harness
     min_benign_confidence = harness.min_benign_confidence
     known = {c.id for c in header.taxonomy}

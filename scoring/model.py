@@ -327,14 +327,17 @@ class RunHeader:
     """Which classifier produced the harness's verdicts: ``harness_verdict`` (a judge the run
     does not describe; it certifies safety only where it read the full surface) or
     ``taxonomy_rules`` (the header's own rules are that classifier, so running them on a
-    recovered full surface is the classifier of record reading it)."""
+    recovered full surface is the classifier of record reading it). A declaration alone is
+    never honoured: only with ``classifier_of_record_check`` recording the check's acceptance
+    (``score.rules_of_record``)."""
     classifier_of_record_check: str = ""
     """What checking a declared ``taxonomy_rules`` classifier of record found (set by the
-    scorer, never read from a file): on the run's fully captured trajectories the rules must
-    reproduce the harness's own verdicts of both kinds, every benign and every harmful one and at
-    least ``score.MIN_HARMFUL_WITNESSES`` harmful ones (``score.check_rules_of_record``: "benign n
-    of n, harmful m of m"), or the declaration is refused and ``classifier_of_record`` is
-    ``harness_verdict``."""
+    scorer, never read from a file: ``canonical.parse_header`` never reads it, ``dump_header``
+    never writes it): on the run's fully captured trajectories the rules must reproduce the
+    harness's own verdicts of both kinds, every benign and every harmful one, with harmful ones
+    from at least ``score.MIN_HARMFUL_WITNESSES`` tasks (``score.check_rules_of_record``: "benign
+    n of n, harmful m of m, from k tasks"), or the declaration is refused and
+    ``classifier_of_record`` is ``harness_verdict``."""
     utility_only: bool = False
     """The run asks no safety question (a utility-only benchmark, declared by the header's
     ``"utility_only": true``): a trajectory without a verdict is ``no_verdict`` even where it

@@ -40,9 +40,11 @@ from .ingest import (
     PARALLEL_WINDOW,
     Block,
     block_ranges,
+    checked_blocks,
     decode_header,
     pool_map,
     read_header_line,
+    scan_canonical,
     score_bytes,
     score_range,
     vouch_for_file,
@@ -216,14 +218,16 @@ def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | N
         with open_regular(path) as fh:
             size = fh.seek(0, io.SEEK_END)
             fh.seek(0)
-            header_line, header, first_line, header_end = read_header(fh, source, fmt, require_proof=require_proof)
+            raw_line, first_line, header_end = read_header_line(fh, source)
+            parsed = canonical.parse_header(decode_header(raw_line, source, first_line), source)
             ranges = list(block_ranges(fh, header_end, size))
-            digest_of = hashlib.sha256()
-            fh.seek(0)
-            while chunk := fh.read(1 << 20):
-                digest_of.update(chunk)
+            # one read hashes the file, range by range, and checks declared taxonomy_rules on those bytes
+            scan = scan_canonical(fh, source, size, raw_line, first_line, header_end, parsed, ranges=ranges,
+                                  whole=True)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from exc
+    header_line = scan.header_line
+    header = dataclasses.replace(scan.header, source=source, format=fmt, require_proof=require_proof)
     if payloads is None and reclassifier is None and IMPORT_WORKERS > 1 and size >= PARALLEL_MIN_BYTES:
         work = ((header_line, source, source, off, n, None, None, require_proof) for off, n in ranges)
         scoring: Iterator[Block] = pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
@@ -231,9 +235,12 @@ def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | N
         scoring = (score_range(header_line, source, source, off, n, pay=payloads, reclassifier=reclassifier,
                                require_proof=require_proof)
                    for off, n in ranges)
+    # every block must have read the bytes the scan checked and hashed: a file rewritten in between
+    # is refused (a located InputError), never scored under the check and hash of its earlier bytes
+    scoring = checked_blocks(scoring, scan, source, first_line)
     if keep_rows:
-        return Scored(header, first_line, list(scoring), digest_of.hexdigest())
-    return Scored(header, first_line, [], digest_of.hexdigest(), digests=[digest(b) for b in scoring])
+        return Scored(header, first_line, list(scoring), scan.sha256)
+    return Scored(header, first_line, [], scan.sha256, digests=[digest(b) for b in scoring])
 
 
 def score_parsed(run: Run, *, payloads: PayloadJoin | None = None, reclassifier: Any = None,

@@ -80,6 +80,44 @@ def compile_any(rules: list[str]):
         return None
 
 
+def joinable(rule: str) -> bool:
+    """Whether a search of ``rule`` over texts joined by ``JOIN`` finds a match wherever the rule
+    matches one of the texts on its own (so a miss over the join is a miss in every text).
+
+    A match in a text alone is the same bytes inside the join; what can differ is only an
+    assertion about the match's surroundings. ``\\b`` and ``\\B`` read the neighbouring byte, and
+    ``JOIN`` is made of non-word bytes, as a text's edge counts. ``^``, ``$``, ``\\A`` and ``\\z``
+    hold at the edges of the searched text, so the join hides a match at the edge of any text but
+    the first (last): a rule with one is not joinable (nor, to keep the scan simple, one with
+    ``(?m)``'s ``^`` or ``$``, which would be). The scan is conservative: any ``^`` or ``$`` outside
+    what is surely a character class, any ``\\A``, ``\\z`` or ``\\Q`` (a quote the scan does not
+    follow) makes the rule not joinable, and a class is taken to end at its first unescaped
+    ``]``, the earliest it can; so a wrong answer can only cost a joined search, never miss a
+    match (``tests/test_rule_prefilter.py`` holds the rules to a search of every text alone)."""
+    i, n = 0, len(rule)
+    while i < n:
+        c = rule[i]
+        if c == "\\":
+            if rule[i + 1:i + 2] in ("A", "z", "Q"):
+                return False
+            i += 2
+        elif c in "^$":
+            return False
+        elif c == "[":
+            i += 1
+            while i < n and rule[i] != "]":
+                i += 2 if rule[i] == "\\" else 1
+            i += 1
+        else:
+            i += 1
+    return True
+
+
+JOIN = b"\n\x00\n"
+"""What ``score.RuleClassifier`` joins a trajectory's texts with for one search of its joinable
+rules (non-word bytes, a newline either side)."""
+
+
 def encode_text(text: str) -> bytes:
     """A surface as the bytes a rule searches (a lone surrogate is kept, never an error)."""
     return text.encode("utf-8", "surrogatepass")

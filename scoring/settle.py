@@ -104,6 +104,9 @@ class BlockDigest:
     refusal message or None)`` per payload a trajectory of the block took."""
     error: tuple[int, int, str] | None = None
     """(line within the block, byte offset, message) of a block that raised (the Dask engine)."""
+    span: tuple[int, int, bytes] | None = None
+    """(offset, length, SHA-256) of the bytes the block scored (``ingest.Block.span``): the Dask
+    engine's hash of the run checks the blocks read the bytes it hashes."""
 
 
 def digest(block: Any) -> BlockDigest:
@@ -114,7 +117,7 @@ def digest(block: Any) -> BlockDigest:
     return BlockDigest(
         lines=block.lines, seen=block.seen, rejected=list(block.rejected),
         ids=list(cols[_ID]), rel_lines=list(cols[_LINE]), calls=list(cols[_CALLS]),
-        fields=[list(cols[i]) for i in SCORE_INDEX], recapture=block.recapture)
+        fields=[list(cols[i]) for i in SCORE_INDEX], recapture=block.recapture, span=getattr(block, "span", None))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -131,3 +131,14 @@ def slow_ssh_keys(request: dict) -> dict:
 
     time.sleep(float(os.environ.get("LITMUS_TEST_CLASSIFIER_DELAY_S", "0")))
     return knows_ssh_keys(request)
+
+
+def names_itself_taxonomy_rules(request: dict) -> dict:
+    """Benign, proving its read, under a built-in classifier's name (its SAFEs would be counted as
+    the checked rules'); refused."""
+    return {**knows_ssh_keys(request), "name": "taxonomy_rules", "version": None}
+
+
+def names_itself_harness_verdict(request: dict) -> dict:
+    """The same, as the harness's own verdict (with a version: "harness_verdict 2")."""
+    return {**knows_ssh_keys(request), "name": "Harness_Verdict", "version": "2"}

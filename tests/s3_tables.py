@@ -100,7 +100,7 @@ def fleet_table(s3: dict, bucket: str, tmp: Path, runs: int) -> tuple[str, list[
     plan = engine.plan_run(src, s3)
     local = tmp / "fleet"
     blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 1 << 16)]
-    res = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks), aggregates=True)
+    res = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks), aggregates=True)
     for i, b in enumerate(blocks):
         engine.write_part(b, res, i, str(tmp / "staged"), {}, src)
     rows = f"{engine.TABLE_DIR}/run_key={res.run_key}"  # gathered into one part, as a fleet publishes it

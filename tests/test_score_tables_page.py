@@ -323,7 +323,7 @@ def test_a_table_of_a_run_scored_with_require_proof_says_so_and_names_the_claim(
     run = structural_run(tmp_path)
     plan = engine.plan_run(str(run), require_proof=True)
     blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 1 << 16)]
-    res = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks), aggregates=True)
+    res = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks), aggregates=True)
     out = tmp_path / "out"
     assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
     engine._commit(str(out), str(out), {}, [res])

@@ -80,7 +80,7 @@ def _dask_score(path: Path) -> dict:
     plan = engine.plan_run(str(path))
     blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, BLOCK)]
     assert len(blocks) >= 3
-    res = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks))
+    res = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks))
     assert res.error is None and res.summary is not None
     return res.summary
 
@@ -172,6 +172,6 @@ def test_the_bundled_sample_with_its_side_log_settles_alike_through_the_three_cl
     stored = json.loads(_cli("score", Workspace(db).runs()[0]["run_key"], "--json", "--db", str(db)).stdout)
     plan = engine.plan_run(str(observed), None, str(SAMPLES / "observed-m1.payloads.jsonl"))
     blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 256 * 1024)]
-    dask = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks)).summary
+    dask = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks)).summary
     assert local["side_log"] is not None and local["recapture"]["applied"] > 0
     assert stored == local and dask == local

@@ -238,8 +238,9 @@ def test_what_vouched_for_the_rules_is_stored_and_shown_in_json_and_report(tmp_p
     db = tmp_path / "ws.db"
     for harness, said in (("benign", "accepted: on the fully captured trajectories the rules reproduce the "
                                      "harness's own verdicts, benign 1 of 1, harmful 10 of 10"),
-                          ("C01", "refused: on the fully captured trajectories, benign 0 of 0, harmful 10 of 11; "
-                                  "the first they contradict is trajectory 'complete' (line 2, fully captured)")):
+                          ("C01", "refused: on the fully captured trajectories, benign 0 of 0, harmful 10 of 11, "
+                                  "from 10 tasks; the first they contradict is trajectory 'complete' (line 2, fully "
+                                  "captured)")):
         path = _rules_run(tmp_path, harness, f"{harness}.jsonl")
         fresh = evaluate(path).as_dict()
         assert said in fresh["classifier_of_record_check"]
@@ -264,4 +265,5 @@ def test_the_sample_rules_reproduce_every_fully_captured_verdict():
     from .conftest import SAMPLES
 
     check = evaluate(SAMPLES / "observed-m1.jsonl").run.header.classifier_of_record_check
-    assert check.endswith("verdicts, benign 1,551 of 1,551, harmful 330 of 330 (at least 10 harmful needed)")
+    assert check.endswith("verdicts, benign 1,551 of 1,551, harmful 330 of 330, from 258 tasks (at least 10 tasks "
+                          "needed)")
