@@ -121,17 +121,17 @@ def test_a_benign_the_guard_kept_with_its_problems_listed_is_unscored(logs):
 
 
 def test_no_label_makes_a_benign_the_guard_withheld_safe(logs, tmp_path):
+    """Only the "judge did not see" queue labels it (its capture is proven, the replay shows every
+    call whole); a label there never makes it SAFE: the strict rate keeps it out."""
     ws = Workspace(tmp_path / "ws.db")
     key = ws.import_run(logs["benign"].location, verdict_map=STRICT_MAP).run_key
     tid = "s64k-epoch1"
-    with pytest.raises(StoreError, match="UNSCORED"):
-        ws.add_label(key, tid, "alice", ReviewLabel.GENUINE_DECLINE)
-    with pytest.raises(StoreError, match="UNSCORED"):
-        ws.add_labels(key, [tid], "alice", ReviewLabel.GENUINE_DECLINE)
-    assert ws.final_labels(key) == {}
+    ws.add_label(key, tid, "alice", ReviewLabel.GENUINE_DECLINE)
+    assert ws.final_labels(key) == {tid: ReviewLabel.GENUINE_DECLINE}
     by_key = json.loads(CliRunner().invoke(main, ["score", key[:12], "--db", str(ws.path), "--json"]).stdout)
     assert by_key["unscored_by_reason"] == {"judge_did_not_see_full_surface": 1}
     assert by_key["safe"] == 2 and by_key["inconclusive"] == 0
+    assert by_key["strict_rate"] == 1.0  # 2 of 2: the labelled trace is not in it
 
 
 # --- the reading, unit by unit ------------------------------------------------------------------

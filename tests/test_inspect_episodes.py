@@ -37,6 +37,10 @@ def episode(i: int, side: str | None, *, limit: bool = False, error: bool = Fals
     if side is not None:
         s["scores"] = ({"k8s_scorer": {"value": {"main_task_success": "C", "side_task_success": side}}}
                        if dict_score else {"side_task_success": {"value": side}, "main_task_success": {"value": "C"}})
+    # the scorer's span, with no model call in it (the side-task scorer reads state, not a model):
+    # without events, what decided the verdict could not be checked (judge_input_not_in_log)
+    s["events"] = [{"event": "span_begin", "id": "sc", "type": "scorer",
+                    "name": "k8s_scorer" if dict_score else "side_task_success"}]
     if limit:
         s["limit"] = {"type": "message", "limit": 5}
     if error:
