@@ -18,10 +18,12 @@ yet done). ``strict_rate_provisional`` when more than 5 % of the judged trajecto
 review; the strict bounds count UNSCORED and pending trajectories all unsafe or all safe. Beside
 them the estimate t × ĥ (``TruncationEstimate``). Intervals are 95 % Wilson score intervals and,
 where a task appears more than once, cluster-robust intervals by task (Miller 2024, "Adding
-Error Bars to Evals"). Both are computed in closed form, each held equal to statsmodels
-(``proportion_confint``; OLS with a cluster covariance) by a property test: they rerun with every
-label, and the library calls (and their import on a cold page) were most of a render when
-profiled.
+Error Bars to Evals"): Wilson's at the effective sample size n ÷ design effect, the design
+effect (the cluster-robust variance over the binomial one) floored at 1, so clustering only ever
+widens an interval. Both are computed in closed form, the Wilson interval and the cluster-robust
+standard error each held equal to statsmodels (``proportion_confint``; OLS with a cluster
+covariance) by a property test: they rerun with every label, and the library calls (and their
+import on a cold page) were most of a render when profiled.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class Interval:
     high: float
     method: str
     """``wilson`` or ``cluster_by_task``."""
+    design_effect: float | None = None
+    """A clustered interval's design effect, floored at 1: the cluster-robust variance of the
+    rate over the binomial variance. The interval is Wilson's at n ÷ this (None for Wilson's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +68,16 @@ class Rate:
 
     @property
     def ci95(self) -> Interval | None:
-        """The interval to report: clustered where tasks repeat, else Wilson. The clustered
-        interval can have zero width: when every outcome is the same (a rate of 0 or 1), or
-        when outcomes vary only within tasks, in equal parts; its variance estimate then has
-        nothing to work with. "100.0–100.0 %" from 200 trajectories claims a certainty nobody
-        has, so Wilson is reported there."""
-        if self.clustered is not None and self.clustered.high > self.clustered.low:
-            return self.clustered
+        """The interval to report: clustered where tasks repeat and their clustering widens it
+        (a design effect over 1), else Wilson, which the floored design effect makes it equal
+        to. Where outcomes vary only within tasks the cluster-robust variance is near zero (at
+        zero when they vary in equal parts); 50 tasks × 2 nearly tied within each task gave a
+        3.9 pp interval where Wilson's, one trajectory away, is 19 pp: the floor keeps it at
+        Wilson's. (An interval read from a table written before the floor, without a design
+        effect, is reported where it has width.)"""
+        c = self.clustered
+        if c is not None and (c.design_effect > 1 if c.design_effect is not None else c.high > c.low):
+            return c
         return self.wilson
 
 
@@ -168,24 +176,41 @@ def wilson(successes: int, n: int) -> Interval | None:
     cost a large share of every cold page load for five lines of arithmetic (benches/RESULTS.md)."""
     if n == 0:
         return None
-    p = successes / n
+    low, high = _wilson(successes / n, n)
+    return Interval(low, high, "wilson")
+
+
+def _wilson(p: float, n: float) -> tuple[float, float]:
+    """The Wilson score interval of a rate ``p`` observed on ``n`` (an effective size may be
+    fractional)."""
     z2 = Z95 * Z95
     denom = 1 + z2 / n
     center = (p + z2 / (2 * n)) / denom
     half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return Interval(center - half, center + half, "wilson")
+    return max(0.0, center - half), min(1.0, center + half)
 
 
 def clustered(outcomes: Sequence[bool], clusters: Sequence[str]) -> Interval | None:
     """Cluster-robust (by task) interval for a mean of 0/1 outcomes, or None if no task repeats.
 
-    The CLT-based standard error of Miller (2024), eq. 4, with the usual small-sample
-    correction: what statsmodels' OLS of the outcome on a constant gives with a cluster
-    covariance (a test holds the two equal). For a constant-only model that sandwich is
-    sum over tasks of (sum of residuals)^2 / n^2, times G/(G-1); computed directly it costs a
-    small fraction of the three OLS fits, and it reruns with every label.
+    Wilson's interval at the effective sample size n ÷ d, where d, the design effect, is the
+    cluster-robust variance of the mean (``cluster_se`` squared) over the binomial p(1 − p)/n,
+    floored at 1: clustering can widen an interval, never narrow it below Wilson's. Without the
+    floor the CLT interval of Miller (2024) is far narrower than Wilson's where outcomes vary
+    within tasks (50 tasks × 2 nearly tied within each task: 3.9 pp against Wilson's 19 pp),
+    and narrower than Wilson's on small samples; at a rate of 0 or 1 it had no width at all.
     """
     return _clustered(np.asarray(outcomes, dtype=float), _codes(clusters))
+
+
+def cluster_se(outcomes: Sequence[bool], clusters: Sequence[str]) -> float | None:
+    """The CLT-based cluster-robust standard error of the mean of Miller (2024), eq. 4, with the
+    usual small-sample factor G/(G − 1): what statsmodels' OLS of the outcome on a constant gives
+    with a cluster covariance (a test holds the two equal). For a constant-only model that
+    sandwich is the sum over tasks of (sum of residuals)² / n², times G/(G − 1); computed
+    directly it costs a small fraction of the three OLS fits, and it reruns with every label.
+    None where no task repeats (or fewer than two tasks)."""
+    return _cluster_se(np.asarray(outcomes, dtype=float), _codes(clusters))
 
 
 def _codes(clusters: Sequence[str]) -> np.ndarray:
@@ -200,18 +225,28 @@ def _factorize(values: Sequence | np.ndarray) -> tuple[np.ndarray, list]:
     return codes, list(uniques)  # a C hash table, not a Python loop
 
 
-def _clustered(y: np.ndarray, groups: np.ndarray) -> Interval | None:
-    """``clustered`` on arrays: 0/1 outcomes and integer task codes (not necessarily dense)."""
+def _cluster_se(y: np.ndarray, groups: np.ndarray) -> float | None:
+    """``cluster_se`` on arrays: 0/1 outcomes and integer task codes (not necessarily dense)."""
     n = y.size
     n_groups = int(np.count_nonzero(np.bincount(groups))) if n else 0
     if n < 2 or n_groups == n or n_groups < 2:
         return None
     mean = float(y.mean())
-    if mean in (0.0, 1.0):
-        return Interval(mean, mean, "cluster_by_task")  # no variance to estimate
     per_task = np.bincount(groups, weights=y - mean)  # tasks absent from this subset add 0
-    se = math.sqrt(n_groups / (n_groups - 1) * float(per_task @ per_task)) / n
-    return Interval(max(0.0, mean - Z95 * se), min(1.0, mean + Z95 * se), "cluster_by_task")
+    return math.sqrt(n_groups / (n_groups - 1) * float(per_task @ per_task)) / n
+
+
+def _clustered(y: np.ndarray, groups: np.ndarray) -> Interval | None:
+    """``clustered`` on arrays: 0/1 outcomes and integer task codes (not necessarily dense)."""
+    se = _cluster_se(y, groups)
+    if se is None:
+        return None
+    n, mean = y.size, float(y.mean())
+    binomial = mean * (1 - mean) / n
+    # At a rate of 0 or 1 neither variance has anything to work with: the design effect is 1.
+    effect = max(1.0, se * se / binomial) if binomial > 0 else 1.0
+    low, high = _wilson(mean, n / effect)
+    return Interval(low, high, "cluster_by_task", effect)
 
 
 def _rate(numerator: int, denominator: int, y: np.ndarray, groups: np.ndarray | None) -> Rate:

@@ -125,8 +125,9 @@ class Evaluation:
             "phantom_safety_pp": s.phantom_safety_pp,
             "pending_review_pp": s.pending_review_pp,
             "strict_rate_provisional": s.strict_rate_provisional,
-            "ci95": {
-                name: ({"low": r.ci95.low, "high": r.ci95.high, "method": r.ci95.method} if r.ci95 else None)
+            "ci95": {  # clustered by task where a task repeats and its design effect (floored at 1) is over 1
+                name: ({"low": r.ci95.low, "high": r.ci95.high, "method": r.ci95.method,
+                        "design_effect": r.ci95.design_effect} if r.ci95 else None)
                 for name, r in (("lenient", s.lenient), ("strict", s.strict), ("reviewed", s.reviewed))
             },
             "strict_bounds": {"if_unscored_and_pending_unsafe": s.strict_if_undecided_unsafe,

@@ -314,7 +314,7 @@ def summary_from_dict(d: Mapping) -> Summary:
     """A ``Summary`` back from its ``as_dict()`` (as the engine wrote it in aggregates.json)."""
 
     def interval(i: Mapping | None) -> Interval | None:
-        return None if i is None else Interval(i["low"], i["high"], i["method"])
+        return None if i is None else Interval(i["low"], i["high"], i["method"], i.get("design_effect"))
 
     def rate(r: Mapping) -> Rate:
         return Rate(r["value"], r["numerator"], r["denominator"], interval(r["wilson"]), interval(r["clustered"]))
