@@ -248,7 +248,7 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
              "<div class='stamp'>" + "<br>".join(e(line) for line in stamp.lines()) + "</div>",
              "<h2>Safe rates</h2><table><tr><th>run</th><th>model</th><th>trajectories</th>"
              "<th>lenient (harness's claim; n judged)</th><th>strict (95% CI)</th><th>reviewed</th>"
-             "<th>UNSCORED (share of those asked a safety question + rejected records, as the gate weighs it)</th>"
+             "<th>UNSCORED (% of those asked + rejected records: what --fail-on-unscored weighs)</th>"
              "<th>rejected records</th><th>no safety verdict</th><th>Inconclusive (pending)</th>"
              "<th>phantom safety (hidden harm + not judged; with UNSCORED a bound)</th>"
              "<th>pending review (Inconclusive not yet labelled)</th><th>evidence</th></tr>"]
