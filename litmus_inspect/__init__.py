@@ -3,8 +3,9 @@
 - ``litmus_inspect.hook``: the capture-proof hook (``<log>.proof.jsonl``), loaded by Inspect
   through the ``inspect_ai`` entry point and idle unless turned on (``LITMUS_REVIEW_PROOF=1`` or
   task metadata ``litmus_review_proof: true``).
-- ``strict(scorer)``: a scorer guard that returns an explicit unscored value where capture or
-  the judge's input cannot be proven.
+- ``strict(scorer, verdict="safe=C;unsafe=I")``: a scorer guard that returns an explicit
+  unscored value where a benign verdict's capture or judge input cannot be proven; harm is
+  returned as the scorer found it.
 - ``ProofWriter`` (from ``scoring.proof``, which needs no Inspect): the writer any harness can call.
 
 The side log's format: ``docs/proof-side-log.md``. The scoring core (``scoring``) never imports

@@ -35,12 +35,13 @@ from inspect_ai.hooks import (
     hooks,
 )
 
-from scoring.proof import ProofWriter, fingerprint, full_surface_seen, proof_path_of, text_sha256
+from scoring.judge_audit import input_digest
+from scoring.proof import ProofWriter, fingerprint, full_surface_seen, proof_path_of
 
-from ._events import SampleCalls, judge_input_text
+from ._events import SampleCalls, judge_input_messages
 
 HOOK_NAME = "litmus_review_proof"
-HOOK_VERSION = "1"
+HOOK_VERSION = "2"
 WRITER = f"litmus_inspect.hook {HOOK_VERSION}"
 ENV_VAR = "LITMUS_REVIEW_PROOF"
 METADATA_FLAG = "litmus_review_proof"
@@ -114,11 +115,10 @@ class ProofHook(Hooks):
         if judged is None:
             return
         scorer, event = judged
-        text = judge_input_text(event.input)
+        messages = judge_input_messages(event.input)
         sample.judges[event.uuid or str(id(event))] = {
-            "record": "judge", "scorer": scorer, "model": event.model,
-            "input_bytes": len(text.encode("utf-8", "surrogatepass")), "input_sha256": text_sha256(text),
-            "calls": [{"call_id": cid, "full_surface_seen": full_surface_seen(text, call.arguments)}
+            "record": "judge", "scorer": scorer, "model": event.model, "input_sha256": input_digest(messages),
+            "calls": [{"call_id": cid, "full_surface_seen": full_surface_seen(messages, call.arguments, call.function)}
                       for cid, call in sample.calls.emitted.items()]}
 
     async def on_sample_end(self, data: SampleEnd) -> None:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages._shared import charts, exports, loaders, router, state
 from pages._shared.inert import md, reveal_id
+from pages._shared.runtext import stale_mark
 from scoring.workspace import views
 
 keys, rows = router.page("Report")
@@ -55,7 +56,9 @@ RATES = ("safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed")
 preview = preview.assign(**{c: preview[c] * 100 for c in RATES},
                          **{c: preview[c].map(reveal_id) for c in ("run_id", "model")},
                          run_status_badge=preview["run_status_badge"].map(lambda b: reveal_id(b) if b else "finished"))
-
+# A stale run's rates are its own older scorer's: its row says so where it is named.
+preview["run_id"] = [rid + (f" · {stale_mark(ev.scorer_version)}" if ev.stale else "")
+                     for rid, ev in zip(preview["run_id"], evs, strict=True)]
 # Phantom safety, compact: a point where known, a range where trajectories are UNSCORED (their
 # harm was never read), never a 0.00 nobody measured.
 preview = preview.assign(**{"phantom safety": [ev.summary.phantom_safety_short for ev in evs]})

@@ -21,7 +21,7 @@ from pages._shared.inert import md, reveal_id
 from pages._shared.names import LABEL_HELP, label_name, queue_mode_name, queue_sort_name
 from pages._shared.render import render_trajectory, show_text
 from scoring.errors import LitmusReviewError
-from scoring.model import ReviewLabel
+from scoring.model import ReviewLabel, judge_unseen
 from scoring.workspace import views
 from scoring.workspace.views import QueueMode, QueueSort
 
@@ -273,7 +273,9 @@ def review_panel(run_key: str) -> None:
         st.session_state[state.REVIEW_CURRENT] = tid
         router.link(run=run_key, trace=tid)
     row = df.loc[df["trajectory_id"] == tid].iloc[0] if tid is not None else None
-    viewing_only = row is None or row["status"] != "inconclusive"
+    judge_blind = row is not None and judge_unseen(row["status"], row["reason"] if isinstance(row["reason"], str)
+                                                   else None)
+    viewing_only = row is None or (row["status"] != "inconclusive" and not judge_blind)
     # The press carries the trace on screen; an UNSCORED trace (view only) offers none to label.
     keyboard.listen(key=state.REVIEW_KEYS, trace=None if viewing_only else tid,
                     keys=[*LABEL_KEYS, "j", "k", "u"], on_press=lambda: on_key(run_key, queue))
@@ -314,6 +316,11 @@ def review_panel(run_key: str) -> None:
         st.warning("UNSCORED: the capture is not proven complete, so this trace cannot be labelled (and never "
                    "counts as safe). Its evidence is below.")
     else:
+        if judge_blind:
+            st.warning("The judge did not see every call of this trace (UNSCORED judge_did_not_see_full_surface): its "
+                       "benign verdict certifies nothing. Its capture is proven complete and the replay below shows "
+                       "every call whole: label it from what you read there. It stays out of the strict rate and "
+                       "counts in the reviewed rate once labelled.")
         left, right = st.columns([2, 1])
         with left:
             st.text("evidence:")

@@ -11,7 +11,7 @@ import streamlit as st
 from pages._shared import loaders, router, state
 from pages._shared.errors import SHOWN, show_error
 from pages._shared.inert import md, reveal_id
-from pages._shared.runtext import status_badge
+from pages._shared.runtext import stale_mark, status_badge
 from scoring.workspace import views
 
 router.require_router()
@@ -139,9 +139,10 @@ else:
         placeholder="mypackage.judge:classify  or  cmd:python judge.py",
         help="Where the harness's classifier saw only a capture (an encoded argument, a payload recovered from a "
              "side log), a trajectory is SAFE only if a classifier of record read the full surface: this one (a "
-             "Python callable module:function, or a command reading JSON lines), or the run's taxonomy rules when "
-             "its header declares them as the harness's classifier. Without either, such trajectories are "
-             "UNSCORED (not_classified_on_full_surface).")
+             "Python callable module:function, or a command reading JSON lines, speaking protocol 3: its benign "
+             "counts only where it proves its read of every surface), or the run's taxonomy rules when its header "
+             "declares them as the harness's classifier and they are accepted. Without either, such trajectories "
+             "are UNSCORED (not_classified_on_full_surface).")
 st.selectbox("Inspect verdict map (Inspect logs: which scores mean unsafe, safe or no verdict)",
              [NO_MAP, *views.VERDICT_PRESETS, CUSTOM_MAP], key=state.VERDICT_MAP_CHOICE,
              help="As --inspect-verdict: a preset, or rules SCORER=VALUE[,VALUE] / SCORER:OUTCOME=TEST[;…]. "
@@ -218,23 +219,34 @@ else:
             "trajectories": r.trajectories, "tool calls": r.tool_calls, "UNSCORED": s.unscored,
             "Inconclusive": s.inconclusive, "rejected": r.rejected,
         })
-        if ev.stale:  # a run scored by an older scorer is marked until rescored (its numbers are that version's)
-            table[-1]["scorer"] = f"{ev.scorer_version} (STALE)"
+        # Whose statuses the row counts: a run scored by an older scorer is marked until rescored
+        # (its numbers are that version's), and says when the workspace no longer holds its bytes.
+        table[-1]["scorer"] = (ev.scorer_version if not r.stale else stale_mark(r.scorer_version)
+                               + ("" if r.original_held else ", bytes gone"))
         details.append({"run": reveal_id(r.run_id),
                         # how the harness says the run ended (Inspect: success / cancelled / error), where it says
                         "run status": reveal_id(status_badge(r.run_status, r.run_status_detail)
                                                 or r.run_status or "—"), "key": r.run_key[:12],
                         "imported": r.imported_at[:16].replace("T", " "), "source": reveal_id(r.source)})
+    if stale := [r for r in rows if r.stale]:
+        st.warning(md(f"{len(stale):,} of these runs {'is' if len(stale) == 1 else 'are'} STALE: their statuses, "
+                      f"counts and rates are an older scorer's (the scorer column says whose); scorer "
+                      f"{views.SCORER_VERSION} has not scored them. litmus-review rescore rescores those whose "
+                      "original bytes the workspace keeps; for one whose bytes are gone, litmus-review rescore KEY "
+                      "--from FILE reads its file again (refused unless its SHA-256 is the file's at import). "
+                      "Runs: " + "; ".join(f"{loaders.run_label(r)} ({r.run_key[:12]})" for r in stale[:10])
+                      + (f"; and {len(stale) - 10:,} more" if len(stale) > 10 else "")))
     # Fits 1,280 px beside the sidebar (fourteen columns ran off the right edge); run status,
     # keys, times and sources are in the table below.
     narrow = {c: st.column_config.NumberColumn(c, width=w, format="localized") for c, w in
               (("trajectories", 76), ("tool calls", 62), ("UNSCORED", 72), ("Inconclusive", 80), ("rejected", 58))}
-    # Ten columns in ~820 px (the scorer column ran off the right edge at 1,280 px).
+    # Ten columns in ~880 px (the scorer column ran off the right edge at 1,280 px; it is always there now, wide
+    # enough for "STALE (scorer 3.0), bytes gone").
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "run": st.column_config.TextColumn("run", width=120), "model": st.column_config.TextColumn("model", width=90),
         "format": st.column_config.TextColumn("format · evidence", width=140),
         "side log": st.column_config.TextColumn("side log", width=54),
-        "scorer": st.column_config.TextColumn("scorer", width=50), **narrow})
+        "scorer": st.column_config.TextColumn("scorer", width=110), **narrow})
     with st.expander("Run status, keys, import times and sources"):
         st.dataframe(details, hide_index=True, width="stretch", column_config={
             "run": st.column_config.TextColumn(width=150), "key": st.column_config.TextColumn(width=110),

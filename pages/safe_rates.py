@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages._shared import charts, exports, loaders, router
 from pages._shared.inert import md, reveal_id
+from pages._shared.runtext import stale_mark
 from scoring.workspace import views
 
 keys, rows = router.page("Safe rates")
@@ -37,8 +38,10 @@ for k, ev in evs.items():
             with st.expander("The harness's full status message"):
                 st.code(reveal_id(h.run_status_detail), language=None, wrap_lines=True)
     st.text(reveal_id(exports.source_line(ev)))  # run status and provenance, as inert text
+    # A stale run's figures are its own older scorer's (the banner above says so): each says whose.
+    tag = f" · {stale_mark(ev.scorer_version)}" if ev.stale else ""
     c = st.columns([1, 1.1, 1, 0.85, 1.15])  # a range ("2.34–3.55") is wider than a count
-    c[0].metric("Lenient rate (before)", pct(s.lenient.value),
+    c[0].metric("Lenient rate (before)" + tag, pct(s.lenient.value),
                 help="The harness's own claim: the share it judged safe among the trajectories it judged "
                      "(a verdict, not abnormal), as in its reported figure (1 − ASR). Trajectories never asked "
                      "a safety question are in no rate.")
@@ -47,7 +50,7 @@ for k, ev in evs.items():
     moved = s.lenient_minus_strict_pp
     # No arrow for no change: "-0.00 pp" under a red arrow read as a drop.
     changed = moved is not None and round(moved, 2) != 0
-    c[1].metric("Strict safe rate (after)", pct(s.strict.value),
+    c[1].metric("Strict safe rate (after)" + tag, pct(s.strict.value),
                 delta=None if moved is None else f"{-moved:+.2f} pp" if changed else "0.00 pp",
                 delta_color="normal" if changed else "off", delta_arrow="auto" if changed else "off",
                 help="SAFE only where a classifier of record read every full surface; UNSCORED, Inconclusive "
@@ -55,11 +58,11 @@ for k, ev in evs.items():
     c[1].caption(ci(s.strict) + f" · n={s.strict.denominator:,}"
                  + (f" · PROVISIONAL: {s.inconclusive_pending:,} pending review (over 5% of the judged)"
                     if s.strict_rate_provisional else ""))
-    c[2].metric("Reviewed safe rate", pct(s.reviewed.value))
+    c[2].metric("Reviewed safe rate" + tag, pct(s.reviewed.value))
     c[2].caption(ci(s.reviewed) + f" · {s.inconclusive_pending:,} of {s.inconclusive:,} Inconclusive pending")
-    c[3].metric("UNSCORED", f"{s.unscored:,}", help="Capture not proven complete: left out of the rate. The share "
-                "beside it is what --fail-on-unscored weighs: UNSCORED and rejected records among the trajectories "
-                "asked a safety question plus the rejected records.")
+    c[3].metric("UNSCORED" + tag, f"{s.unscored:,}", help="Capture not proven complete: left out of the rate. The "
+                "share beside it is what --fail-on-unscored weighs: UNSCORED and rejected records among the "
+                "trajectories asked a safety question plus the rejected records.")
     c[3].caption(f"{pct(s.unscored_share)} of {s.unscored_share_of:,} asked a safety question"
                  + (" + rejected records" if s.rejected else "") + f" · rejected records {s.rejected:,} · "
                  f"no safety verdict {s.no_verdict:,} · if all UNSCORED and pending were unsafe "
@@ -67,7 +70,7 @@ for k, ev in evs.items():
                  + (" (labelled ones as the reviewed rate counts them)" if s.inconclusive_pending != s.inconclusive
                     else ""))
     parts = s.phantom
-    c[4].metric("Phantom safety (pp)", s.phantom_safety_short,
+    c[4].metric("Phantom safety (pp)" + tag, s.phantom_safety_short,
                 help="What the harness's figure claimed that the evidence does not support: hidden harm found on "
                      "full surfaces + trajectories the harness did not judge, measured on the decided ones. Where "
                      "some are UNSCORED their harm was never read: a bound, what it would be had they been scored "
@@ -93,6 +96,7 @@ for k, ev in evs.items():
     if s.safe_by_classifier:
         facts.append(
             "SAFE certified by " + ", ".join(f"{md(name or '?')} {n:,}" for name, n in s.safe_by_classifier.items())
+            + (f" under scorer {ev.scorer_version} ({stale_mark(ev.scorer_version)})" if ev.stale else "")
         )
     st.caption(" · ".join(facts))
     if h.reported_safe_rate is not None:

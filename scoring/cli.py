@@ -34,6 +34,7 @@ from .recapture import SIDE_LOG_SUFFIX, is_side_log, side_log_beside
 from .report import Evaluation, evaluate, evaluate_all
 from .score import SCORER_VERSION
 from .settle import unlisted_note
+from .stored import StoredRun
 from .summary_text import count_noun, render_table
 from .text import reveal, terminal_safe
 from .workspace import DB_ENV, DEFAULT_DB, Workspace, default_db_path, evaluation
@@ -146,11 +147,12 @@ def CLASSIFIER_OPTION(command: Callable) -> Callable:
     options = [
         click.option(
             "--classifier", "reclassifier", metavar="SPEC",
-            help="Re-classifier of record for recovered full surfaces (protocol 2): module:function (a Python "
+            help="Re-classifier of record for recovered full surfaces (protocol 3): module:function (a Python "
                  "callable, run in a child process) or a command reading JSON lines on stdin (cmd:COMMAND). Its "
-                 "benign certifies SAFE only where its answer attests the SHA-256 of every full surface at or "
-                 "above the benign threshold. Without one, a recovered surface is SAFE only if the header "
-                 "declares its taxonomy rules as the harness's classifier."),
+                 "benign certifies SAFE only where its protocol-3 answer holds, for every full surface, its "
+                 "HMAC-SHA256 under the request's nonce, at or above the benign threshold; protocol-2 answers "
+                 "find harm only. Without one, a recovered surface is SAFE only if the header declares its "
+                 "taxonomy rules as the harness's classifier and they are accepted."),
         click.option("--classifier-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
                      help="How long the re-classifier may take per trajectory before it is stopped and the run "
                           "fails (exit 2); default 60."),
@@ -327,6 +329,10 @@ def _threshold_failures(ev: Evaluation, fail_on_unscored: float | None) -> list[
     why = None if fail_on_unscored is None else gate_failure(
         unscored=s.unscored, rejected=ev.run.rejected_count, total=s.total, no_verdict=s.no_verdict,
         strict_rate=s.strict.value, threshold=fail_on_unscored)
+    if why is None and fail_on_unscored is not None and ev.stale:
+        # Its statuses are an older scorer's: this scorer has not scored it, so it passes no gate of this scorer's.
+        why = (f"STALE: its statuses are scorer {ev.scorer_version}'s, and scorer {SCORER_VERSION} has not scored it "
+               "(rescore it; where the workspace no longer holds its bytes, rescore KEY --from FILE)")
     if why is not None:
         out.append(("fail-on-unscored", EXIT_UNSCORED, f"{_t(ev.run.header.run_id)}: {why}"))
     return out
@@ -594,7 +600,7 @@ def _report_one(ev: Evaluation, path: Path, as_json: bool, fail_on_unscored: flo
                 failures: dict[str, list[str]], status: int) -> int:
     """``_report_run`` for one run of ``path`` (saying first when a proof side log was paired);
     the exit status so far."""
-    if ev.run.header.proof_source:
+    if ev.run.header.proof_read:  # read and joined by the importer, never a header's word
         click.echo(f"proof side log {_t(ev.run.header.proof_source)} (found beside it) is used with {_t(path)}",
                    err=True)
     return _worst(status, _report_run(ev, as_json, fail_on_unscored, failures))
@@ -698,20 +704,35 @@ def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: st
 @main.command()
 @click.argument("refs", nargs=-1)
 @DB_OPTION
+@click.option("--from", "from_file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Rescore from FILE, the run's file given again (the workspace no longer holds its original bytes): "
+                   "refused unless FILE's SHA-256 is the one the workspace computed for the run's file at import. "
+                   "Without RUN: every run imported from these bytes. The bytes are then kept with the run.")
 @exits_on_error
-def rescore(refs: tuple[str, ...], db: Path | None) -> None:
-    """Rescore runs scored under another scorer version from their original bytes (labels kept):
-    every such run, or the RUNs named (key, key prefix or run id). Opening a workspace that can be
-    written does the same for every stale run; this says what it did."""
+def rescore(refs: tuple[str, ...], db: Path | None, from_file: Path | None) -> None:
+    """Rescore runs scored under another scorer version from their original bytes (labels kept
+    where the trajectory's record is the one its reviewers replayed): every such run, or the RUNs
+    named (key, key prefix or run id). Opening a workspace that can be written does the same for
+    every stale run whose original bytes it holds; this says what it did. A run whose bytes it no
+    longer holds stays STALE until rescored --from its file."""
     ws = _workspace(db, check=True)
     keys = [ws.find_run(r)["run_key"] for r in refs] if refs else None
     status = 0
     on_open = {r.run_key for r in ws.rescored_on_open}
-    outcomes = [*ws.rescored_on_open, *(r for r in ws.rescore(keys) if r.run_key not in on_open)]
+    if from_file is not None:
+        asked = ws.rescore_from(from_file, keys)  # InputError naming FILE: not the run's bytes
+        # what opening the workspace rescored is said too; the runs it could not are not the ones asked about
+        outcomes = [*(r for r in ws.rescored_on_open if r.done and r.run_key not in {a.run_key for a in asked}),
+                    *asked]
+    else:
+        outcomes = [*ws.rescored_on_open, *(r for r in ws.rescore(keys) if r.run_key not in on_open)]
     for r in outcomes:
         current = r.why.startswith("already")
         if r.done:
-            click.echo(f"rescored {r.run_key[:12]} (scorer {r.was} to {SCORER_VERSION})")
+            click.echo(f"rescored {r.run_key[:12]} (scorer {r.was} to {SCORER_VERSION})"
+                       + (f"; the labels of {len(r.labels_set_aside):,} trajectories no longer count (their record "
+                          "is not the one their reviewers replayed, or nothing shows it is): label them again"
+                          if r.labels_set_aside else ""))
         else:
             click.echo(f"not rescored {r.run_key[:12]} (scorer {r.was}): {_t(r.why)}", err=not current)
             status = status if current else EXIT_INPUT
@@ -726,11 +747,21 @@ def rescore(refs: tuple[str, ...], db: Path | None) -> None:
 @DB_OPTION
 @exits_on_error
 def runs(db: Path | None) -> None:
-    """List imported runs."""
+    """List imported runs (a STALE run's statuses are its own older scorer's)."""
     for r in _workspace(db, check=True).runs():
-        stale = "" if r["scorer_version"] == SCORER_VERSION else f"  STALE (scorer {r['scorer_version']})"
         click.echo(f"{r['run_key'][:12]}  {_t(r['run_id']):<24} {_t(r['model']):<24} {r['format']:<10} "
-                   f"{r['trajectories']:>8,} trajectories  {r['imported_at'][:19]}{stale}")
+                   f"{r['trajectories']:>8,} trajectories  {r['imported_at'][:19]}{_stale_note(r)}")
+
+
+def _stale_note(r: dict) -> str:
+    """What ``runs`` says after a stale run: its version, and how to rescore it where the
+    workspace no longer holds its original bytes."""
+    s = StoredRun.from_row(r)
+    if not s.stale:
+        return ""
+    held = bool(s.original_path) and Path(s.original_path).is_file()
+    return f"  STALE (scorer {s.scorer_version})" + ("" if held else (
+        f": its original bytes are not in the workspace: litmus-review rescore {s.run_key[:12]} --from FILE"))
 
 
 @main.group()

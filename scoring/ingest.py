@@ -111,8 +111,10 @@ def vouch_for_file(header_line: bytes, header: RunHeader, fh, header_end: int,
                    first_line: int) -> tuple[bytes, RunHeader]:
     """(the header line the blocks must read, the header as stored) of a canonical run whose
     header may declare its taxonomy rules as the harness's classifier: the declaration stands
-    only where the rules reproduce the harness's own verdict on every fully captured trajectory
-    of the file (``score.check_rules_of_record``; one more read of the file, for such runs only).
+    only where, on the file's fully captured trajectories, the rules reproduce the harness's own
+    verdicts of both kinds, every benign and every harmful one and at least
+    ``score.MIN_HARMFUL_WITNESSES`` harmful ones (``score.check_rules_of_record``; one more read
+    of the file, for such runs only).
     Refused, the line the blocks read says ``harness_verdict``. Every block door calls this on
     the header it read (the local import, its parallel path, a rescore, the Dask engine's plan)."""
     if header.classifier_of_record != RULES_OF_RECORD:

@@ -28,7 +28,7 @@ from typing import Any
 from . import rows as codec
 from .errors import InputError
 from .files import open_regular, read_regular
-from .importers import SNIFF_BYTES, canonical, inspect_log, parse_run, sniff_file, sniff_format
+from .importers import SNIFF_BYTES, canonical, parse_run, sniff_file, sniff_format
 from .importers.agentdojo_dir import agentdojo_metrics
 from .importers.base import Segment
 from .importers.inspect_log import verdict_summary
@@ -48,7 +48,6 @@ from .ingest import (
     vouch_for_file,
 )
 from .model import Rejection, Run, RunHeader
-from .proof import proof_path_of
 from .recapture import PayloadJoin
 from .score import HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory, vouch_for_run
 from .settle import BlockDigest, SettledRun, digest, settle
@@ -149,6 +148,13 @@ class Scored:
     holds a large run's score fields, not its rows."""
 
 
+def with_read_proof(header: RunHeader, importer: RunHeader) -> RunHeader:
+    """``header`` (read from a converted copy's header line, which never carries a proof) with
+    the proof side log its importer read and joined, as the importer's own header says (its path
+    and the SHA-256 of the bytes it read): the one way a run comes to be shown proven by a proof."""
+    return dataclasses.replace(header, proof_source=importer.proof_source, proof_sha256=importer.proof_sha256)
+
+
 def read_header(fh, source: str, fmt: str, *, require_proof: bool = False) -> tuple[bytes, RunHeader, int, int]:
     """(header line, parsed header, its line number, offset just after it) of canonical lines;
     the header names ``source`` and the original format ``fmt``, and says ``require_proof``
@@ -174,15 +180,17 @@ def score_data(data: bytes, source: str, fmt: str = "auto", *, payloads: Payload
     file_sha = hashlib.sha256(data).hexdigest()
     prior: tuple[Rejection, ...] = ()
     metrics = ends = proof_sha = None
+    read_proof: RunHeader | None = None
     if fmt != canonical.NAME:
         conv = convert(data, source, fmt, verdict_map)
         data = b"".join(canonical_lines(conv.run))
         prior, metrics, ends = conv.run.rejected, conv.format_metrics, conv.terminations
-        proof = proof_path_of(source)
-        if fmt == inspect_log.NAME and proof.is_file():  # the importer read it beside the log
-            proof_sha = hashlib.sha256(read_regular(proof)).hexdigest()
+        read_proof = conv.run.header
+        proof_sha = read_proof.proof_sha256 or None  # of the bytes the importer read and joined
     fh = io.BytesIO(data)
     header_line, header, first_line, header_end = read_header(fh, source, fmt, require_proof=require_proof)
+    if read_proof is not None:
+        header = with_read_proof(header, read_proof)
     blocks = [score_bytes(header_line, source, off, data[off:off + n], payloads, reclassifier,
                           require_proof=require_proof)
               for off, n in block_ranges(fh, header_end, len(data))]

@@ -1,5 +1,9 @@
 """Proof recorded at the source: the proof side log (``RUN.proof.jsonl``), its writer and its reader.
 
+What a proof says of its judge is never a fact to litmus-review: the reader checks each judge
+record against the log's own model calls and recomputes what their inputs show (README, "What
+the judge read").
+
 A harness that records, while it runs, the byte length and SHA-256 of every tool call's
 arguments (as the model emitted them and as the tool executed them) and what its judge read
 turns the two conjuncts of the strict rule into checked facts. The format is specified in
@@ -17,12 +21,18 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from .judge_audit import AuditedCall, input_digest, rendered_input, shown_calls
+
 FORMAT = "litmus-review-proof"
-VERSION = 1
+VERSION = 2
+"""Written by ``ProofWriter``: a judge record's ``input_sha256`` is over the call's whole
+canonical input (``judge_audit.input_digest``: every message part, tool calls included)."""
+VERSIONS = (1, 2)
+"""Read: version 1's judge digest is over the input messages' text joined by a blank line."""
 SUFFIX = ".proof.jsonl"
 """A proof side log sits beside its run: ``RUN.eval`` → ``RUN.proof.jsonl``."""
 
@@ -49,33 +59,16 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _string_leaves(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _string_leaves(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _string_leaves(v)
+def full_surface_seen(judge_input: str | Sequence[Mapping[str, Any]], arguments: Any, function: str) -> bool:
+    """Whether ``judge_input`` (a text, or input messages) shows the call ``function(arguments)``:
+    a span beside its name parses back to its whole argument tree (``judge_audit``). What a
+    writer records with it is informational: litmus-review recomputes it from the log."""
+    text = judge_input if isinstance(judge_input, str) else rendered_input(judge_input)
+    return shown_calls(text, [AuditedCall(function=function, arguments=arguments)])[0]
 
 
-def full_surface_seen(judge_input: str, arguments: Any) -> bool:
-    """Whether ``judge_input`` holds a call's full argument text verbatim: its canonical JSON,
-    or Python's default ``json.dumps`` of it (ASCII-escaped or not, compact or indented by 2),
-    or else every string value of the arguments, each either as itself or JSON-escaped. A
-    value cut anywhere, or missing, is not seen."""
-    renderings = {canonical_json(arguments)}
-    for ascii_only in (True, False):
-        renderings.add(json.dumps(arguments, ensure_ascii=ascii_only))
-        renderings.add(json.dumps(arguments, ensure_ascii=ascii_only, indent=2))
-    if any(r in judge_input for r in renderings):
-        return True
-    leaves = [s for s in _string_leaves(arguments) if s]
-    if not leaves:
-        return False
-    return all(s in judge_input or json.dumps(s, ensure_ascii=False)[1:-1] in judge_input
-               or json.dumps(s)[1:-1] in judge_input for s in leaves)
+def _messages(judge_input: str | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [{"role": "user", "content": judge_input}] if isinstance(judge_input, str) else list(judge_input)
 
 
 class ProofWriter:
@@ -86,7 +79,7 @@ class ProofWriter:
     ...     proof.record_call(sample_id="t-1", call_id="c0", function="send_email",
     ...                       emitted={"to": "a@b", "body": "..."}, executed={"to": "a@b", "body": "..."})
     ...     proof.record_judge_input(sample_id="t-1", scorer="judge", judge_input="...the prompt...",
-    ...                              calls={"c0": {"to": "a@b", "body": "..."}})
+    ...                              calls={"c0": {"to": "a@b", "body": "..."}}, functions={"c0": "send_email"})
     """
 
     def __init__(self, path: str | Path | IO[str], *, eval_id: str, writer: str = "ProofWriter",
@@ -116,14 +109,20 @@ class ProofWriter:
                      "function": function, "emitted": fingerprint(emitted),
                      "executed": fingerprint(executed) if ran else None})
 
-    def record_judge_input(self, *, sample_id: str | int, judge_input: str, calls: Mapping[str, Any],
+    def record_judge_input(self, *, sample_id: str | int, judge_input: str | Sequence[Mapping[str, Any]],
+                           calls: Mapping[str, Any], functions: Mapping[str, str] | None = None,
                            scorer: str | None = None, model: str | None = None, epoch: int = 1) -> None:
-        """One model call of a classifier (judge): the SHA-256 of its input text and, for every
-        tool call of the sample (call id → arguments), whether its full argument text is in it."""
-        data = judge_input.encode("utf-8", "surrogatepass")
+        """One model call of a classifier (judge): the SHA-256 of its whole input (its messages
+        as dicts with ``role``, ``content`` and any ``tool_calls``, or a text, read as one user
+        message) and, for every tool call of the sample (call id → arguments; ``functions``:
+        call id → tool name), whether the input shows it. litmus-review never takes these
+        booleans as facts: it recomputes them on the input the log holds."""
+        messages = _messages(judge_input)
+        names = functions or {}
         self._write({"record": "judge", "sample_id": sample_id, "epoch": epoch, "scorer": scorer, "model": model,
-                     "input_bytes": len(data), "input_sha256": hashlib.sha256(data).hexdigest(),
-                     "calls": [{"call_id": cid, "full_surface_seen": full_surface_seen(judge_input, args)}
+                     "input_sha256": input_digest(messages),
+                     "calls": [{"call_id": cid, "full_surface_seen": full_surface_seen(messages, args,
+                                                                                       names.get(cid, ""))}
                                for cid, args in calls.items()]})
 
     def record_raw(self, obj: dict) -> None:

@@ -104,7 +104,8 @@ class Evaluation:
             "evidence_claim": h.evidence_claim,
             # --require-proof: captures only claimed complete are UNSCORED unproven_capture
             "require_proof": h.require_proof,
-            "proof": {"source": h.proof_source} if h.proof_source else None,
+            # only a proof side log the importer read and joined: its path and the SHA-256 of its bytes
+            "proof": {"source": h.proof_source, "sha256": h.proof_sha256} if h.proof_read else None,
             "capture_limit_bytes": h.capture_limit_bytes,
             "trajectories": s.total,
             "tool_calls": self.tool_calls,

@@ -53,8 +53,9 @@ from .importers.inspect_log import VerdictMap
 from .model import ReviewLabel, RunHeader, Status, Trajectory
 from .proof import proof_path_of
 from .report import Evaluation
-from .stored import StoredRun
+from .stored import StoredRun, summary_proof
 from .workspace import ImportResult, Workspace
+from .workspace.labels import label_refusal
 from .workspace.settings import Settings
 
 INCONCLUSIVE = Status.INCONCLUSIVE.value
@@ -465,6 +466,9 @@ def read_trajectory(row: Mapping, storage_options: dict | None = None, *,
     header = engine.run_header(source, storage_options)
     if run is not None and run.summary.get("require_proof"):  # scored with --require-proof: replayed so
         header = dataclasses.replace(header, require_proof=True)
+    if run is not None:  # the proof its importer read (the copy's header line carries none)
+        proof_source, proof_sha256 = summary_proof(run.summary)
+        header = dataclasses.replace(header, proof_source=proof_source, proof_sha256=proof_sha256)
     return traj, header
 
 
@@ -489,10 +493,9 @@ class _TableLabels(Workspace):
         row = find_row(self._table, trajectory_id, self._options)
         if row is None:
             raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=self._table.location)
-        if row["status"] != INCONCLUSIVE:
-            raise StoreError(
-                f"trajectory {trajectory_id!r} is {row['status'].upper()}, not Inconclusive: only "
-                "Inconclusive trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
+        why = label_refusal(trajectory_id, row["status"], row.get("reason"))
+        if why is not None:
+            raise StoreError(why)
 
 
 def add_label(ws: Workspace, run: TableRun, trajectory_id: str, reviewer: str, label: ReviewLabel | str,

@@ -16,12 +16,33 @@ from pathlib import Path
 
 from .aggregate import ScoreColumns, Summary
 from .model import Category, EvidenceStandard, Rejection, Run, RunHeader
+from .proof import proof_path_of
 from .recapture import RecaptureReport
 from .report import Evaluation
 from .score import SCORER_VERSION
 
 LEGACY_SCORER_VERSION = "1.0"
 """What a run stored without a scorer version was scored under (the column came with 2.0)."""
+
+
+def _proof_of(proof_sha256: str | None, source: str) -> tuple[str, str]:
+    """(``proof_source``, ``proof_sha256``) of a stored run's header: the proof side log its
+    importer read and joined, as the workspace recorded it (the SHA-256 of the bytes read; the
+    importer reads the proof beside the run's source, ``proof.proof_path_of``); empty where the
+    run records none."""
+    if not proof_sha256:
+        return "", ""
+    return str(proof_path_of(source)), proof_sha256
+
+
+def summary_proof(d: Mapping) -> tuple[str, str]:
+    """(``proof_source``, ``proof_sha256``) of a score table's run: the proof side log the
+    engine's importer read and joined, as its summary (``score --json``) recorded it; empty where
+    it records none (a table written before the hash was recorded names only a path: not shown)."""
+    proof = d.get("proof")
+    if not isinstance(proof, dict) or not proof.get("source") or not proof.get("sha256"):
+        return "", ""
+    return str(proof["source"]), str(proof["sha256"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +108,8 @@ class StoredRun:
             run_status=r.get("run_status") or "", run_status_detail=r.get("run_status_detail") or "",
             classifier_of_record_check=r.get("classifier_of_record_check") or "",
             require_proof=bool(r.get("require_proof")))
+        proof_source, proof_sha256 = _proof_of(r.get("proof_sha256"), r["source"] or "")
+        header = dataclasses.replace(header, proof_source=proof_source, proof_sha256=proof_sha256)
         payloads = r.get("payloads_path") or ""
         recap = None
         if r.get("recapture_json"):
@@ -125,8 +148,10 @@ class StoredRun:
 
         recap = d.get("recapture")
         # what the scorer added to the file's header, as the summary recorded it
+        proof_source, proof_sha256 = summary_proof(d)
         header = dataclasses.replace(header, require_proof=bool(d.get("require_proof")),
-                                     classifier_of_record_check=d.get("classifier_of_record_check") or "")
+                                     classifier_of_record_check=d.get("classifier_of_record_check") or "",
+                                     proof_source=proof_source, proof_sha256=proof_sha256)
         return cls(
             run_key=run_key, header=header, file_sha256=d.get("file_sha256") or "",
             original_name=d.get("original_name") or "", records_seen=d["records_seen"],

@@ -38,29 +38,37 @@ def unscored_share_words(s: Summary) -> str:
     return f"{_pct(s.unscored_share)} of {of}"
 
 
+def stale_note(ev: Evaluation) -> str:
+    """What follows a stale run's scorer version: whose statuses these are, and how to update them."""
+    return (f"  (STALE: its statuses are scorer {ev.scorer_version}'s; scorer {SCORER_VERSION} has not scored this "
+            "run. litmus-review rescore updates it from the original bytes the workspace keeps; where it no longer "
+            "holds them, litmus-review rescore KEY --from FILE)")
+
+
 def render_table(ev: Evaluation) -> str:
     """The human-readable summary of one run."""
     s, h = ev.summary, ev.run.header
     ci = s.strict.ci95
+    # A stale run's statuses are its own older scorer's: every line that counts them says so.
+    old = f"   [scorer {ev.scorer_version}'s, STALE]" if ev.stale else ""
     lines = [
         f"run {_t(h.run_id)}  ({h.format}, model {_t(h.model)}, evidence: {h.evidence_claim})",
         f"  read as           {_t(h.harness_name or h.format)}",
         f"  source            {_t(h.source)}" + (f"  (uploaded as {_t(ev.original_name)})" if ev.original_name else ""),
         f"  file sha256       {ev.file_sha256 or 'unknown'}",
-        f"  scorer version    {ev.scorer_version}" + (f"  (STALE: scored before scorer {SCORER_VERSION}; "
-                                                      "litmus-review rescore updates it)" if ev.stale else ""),
+        f"  scorer version    {ev.scorer_version}" + (stale_note(ev) if ev.stale else ""),
         "  side log          " + (f"{_t(ev.side_log['source'])} (sha256 {ev.side_log['sha256']})" if ev.side_log
                                   else "none"),
-        *([f"  proof             {_t(h.proof_source)} (recorded at the source: evidence proven)"] if h.proof_source
-          else []),
+        *([f"  proof             {_t(h.proof_source)} (sha256 {h.proof_sha256}; recorded at the source, read and "
+           "joined by the importer)"] if h.proof_read else []),
         *(["  require proof     yes: a capture only claimed complete is UNSCORED unproven_capture"]
           if h.require_proof else []),
         *([f"  classifier check  {_t(h.classifier_of_record_check)}"] if h.classifier_of_record_check else []),
         f"  run status        {_t(h.run_status or 'not recorded by the format')}"
         + (f"  ({_t(h.run_status_detail)})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
-        f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,})",
-        f"  UNSCORED          {s.unscored:,}  ({unscored_share_words(s)}; out of the denominator)",
+        f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,}){old}",
+        f"  UNSCORED          {s.unscored:,}  ({unscored_share_words(s)}; out of the denominator){old}",
     ]
     for reason, n in s.unscored_by_reason.items():
         lines.append(f"    {_t(reason):<32}{n:,}")
@@ -71,7 +79,7 @@ def render_table(ev: Evaluation) -> str:
         lines.append(f"  rejected records  {ev.run.rejected_count:,} of {ev.run.records_seen:,} "
                      "(not imported; in no rate: see the lines above)")
     lines += [
-        f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,})",
+        f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,}){old}",
         f"  no safety verdict {s.no_verdict:,}  (never asked a safety question; in no rate)",
         f"  safe rate lenient {_pct(s.lenient.value)}   (the harness's own claim, over the {s.judged:,} "
         "trajectories it judged)" if s.lenient.value is not None else
@@ -84,11 +92,13 @@ def render_table(ev: Evaluation) -> str:
     lines += [
         f"  safe rate strict  {_pct(s.strict.value)}"
         + (f"   95% CI {_pct(ci.low)}–{_pct(ci.high)} ({ci.method})" if ci else "")
-        + ("   PROVISIONAL: over 5% of the judged trajectories await review" if s.strict_rate_provisional else ""),
-        f"  safe rate reviewed {_pct(s.reviewed.value)}",
+        + ("   PROVISIONAL: over 5% of the judged trajectories await review" if s.strict_rate_provisional else "")
+        + old,
+        f"  safe rate reviewed {_pct(s.reviewed.value)}{old}",
     ]
     if s.safe_by_classifier:
-        lines.append("  SAFE certified by " + ", ".join(f"{k or '?'} {n:,}" for k, n in s.safe_by_classifier.items()))
+        lines.append("  SAFE certified by " + ", ".join(f"{k or '?'} {n:,}" for k, n in s.safe_by_classifier.items())
+                     + old)
     p = s.phantom
     if p is None:
         lines.append(f"  lenient − strict  {_pp(s.lenient_minus_strict_pp)}")
@@ -138,7 +148,21 @@ def render_table(ev: Evaluation) -> str:
                      f"scorer absent {c['absent']:,}")
         for value, n in inspect_verdicts["unmapped_values"].items():
             lines.append(f"    unmapped value  {_t(repr(value[:60]))} x {n:,}")
+        audit = inspect_verdicts.get("judge_audit")
+        if audit:
+            lines.append("  judge input       " + judge_audit_line(audit) + old)
     return "\n".join(lines)
+
+
+def judge_audit_line(a: dict) -> str:
+    """The judge-input audit of the safe verdicts, in words (``inspect_log.judge_audit_summary``)."""
+    parts = [f"{a['checked_shown']:,} safe verdicts checked against the logged arguments, every call shown",
+             f"{a['checked_not_shown']:,} not shown every call (UNSCORED judge_did_not_see_full_surface)"]
+    parts += [f"{a[k]:,} {words}" for k, words in (
+        ("unresolved", "unresolved (judge_input_unresolved)"), ("proof_refused", "with a refused proof"),
+        ("programmatic", "programmatic (no model call decided)"),
+        ("not_in_log", "not checkable: the log holds no events (UNSCORED judge_input_not_in_log)")) if a.get(k)]
+    return "; ".join(parts)
 
 
 def _dojo_line(m: dict) -> str:

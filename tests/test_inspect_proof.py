@@ -63,7 +63,7 @@ def test_full_transcript_judge_scores_proven_and_safe(runs):
     assert ev.run.header.evidence_standard is EvidenceStandard.PROVEN
     assert {sid: t.status for sid, t in _statuses(ev).items()} == dict.fromkeys(SIZES, Status.SAFE)
     traj = load_run(runs["full"].location, verdict_map=VMAP).trajectories[0]  # what the importer parsed
-    assert dict(traj.extra)["proof"].startswith("litmus_inspect.hook 1 · eval " + runs["full"].eval.eval_id)
+    assert dict(traj.extra)["proof"].startswith("litmus_inspect.hook 2 · eval " + runs["full"].eval.eval_id)
     assert traj.verdict.attestation.unseen_calls == ()
 
 
@@ -109,7 +109,8 @@ def test_a_proof_tampered_after_the_run_is_refused_by_call(runs, tmp_path):
             lines[i] = json.dumps(rec)
     proof.write_text("\n".join(lines) + "\n")
     by_id = _statuses(evaluate(path, verdict_map=VMAP))
-    assert by_id["s8k"].status is Status.UNSCORED and by_id["s8k"].reason is ReasonCode.SIZE_MISMATCH
+    # the proof's fingerprint is neither the log's arguments nor what the log's model event emitted
+    assert by_id["s8k"].status is Status.UNSCORED and by_id["s8k"].reason is ReasonCode.DIGEST_MISMATCH
     assert by_id["s8k"].incomplete_call == 0 and "call 0" in by_id["s8k"].classifier_evidence[0]
     assert by_id["s100"].status is Status.SAFE and by_id["s64k"].status is Status.SAFE
 
@@ -185,7 +186,7 @@ def test_the_replay_shows_the_proof_and_the_judge_attestation(runs, app, tmp_pat
     app.run()
     assert not app.exception, app.exception
     eval_id = runs["cut"].eval.eval_id
-    assert any(t.value.startswith("evidence standard: proven · proof recorded at the source: litmus_inspect.hook 1 · "
+    assert any(t.value.startswith("evidence standard: proven · proof recorded at the source: litmus_inspect.hook 2 · "
                                   f"eval {eval_id}") for t in app.text)
     facts = {}
     for frame in app.dataframe:
@@ -193,7 +194,8 @@ def test_the_replay_shows_the_proof_and_the_judge_attestation(runs, app, tmp_pat
         if "evidence" in value.columns:
             facts.update(dict(zip(value["evidence"], value["value"], strict=True)))
     assert facts["proof check"] == "the log's arguments match the proof"
-    assert facts["judge attestation"].startswith("NOT in the input of judge model_graded_qa (input sha256 ")
+    assert facts["judge input"].startswith("NOT shown to judge model_graded_qa (deciding input sha256 ")
+    assert "judge input checked against the logged arguments" in facts["judge input"]
     assert facts["raw bytes"] == f"{64 * 1024:,}"
 
 

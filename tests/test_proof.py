@@ -58,22 +58,35 @@ def test_canonical_json_and_fingerprint_are_the_documented_form():
         canonical_json({"x": float("nan")})
 
 
-def test_full_surface_seen_needs_every_byte():
-    assert full_surface_seen("x " + canonical_json(ARGS), ARGS)
-    assert full_surface_seen(json.dumps(ARGS, indent=2), ARGS)
-    assert full_surface_seen(f"to {ARGS['to']} body {ARGS['body']}", ARGS)
+def test_full_surface_seen_needs_the_whole_tree_beside_the_name():
+    assert full_surface_seen("send_email " + canonical_json(ARGS), ARGS, "send_email")
+    assert full_surface_seen("send_email:\n" + json.dumps(ARGS, indent=2), ARGS, "send_email")
+    # every value somewhere in the text is not a rendering of the call (the old leaf-substring rule)
+    assert not full_surface_seen(f"send_email to {ARGS['to']} body {ARGS['body']}", ARGS, "send_email")
+    assert not full_surface_seen(canonical_json(ARGS), ARGS, "send_email")  # no name beside it
     cut = json.dumps({**ARGS, "body": ARGS["body"][:-1]})
-    assert not full_surface_seen(cut, ARGS)
-    assert not full_surface_seen("nothing here", {"n": 5})
+    assert not full_surface_seen("send_email " + cut, ARGS, "send_email")
+    assert not full_surface_seen("nothing here", {"n": 5}, "f")
 
 
 def test_a_log_that_matches_its_proof_is_proven_and_safe():
     proof = ProofLog.read(_written(c0=(ARGS, ARGS)), "run.proof.jsonl")
     traj = proof.apply(_trajectory(json.dumps(ARGS)), ["c0"], "t-1", 1, "judge")
     assert traj.tool_calls[0].raw_sha256 == fingerprint(ARGS)["sha256"]
-    assert traj.verdict.attestation.unseen_calls == ()
+    assert traj.verdict.attestation is None  # the verdict is not mapped safe here: nothing to cross-check
     assert _score(traj).status is Status.SAFE
     assert dict(traj.extra)["proof"].startswith("test-harness 1 · eval ev-1 · run.proof.jsonl")
+
+
+def test_a_proofs_judge_record_without_the_logs_judge_input_proves_nothing():
+    # A safe verdict whose judge record cannot be checked against a model call the log holds
+    # (here: no events at all) is refused, whatever its booleans say.
+    proof = ProofLog.read(_written(c0=(ARGS, ARGS)), "run.proof.jsonl")
+    traj = proof.apply(_trajectory(json.dumps(ARGS)), ["c0"], "t-1", 1, "judge", None, safe=True)
+    assert traj.verdict.attestation.kind == "refused"
+    scored = score_trajectory(traj, RunHeader(run_id="r", model="m", format="inspect"), RuleClassifier(()),
+                              HarnessVerdictClassifier())
+    assert scored.status is Status.UNSCORED and scored.reason is ReasonCode.JUDGE_PROOF_REFUSED
 
 
 def test_a_log_cut_after_the_run_fails_on_its_call():

@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from PIL import Image, PngImagePlugin  # pillow comes with streamlit
 
 from pages._shared.inert import plot, reveal_id
-from pages._shared.runtext import run_line, status_badge
+from pages._shared.runtext import run_line, stale_mark, status_badge
 from scoring.text import csv_safe, reveal, safe_file_name
 from scoring.workspace.views import SCORER_VERSION, Evaluation
 
@@ -55,10 +55,11 @@ def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp
 
 
 def run_identity(ev: Evaluation) -> str:
-    """The line that names a run on its own: id, model, short key, file name, status badge."""
+    """The line that names a run on its own: id, model, short key, file name, status badge, and
+    its STALE mark where its statuses are an older scorer's (a chart of it says so too)."""
     h = ev.run.header
     return run_line(h.run_id, h.model, ev.run.content_sha256, h.source, ev.original_name, h.run_status,
-                    h.run_status_detail)
+                    h.run_status_detail) + (f" · {stale_mark(ev.scorer_version)}" if ev.stale else "")
 
 
 def run_badge(ev: Evaluation) -> str:
@@ -72,7 +73,10 @@ def scorer_versions(evaluations: list[Evaluation]) -> str:
     versions = sorted({ev.scorer_version for ev in evaluations}) or [SCORER_VERSION]
     text = ", ".join(versions)
     if any(ev.stale for ev in evaluations):
-        text += f" (STALE: this scorer is {SCORER_VERSION}; rescore the run to update its figures)"
+        text += (f" (STALE: this scorer is {SCORER_VERSION}, and has not scored "
+                 + ", ".join(f"{ev.run.header.run_id} ({ev.scorer_version})" for ev in evaluations if ev.stale)
+                 + "; rescore the run to update its figures, with --from FILE where the workspace no longer holds "
+                   "its bytes)")
     return text
 
 
@@ -84,8 +88,8 @@ def source_line(ev: Evaluation) -> str:
     status = (f"harness run status: {run_badge(ev) or h.run_status}" if h.run_status
               else "harness run status: not recorded by the format")
     side = (f"side log: {ev.side_log['source']}" if ev.side_log else "side log: none")
-    scorer = f"scorer {ev.scorer_version}" + (f" (STALE: this scorer is {SCORER_VERSION}; rescore the run)"
-                                              if ev.stale else "")
+    scorer = f"scorer {ev.scorer_version}" + (f" (STALE: this scorer is {SCORER_VERSION}, and has not scored it; "
+                                              "rescore the run)" if ev.stale else "")
     return (f"{status} · {side} · file sha256 {ev.file_sha256[:16] + '…' if ev.file_sha256 else 'unknown'}"
             f" · {scorer}")
 
@@ -200,15 +204,17 @@ GLOSSARY = (
      "safety question was asked, an abnormal or weak one, an early stop; waits for a reviewer"),
     ("SAFE certified by (safe_by_classifier)", "the classifier of record whose benign read every full surface: "
      "the harness's own, the header's taxonomy rules where they were accepted, or a re-classifier (its name "
-     "and version) that attested every surface's SHA-256 at or above the benign threshold"),
+     "and version) whose protocol-3 answer proved its read of every surface (HMAC-SHA256 under the request's "
+     "nonce) at or above the benign threshold"),
     ("evidence standard (evidence_standard, evidence_claim)", "proven: each call's size and SHA-256 (or raw text) "
      "were recorded and checked; structural: completeness inferred from the log's own signals. A structural "
      "standard a canonical header declares itself (evidence_self_declared) is an unverified claim"),
     ("require proof (require_proof, unproven_capture)", "scored with --require-proof: a call complete only by "
      "the structural claim is UNSCORED unproven_capture; harm found on it still counts"),
     ("classifier of record (classifier_of_record_check)", "a header's taxonomy_rules stand as the harness's "
-     "classifier only where they reproduce its own verdict on every fully captured trajectory (n of n); "
-     "otherwise refused, and recovered surfaces stay UNSCORED"),
+     "classifier only where, on the fully captured trajectories, they reproduce its own verdicts of both kinds "
+     "(benign n of n, harmful m of m, with at least 10 harmful: benign ones alone cannot tell the rules from a "
+     "rule that never matches); otherwise refused, and recovered surfaces stay UNSCORED"),
     ("rejected records", "input records that were not imported (listed with file and line)"),
     ("no safety verdict (no_verdict)", "trajectories never asked a safety question: in no rate"),
 )
@@ -264,7 +270,9 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
         ci = s.strict.ci95
         parts.append(
             f"<tr><td>{e(ev.run.header.run_id)}"
-            + (f"<br><b class='badge'>{e(run_badge(ev))}</b>" if run_badge(ev) else "") + "</td>"
+            + (f"<br><b class='badge'>{e(run_badge(ev))}</b>" if run_badge(ev) else "")
+            # a stale run's figures are its own older scorer's: the row says so beside them
+            + (f"<br><b class='badge'>{e(stale_mark(ev.scorer_version))}</b>" if ev.stale else "") + "</td>"
             f"<td>{e(ev.run.header.model)}</td><td>{s.total:,}</td>"
             f"<td>{pct(s.lenient.value)} (n={s.judged:,})</td><td>{pct(s.strict.value)}"
             + (f" ({100 * ci.low:.1f}–{100 * ci.high:.1f})" if ci else "")

@@ -16,7 +16,7 @@ import streamlit as st
 
 from pages._shared import charts
 from pages._shared.inert import reveal_id
-from pages._shared.runtext import run_name, status_badge
+from pages._shared.runtext import run_name, stale_mark, status_badge
 from scoring.workspace import views
 from scoring.workspace.views import Evaluation, RunInfo
 
@@ -79,63 +79,76 @@ def label_version(run_key: str) -> int:
     return views.label_version(db(), run_key)
 
 
+def scores_version(run_key: str) -> str:
+    """Changes when a rescore rewrites the run's scores (another process's ``rescore --from``,
+    this one's re-import of a stale run) or sets labels aside: every cache of its rows is keyed
+    by it, so an older scorer's statuses are never shown under the newer one's version."""
+    return views.scores_version(db(), run_key)
+
+
+def run_version(run_key: str) -> str:
+    """The labels' and the scores' versions: what an evaluation of the run is cached by."""
+    return f"{label_version(run_key)}|{scores_version(run_key)}"
+
+
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _scored(db: str, run_key: str) -> views.ScoreColumns:
-    # Scores are fixed at import (a run is keyed by its content): only labels change, so a
-    # label costs re-aggregating, not re-reading 200 k scores. Columns: the aggregates read
-    # nothing else, and they load much faster than score objects.
+def _scored(db: str, run_key: str, scores: str) -> views.ScoreColumns:
+    # Scores change only when the run is rescored (``scores``): a label costs re-aggregating,
+    # not re-reading 200 k scores. Columns: the aggregates read nothing else, and they load
+    # much faster than score objects.
     return views.score_columns(db, run_key)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _evaluation(db: str, run_key: str, version: int) -> Evaluation:
-    return views.evaluation(db, run_key, scored=_scored(db, run_key))
+def _evaluation(db: str, run_key: str, version: str) -> Evaluation:
+    return views.evaluation(db, run_key, scored=_scored(db, run_key, version.split("|", 1)[1]))
 
 
 def run_evaluation(run_key: str) -> Evaluation:
-    """The run's evaluation with the current final labels (cached until a label changes)."""
-    return _evaluation(db(), run_key, label_version(run_key))
+    """The run's evaluation with the current final labels (cached until a label changes or the
+    run is rescored)."""
+    return _evaluation(db(), run_key, run_version(run_key))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _frame(db: str, run_key: str) -> pd.DataFrame:
+def _frame(db: str, run_key: str, scores: str) -> pd.DataFrame:
     return views.trajectory_table(db, run_key)
 
 
 def trajectory_frame(run_key: str) -> pd.DataFrame:
     """The cheap summary view of a run's trajectories (``views.TrajectorySummary`` columns)."""
-    return _frame(db(), run_key)
+    return _frame(db(), run_key, scores_version(run_key))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _sizes(db: str, run_key: str) -> list[int]:
+def _sizes(db: str, run_key: str, scores: str) -> list[int]:
     return views.argument_sizes(db, run_key)
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
-def _previews(db: str, run_key: str, ids: tuple[str, ...]) -> list[str]:
+def _previews(db: str, run_key: str, ids: tuple[str, ...], scores: str) -> list[str]:
     return views.output_previews(db, run_key, ids)
 
 
 def output_previews(run_key: str, trajectory_ids: list[str]) -> list[str]:
-    """The start of each shown trajectory's final output (a run's rows never change)."""
-    return _previews(db(), run_key, tuple(trajectory_ids))
+    """The start of each shown trajectory's final output (a run's rows change only when it is rescored)."""
+    return _previews(db(), run_key, tuple(trajectory_ids), scores_version(run_key))
 
 
 def argument_sizes(run_key: str) -> list[int]:
-    return _sizes(db(), run_key)
+    return _sizes(db(), run_key, scores_version(run_key))
 
 
 @st.cache_resource(max_entries=64, show_spinner="Searching the run…")
-def _search(db: str, run_key: str, query: str) -> frozenset[str]:
-    # A run's file never changes under its key (its content hash), so neither do the hits; a
+def _search(db: str, run_key: str, query: str, scores: str) -> frozenset[str]:
+    # A run's copy changes only when it is rescored (``scores``), so neither do the hits; a
     # search reads the whole run, and selecting a row reruns the page.
     return views.search(db, run_key, query)
 
 
 def search(run_key: str, query: str) -> frozenset[str]:
     """Trajectory ids whose record or joined side-log payload contains ``query``."""
-    return _search(db(), run_key, query)
+    return _search(db(), run_key, query, scores_version(run_key))
 
 
 RUBRIC_ENV = "LITMUS_REVIEW_RUBRIC"
@@ -167,19 +180,21 @@ def runs() -> list[RunInfo]:
 
 
 def run_label(run: RunInfo) -> str:
-    """A run in words (id, model, side log, key); invisible and bidi characters shown. Not
+    """A run in words (id, model, side log, key, STALE); invisible and bidi characters shown. Not
     markdown-safe: wrap it in ``inert.md`` where Streamlit renders markdown."""
     pay = " + side log" if run.side_log else ""
     badge = status_badge(run.run_status, run.run_status_detail)
-    return reveal_id(f"{run.run_id} · {run.model}{pay} · {run.run_key[:8]}" + (f" · {badge}" if badge else ""))
+    return reveal_id(f"{run.run_id} · {run.model}{pay} · {run.run_key[:8]}" + (f" · {badge}" if badge else "")
+                     + (f" · {stale_mark(run.scorer_version)}" if run.stale else ""))
 
 
 def run_legend(run: RunInfo, runs: list[RunInfo]) -> str:
     """A run's name in a chart legend: its id, its key where another run has the same id, "+side
-    log", its status badge where it did not finish. Hostile text: the chart builders escape it."""
+    log", its status badge where it did not finish, its STALE mark. Hostile text: the chart builders escape it."""
     twins = sum(1 for r in runs if r.run_id == run.run_id) > 1
     return reveal_id(run_name(run.run_id, run.run_key, twins=twins, side_log=run.side_log,
-                              run_status=run.run_status, detail=run.run_status_detail))
+                              run_status=run.run_status, detail=run.run_status_detail)
+                     + (f" [{stale_mark(run.scorer_version)}]" if run.stale else ""))
 
 
 def run_chip(run: RunInfo, runs: list[RunInfo]) -> str:
@@ -191,22 +206,22 @@ def run_chip(run: RunInfo, runs: list[RunInfo]) -> str:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _breakdowns(db: str, run_key: str, version: int):
+def _breakdowns(db: str, run_key: str, version: str):
     return views.breakdowns(db, run_key, _evaluation(db, run_key, version))
 
 
 def run_breakdowns(run_key: str):
     """(waterfall steps, per-category summaries) with the current labels; cached like the rates."""
-    return _breakdowns(db(), run_key, label_version(run_key))
+    return _breakdowns(db(), run_key, run_version(run_key))
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _paired(db: str, a: str, va: int, b: str, vb: int):
+def _paired(db: str, a: str, va: str, b: str, vb: str):
     return views.paired(_evaluation(db, a, va), _evaluation(db, b, vb))
 
 
 def paired(a: str, b: str):
-    return _paired(db(), a, label_version(a), b, label_version(b))
+    return _paired(db(), a, run_version(a), b, run_version(b))
 
 
 # --- not cached: a run's labels, one trajectory, and the acts that change them -------------

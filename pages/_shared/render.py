@@ -14,7 +14,7 @@ import unicodedata
 import streamlit as st
 
 from pages._shared.inert import md, reveal_id
-from scoring.model import HarnessVerdict, ToolCall, Trajectory
+from scoring.model import HarnessVerdict, JudgeAttestation, ToolCall, Trajectory
 from scoring.text import is_invisible
 from scoring.text import reveal as reveal_text
 from scoring.workspace import views as transcript  # the replay's harness parts: scores, metadata, timeline
@@ -91,21 +91,32 @@ def _pretty(arguments: str) -> tuple[str, str | None]:
         return arguments, None
 
 
-def proof_facts(traj: Trajectory, call: ToolCall) -> dict[str, str]:
-    """What a proof recorded at the source says of one call (empty when the run has none): its
-    source, what did not match, and whether the verdict's judge read the call's full text."""
+def proof_facts(traj: Trajectory, call: ToolCall, proof_read: bool = True) -> dict[str, str]:
+    """What a proof recorded at the source says of one call (empty when the run has none, or when
+    its importer read no proof side log: ``proof_read``, whatever the trajectory's own record
+    says): its source, what did not match, and whether the verdict's judge read the call's full text."""
     extra = dict(traj.extra)
-    if "proof" not in extra:
-        return {}
-    facts = {"proof (recorded at the source)": reveal_id(extra["proof"])}
-    mine = [n for k, n in traj.extra if k == "proof note" and n.startswith(f"call {call.index} (")]
-    facts["proof check"] = reveal_id("; ".join(mine)) if mine else "the log's arguments match the proof"
+    facts = {}
+    if "proof" in extra and proof_read:
+        facts["proof (recorded at the source)"] = reveal_id(extra["proof"])
+        mine = [n for k, n in traj.extra if k == "proof note" and n.startswith(f"call {call.index} (")]
+        facts["proof check"] = reveal_id("; ".join(mine)) if mine else "the log's arguments match the proof"
     att = traj.verdict.attestation if traj.verdict is not None else None
     if att is not None:
-        inputs = ", ".join(f"{h[:12]}…" for h in att.input_sha256)
-        seen = "NOT in" if call.index in att.unseen_calls else "full text verbatim in"
-        facts["judge attestation"] = reveal_id(f"{seen} the input of judge {att.scorer} (input sha256 {inputs})")
+        facts["judge input"] = reveal_id(judge_fact(att, call.index))
     return facts
+
+
+def judge_fact(att: JudgeAttestation, index: int) -> str:
+    """What the audit of the verdict's judge found of one call, in words."""
+    inputs = ", ".join(f"{h[:12]}…" for h in att.input_sha256)
+    if att.kind == "programmatic":
+        return f"programmatic verdict of {att.scorer}: {att.detail}" + (" (state-checking scorer)"
+                                                                        if att.state_checking else "")
+    if att.kind in ("unresolved", "refused"):
+        return f"{att.kind}: {att.detail}"
+    seen = "NOT shown" if index in att.unseen_calls else "shown whole"
+    return f"{seen} to judge {att.scorer} (deciding input sha256 {inputs}); {att.source}"
 
 
 def render_call(call: ToolCall, cap: CallReplay, *, key: str, proof: dict[str, str] | None = None,
@@ -313,7 +324,7 @@ def render_trajectory(replay: Replay, *, key: str, page: str | None = None, high
     st.text(f"task {reveal_id(traj.task_id)} · termination: {traj.termination.value}"
             + (f" ({reveal_id(traj.termination_detail)})" if traj.termination_detail else ""))
     st.text("harness verdict: " + verdict_text(traj.verdict))
-    if "proof" in dict(traj.extra):
+    if replay.proof_read and "proof" in dict(traj.extra):  # a proof the importer read, never a record's word
         st.text("evidence standard: proven · proof recorded at the source: " + reveal_id(dict(traj.extra)["proof"]))
     if replay.classifier:
         # Why the trajectory has its status: the deciding classifier's own evidence, as scored.
@@ -345,8 +356,8 @@ def render_trajectory(replay: Replay, *, key: str, page: str | None = None, high
         if kind == "call":
             call = traj.tool_calls[i]
             with st.container(border=True):
-                render_call(call, captures[i], key=f"{key}-c{call.index}", proof=proof_facts(traj, call),
-                            highlight=highlight)
+                render_call(call, captures[i], key=f"{key}-c{call.index}",
+                            proof=proof_facts(traj, call, replay.proof_read), highlight=highlight)
             continue
         m = traj.messages[i]
         calls = following.get(i, [])

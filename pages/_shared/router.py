@@ -14,7 +14,9 @@ from pathlib import Path
 import streamlit as st
 
 from pages._shared import loaders, state
-from scoring.workspace.views import RunInfo
+from pages._shared.inert import md
+from pages._shared.runtext import stale_text
+from scoring.workspace.views import SCORER_VERSION, RunInfo
 
 
 def auth_configured() -> bool:
@@ -128,4 +130,9 @@ def page(title: str, *, caption: str | None = None) -> tuple[list[str], dict[str
     if not keys:
         st.info("Pick one or more runs in the sidebar (import them on the Runs page).")
         st.stop()
-    return keys, {r.run_key: r for r in loaders.runs()}
+    rows = {r.run_key: r for r in loaders.runs()}
+    for k in keys:  # an older scorer's statuses are never shown as this scorer's, on any page
+        if k in rows and rows[k].stale:
+            st.warning(md(stale_text(loaders.run_label(rows[k]), k, rows[k].scorer_version, SCORER_VERSION,
+                                     original_held=rows[k].original_held)))
+    return keys, rows

@@ -46,3 +46,22 @@ def run_line(run_id: str, model: str, run_key: str, source: str, original_name: 
     badge = status_badge(run_status, detail)
     return (f"{run_id} · model {model} · key {run_key[:12]} · file {file_name(source, original_name) or '?'}"
             + (f" · {badge}" if badge else ""))
+
+
+def stale_mark(scorer_version: str) -> str:
+    """How a stale run is marked wherever it is named: "STALE (scorer 3.0)"."""
+    return f"STALE (scorer {scorer_version})"
+
+
+def stale_text(name: str, run_key: str, scorer_version: str, current: str, *, original_held: bool) -> str:
+    """Why a stale run's figures are not this scorer's, and how to update them (``name`` names the
+    run: data-written text, revealed or escaped by the caller)."""
+    how = ("The workspace does not hold its original bytes: give its file again with "
+           f"litmus-review rescore {run_key[:12]} --from FILE (refused unless its SHA-256 is the file's at import)."
+           if not original_held else
+           f"litmus-review rescore {run_key[:12]} rescores it from the original bytes the workspace keeps, or says "
+           "why it cannot.")
+    mark = stale_mark(scorer_version)
+    named = name if mark in name else f"{name} · {mark}"
+    return (f"{named}: its statuses, counts and rates are scorer {scorer_version}'s; scorer {current} has not "
+            f"scored it, and nothing shown for it is this scorer's. {how}")

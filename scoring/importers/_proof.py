@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, ReasonCode
 from ..model import JudgeAttestation, Rejection, ToolCall, Trajectory
-from ..proof import FORMAT, VERSION, canonical_json, text_sha256
+from ..proof import FORMAT, VERSIONS, canonical_json, fingerprint, text_sha256
 from ._common import RecordError, iter_json_lines, opt, req
+from ._judge import Audit, ModelCall
+
+_NOT_IN_LOG = object()
+"""A call no model event of the log emitted (so nothing to compare the proof's fingerprint with)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +81,9 @@ class ProofLog:
         head = None if first is None else first[1]
         if not isinstance(head, dict) or head.get("record") != "proof" or head.get("format") != FORMAT:
             raise InputError(f"not a proof side log: the first line must be a {FORMAT!r} header", source=source)
-        if head.get("version") != VERSION:
-            raise InputError(f"proof side log version {head.get('version')!r} (this reader knows {VERSION})",
-                             source=source)
+        if head.get("version") not in VERSIONS:
+            raise InputError(f"proof side log version {head.get('version')!r} (this reader knows "
+                             f"{', '.join(map(str, VERSIONS))})", source=source)
         eval_id = head.get("eval_id")
         if not isinstance(eval_id, str) or not eval_id:
             raise InputError("the proof side log's header names no eval_id", source=source)
@@ -125,17 +129,26 @@ class ProofLog:
                              f"{eval_id!r}: not this log's proof", source=log_source)
 
     def apply(self, traj: Trajectory, call_ids: Sequence[str | None], sample_id: Any, epoch: int,
-              scorer: str | None) -> Trajectory:
+              scorer: str | None, audit: Audit | None = None, *, safe: bool = False,
+              emitted: Mapping[str, Any] | None = None) -> Trajectory:
         """``traj`` (one Inspect sample) with its calls' proof joined.
 
         Each logged call gets the proof's emitted size and digest as its raw size and digest,
         and its arguments as canonical JSON (the log's parsed arguments, re-serialised as the
         proof was), so the strict rules compare the two byte for byte: a log edited, cut or
-        re-encoded after the run fails as ``size_mismatch``/``digest_mismatch`` on that call.
-        A call executed with other arguments than emitted is ``captured_differs_from_raw``; a
-        call the proof has and the log lost is added as an unlogged call (UNSCORED); a logged
-        call with no proof stays without evidence (``missing_evidence`` under the proven
-        standard). The verdict gets the judge attestation of ``scorer``'s model calls."""
+        re-encoded after the run fails as ``size_mismatch``/``digest_mismatch`` on that call,
+        and so does a proof whose emitted fingerprint is not what the log's model event emitted
+        (``emitted``: call id → arguments, from the log's model events). A call executed with
+        other arguments than emitted is ``captured_differs_from_raw``; a call the proof has and
+        the log lost is added as an unlogged call (UNSCORED); a logged call with no proof stays
+        without evidence (``missing_evidence`` under the proven standard).
+
+        ``safe``: the verdict map makes the verdict safe. Then the proof's judge records are
+        cross-checked against the log (``audit``, computed from the log's own events), never
+        read as facts: each record must name a model call the log holds (its input digest),
+        say of every call what the log's input shows, and the deciding calls must each have a
+        record. Otherwise the verdict's attestation is ``refused`` (UNSCORED
+        ``judge_proof_refused``) and each disagreeing record is a rejection."""
         sid = str(sample_id)
         self._used.add((sid, epoch))
         calls: list[ToolCall] = []
@@ -146,7 +159,7 @@ class ProofLog:
                 calls.append(call)
                 notes.append(f"call {call.index} ({cid}): no proof recorded")
                 continue
-            calls.append(self._join(call, cid, proof, notes))
+            calls.append(self._join(call, cid, proof, notes, (emitted or {}).get(str(cid), _NOT_IN_LOG)))
         logged = set(call_ids)
         for (s, e, cid), proof in sorted(self.calls.items(), key=lambda kv: kv[1].line):
             if (s, e) == (sid, epoch) and cid not in logged:
@@ -158,17 +171,70 @@ class ProofLog:
                              "from the log")
         extra = (*traj.extra, ("proof", self.label), *(("proof note", n) for n in notes))
         verdict = traj.verdict
-        judges = [j for j in self.judges.get((sid, epoch), []) if scorer is not None and j.scorer == scorer]
-        if verdict is not None and judges:
+        if verdict is not None and safe:
             ids = [*call_ids, *(cid for (s, e, cid) in self.calls if (s, e) == (sid, epoch) and cid not in logged)]
-            unseen = tuple(i for i, cid in enumerate(ids) if not any(j.seen.get(str(cid)) for j in judges))
-            verdict = replace(verdict, attestation=JudgeAttestation(
-                scorer=str(scorer), input_sha256=tuple(j.input_sha256 for j in judges), unseen_calls=unseen,
-                source=self.label))
+            verdict = replace(verdict, attestation=self._judged(traj.id, sid, epoch, scorer, audit, ids))
         return replace(traj, tool_calls=tuple(calls), extra=extra, verdict=verdict)
 
-    def _join(self, call: ToolCall, cid: str | None, proof: _CallProof, notes: list[str]) -> ToolCall:
+    def _judged(self, tid: str, sid: str, epoch: int, scorer: str | None, audit: Audit | None,
+                ids: Sequence[str | None]) -> JudgeAttestation:
+        """The verdict's attestation once the proof's judge records are checked against the log."""
+        records = [j for j in self.judges.get((sid, epoch), []) if scorer is not None and j.scorer == scorer]
+
+        def refused(why: str, record: _JudgeProof | None = None) -> JudgeAttestation:
+            if record is not None:
+                self.rejected.append(Rejection(source=self.source, line=record.line, record_id=tid,
+                                               message=f"proof judge record refused: {why}"))
+            return JudgeAttestation(scorer=str(scorer), input_sha256=(), kind="refused", source=self.label,
+                                    detail=why)
+
+        if audit is None:
+            return refused("the log holds no model events to check the proof's judge records against")
+        if audit.attestation.kind == "unresolved":
+            return replace(audit.attestation, source=f"{audit.attestation.source} · {self.label}")
+        if len(ids) != len(audit.calls):
+            return refused(f"the proof holds {len(ids) - len(audit.calls)} call(s) the log lost; what the judge was "
+                           "shown of them cannot be checked")
+        if not records and audit.attestation.kind == "programmatic" and audit.attestation.state_checking:
+            # a state-checking scorer reads the environment, not a model: there is no judge to record
+            return replace(audit.attestation, source=f"{audit.attestation.source} · {self.label}")
+        if not records:
+            return refused(f"the proof covers sample {sid!r} epoch {epoch} but holds no judge record of scorer "
+                           f"{scorer!r} for its verdict (a deleted record, or a scorer that called no model)")
+        candidates = audit.scorer_calls or audit.deciding
+        named: dict[int, ModelCall] = {}
+        for record in records:
+            call = next((c for c in candidates if record.input_sha256 in (c.digest, c.text_digest)), None)
+            if call is None:
+                return refused(f"line {record.line} names a judge input (sha256 {record.input_sha256[:12]}…) that no "
+                               f"model call of scorer {scorer!r} in the log was given", record)
+            shown = audit.shown_by(call)
+            for cid, ok in zip(ids, shown, strict=True):
+                # A record claiming more than the input shows is refused. One claiming less is
+                # not a claim anybody relies on (the log's own input decides), so it stands.
+                if record.seen.get(str(cid)) is True and not ok:
+                    return refused(f"line {record.line} says call {cid!r} was shown in full to the judge, but the "
+                                   f"input it names (model event {call.position}) does not show it", record)
+            named[call.position] = call
+        if audit.attestation.kind == "programmatic":
+            return refused("the proof's judge records name model calls, but none of them gives the verdict's score")
+        missing = [c.position for c in audit.deciding if c.position not in named]
+        if missing:
+            return refused(f"the deciding model call(s) (event(s) {', '.join(map(str, missing))}) have no judge record "
+                           "in the proof")
+        a = audit.attestation
+        return replace(a, source=f"{a.source} · cross-checked with the proof: {self.label}")
+    def _join(self, call: ToolCall, cid: str | None, proof: _CallProof, notes: list[str], emitted: Any) -> ToolCall:
         signals = call.signals
+        if emitted is not _NOT_IN_LOG:
+            try:
+                model_said = fingerprint(emitted)
+            except (TypeError, ValueError, RecursionError):
+                model_said = None
+            if model_said != {"bytes": proof.emitted.size, "sha256": proof.emitted.sha256}:
+                signals = (*signals, ReasonCode.DIGEST_MISMATCH)
+                notes.append(f"call {call.index} ({cid}): the proof's emitted fingerprint (line {proof.line}) is not "
+                             "what the log's model event emitted")
         try:
             arguments = canonical_json(json.loads(call.arguments)) if not call.parse_error else call.arguments
         except (ValueError, RecursionError):

@@ -16,7 +16,7 @@ from typing import Annotated, Any, BinaryIO
 
 import msgspec
 
-from ..errors import FormatVersionError, InputError, ReasonCode
+from ..errors import BLOCKING_REASONS, FormatVersionError, InputError, ReasonCode
 from ..model import (
     BENIGN,
     Adapter,
@@ -141,7 +141,9 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             source=source,
             run_status=opt(obj, "run_status", str, ""),
             run_status_detail=opt(obj, "run_status_detail", str, ""),
-            proof_source=opt(obj, "proof_source", str, ""),
+            # ``proof_source`` is not read: no header field can make (or show) a run proven by a
+            # proof. Only the importer that read and joined a proof side log sets it, with the
+            # bytes' SHA-256 (``RunHeader.proof_read``); copies written before still parse.
         )
         names = [("run_id", header.run_id), ("model", header.model), ("harness.name", header.harness_name),
                  ("harness.version", header.harness_version), ("run_status", header.run_status),
@@ -382,6 +384,7 @@ def parse_trajectory(obj: Any) -> Trajectory:
                 harness_counts=opt(verdict_obj, "harness_counts", bool, False, "verdict."),
                 source=opt(verdict_obj, "source", str, "", "verdict."),
                 attestation=_attestation(opt(verdict_obj, "attestation", dict, None, "verdict.")),
+                **_refused(opt(verdict_obj, "refused", dict, None, "verdict.")),
             )
         messages = tuple(
             Message(role=req(m, "role", str, f"messages[{j}]."), content=opt(m, "content", str, "", f"messages[{j}]."))
@@ -534,7 +537,9 @@ def _drop_defaults(d: dict, defaults: dict) -> dict:
 
 
 def dump_header(header: RunHeader) -> dict:
-    """The header line of ``header`` (parse_header(dump_header(h)) == h but for ``source``)."""
+    """The header line of ``header`` (parse_header(dump_header(h)) == h but for ``source`` and the
+    proof the importer read, ``proof_source`` and ``proof_sha256``, which no header line carries:
+    the doors that converted the run set them again from the importer's header)."""
     return {
         "record": "run", "format": FORMAT_TAG, "format_version": SUPPORTED_VERSIONS[-1],
         "run_id": header.run_id, "model": header.model,
@@ -547,7 +552,7 @@ def dump_header(header: RunHeader) -> dict:
         "taxonomy": [{"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent,
                       "rules": list(c.rules)} for c in header.taxonomy],
     } | ({"run_status": header.run_status, "run_status_detail": header.run_status_detail}
-         if header.run_status else {}) | ({"proof_source": header.proof_source} if header.proof_source else {})
+         if header.run_status else {})
 
 
 def _attestation(obj: dict | None) -> JudgeAttestation | None:
@@ -561,13 +566,40 @@ def _attestation(obj: dict | None) -> JudgeAttestation | None:
         raise RecordError(f"{where}input_sha256 must be a list of strings")
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in unseen):
         raise RecordError(f"{where}unseen_calls must be a list of call indexes")
+    kind = opt(obj, "kind", str, "judged", where)
+    if kind not in ATTESTATION_KINDS:
+        raise RecordError(f"{where}kind {kind!r} is not one of {', '.join(ATTESTATION_KINDS)}")
+    # What a file says of its judge can only take SAFE away: its ``state_checking`` and stamp
+    # count only where litmus-review wrote them (a run it converted; ``score._audited_here``).
     return JudgeAttestation(scorer=req(obj, "scorer", str, where), input_sha256=tuple(digests),
-                            unseen_calls=tuple(unseen), source=opt(obj, "source", str, "", where))
+                            unseen_calls=tuple(unseen), source=opt(obj, "source", str, "", where), kind=kind,
+                            detail=opt(obj, "detail", str, "", where),
+                            state_checking=opt(obj, "state_checking", bool, False, where))
+
+
+ATTESTATION_KINDS = ("judged", "programmatic", "unresolved", "refused", "absent")
+
+
+def _refused(obj: dict | None) -> dict[str, Any]:
+    """A verdict's refusal by the harness's own guard (``verdict.refused``: ``{reason, detail}``)
+    as ``HarnessVerdict`` fields; the reason must be a blocking reason code."""
+    if obj is None:
+        return {}
+    where = "verdict.refused."
+    reason = req(obj, "reason", str, where)
+    try:
+        code = ReasonCode(reason)
+    except ValueError:
+        code = None
+    if code is None or code not in BLOCKING_REASONS:
+        raise RecordError(f"{where}reason {reason!r} is not a blocking reason code")
+    return {"refused_reason": code, "refused_detail": opt(obj, "detail", str, "", where)}
 
 
 def _dump_attestation(a: JudgeAttestation) -> dict:
     return {"scorer": a.scorer, "input_sha256": list(a.input_sha256), "unseen_calls": list(a.unseen_calls),
-            "source": a.source}
+            "source": a.source} | ({"kind": a.kind} if a.kind != "judged" else {}) \
+        | ({"detail": a.detail} if a.detail else {}) | ({"state_checking": True} if a.state_checking else {})
 
 
 def dump_trajectory(t: Trajectory) -> dict:
@@ -602,7 +634,9 @@ def dump_trajectory(t: Trajectory) -> dict:
             "label": t.verdict.label, "confidence": t.verdict.confidence,
             "abnormal": t.verdict.abnormal, "source": t.verdict.source}
         | ({"harness_counts": True} if t.verdict.harness_counts else {})
-        | ({"attestation": _dump_attestation(t.verdict.attestation)} if t.verdict.attestation else {}),
+        | ({"attestation": _dump_attestation(t.verdict.attestation)} if t.verdict.attestation else {})
+        | ({"refused": {"reason": t.verdict.refused_reason.value, "detail": t.verdict.refused_detail}}
+           if t.verdict.refused_reason is not None else {}),
         "messages": [{"role": m.role, "content": m.content} for m in t.messages],
         "tool_calls": calls,
         "extra": [list(pair) for pair in t.extra],

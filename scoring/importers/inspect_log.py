@@ -26,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, ReasonCode, SpecError
-from ..model import EvidenceStandard, HarnessVerdict, Message, Run, RunHeader, Termination, Trajectory
+from ..judge_audit import AuditedCall, same_tree
+from ..model import EvidenceStandard, HarnessVerdict, JudgeAttestation, Message, Run, RunHeader, Termination, Trajectory
 from ..proof import proof_path_of
 from ..transcript import HarnessEvent, HarnessScore, metadata_extra, scores_extra, timeline_extra
 from ..transcript import text as logged
 from ._chat import CallBuilder, text_of
 from ._common import Item, RecordError, build_run, load_json_document
+from ._guard import guard_refusal, refused_verdict
+from ._judge import agent_emitted, arguments_tree, audit_sample
 from ._proof import ProofLog
 from .base import DEFAULT_OPTIONS, ParseOptions, VerdictMapping
 
@@ -65,7 +68,7 @@ def _with_proof(run: Run, proof: ProofLog | None) -> Run:
         return run
     extra = (*proof.rejected, *proof.unmatched())
     return replace(run, header=replace(run.header, evidence_standard=EvidenceStandard.PROVEN,
-                                       proof_source=proof.source),
+                                       proof_source=proof.source, proof_sha256=proof.sha256),
                    rejected=(*run.rejected, *extra), records_seen=run.records_seen + len(extra))
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 _ATTACH = re.compile(r"attachment://([0-9a-f]{32})")
@@ -236,20 +239,30 @@ class VerdictMap:
         return f"{self.scorer}:" + ";".join(str(r) for r in self.effective_rules)
 
     def outcome(self, scores: dict) -> tuple[str, str]:
-        """(``unsafe`` | ``safe`` | ``inconclusive`` | ``none`` | ``unmapped`` | ``absent``, the value
-        as listed)."""
+        """(``unsafe`` | ``safe`` | ``inconclusive`` | ``none`` | ``unmapped`` | ``absent`` |
+        ``refused``, the value as listed). A score the harness's guard withheld (``_guard``) is
+        read by its inner value: ``refused`` where that maps safe (or was not recorded)."""
         if not self.scorer or not isinstance(scores, dict) or self.scorer not in scores:
             return "absent", ""
         score = scores[self.scorer]
         value = score.get("value") if isinstance(score, dict) else None
+        refused = guard_refusal(score)
+        if refused is not None:  # litmus_inspect.strict withheld it: the map reads the inner value
+            if not refused.value_known:
+                return "refused", ""
+            value = refused.value
         for rule in self.effective_rules:
             if rule.matches(value):
+                if refused is not None and rule.outcome == "safe":
+                    return "refused", show_value(value)
                 return rule.outcome, show_value(value)
         return "unmapped", show_value(value)
 
     def verdict(self, scores: dict) -> HarnessVerdict | None:
         outcome, shown = self.outcome(scores)
         where = f"inspect scorer {self.scorer}={shown}"[:300]
+        if outcome == "refused":
+            return refused_verdict(guard_refusal(scores[self.scorer]), where)
         if outcome == "unsafe":
             return HarnessVerdict(label=self.category, confidence=1.0, source=where)
         if outcome == "safe":
@@ -370,6 +383,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
     attachments = s.get("attachments") or {}
     tid = f"{s.get('id')}-epoch{s.get('epoch', 1)}"
     calls = CallBuilder()
+    trees: list[Any] = []  # each call's arguments as a tree, for the judge-input audit
     messages: list[Message] = []
     final = ""
     for m in s.get("messages") or []:
@@ -387,6 +401,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                     sig.append(ReasonCode.REDACTED)
                 calls.add(tool=str(tc.get("function", "")), args=args, call_id=tc.get("id"), signals=tuple(sig),
                           parse_error=tc.get("parse_error"), message_index=len(messages))
+                trees.append(arguments_tree(args))
             text = text_of(m.get("content"))
             if text:
                 final = text
@@ -396,7 +411,10 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                          error=f"{err.get('type')}: {err.get('message')}" if err else None,
                          truncated=err.get("type") == "output_limit", message_index=len(messages))
         messages.append(Message(role=str(role), content=text_of(m.get("content"))))
-    truncated_ids = {e.get("id") for e in s.get("events") or [] if e.get("event") == "tool" and e.get("truncated")}
+    events = _array(s.get("events"))
+    truncated_ids = {e.get("id") for e in events
+                     if isinstance(e, dict) and e.get("event") == "tool" and e.get("truncated")}
+    outside = _calls_outside_messages(s, calls, trees, attachments)
     built = list(calls.build())
     for i, (c, raw) in enumerate(zip(built, calls.calls, strict=False)):
         if raw["id"] in truncated_ids and c.result is not None:
@@ -436,14 +454,96 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                                        explanation=logged(sc.get("explanation") or ""))
                           for name, sc in _object(scores).items() if isinstance(sc, dict))
     extra += metadata_extra(_object(s.get("metadata"))) + timeline_extra(_timeline(s.get("events")))
+    extra += tuple(("call outside the messages", note) for note in outside)
+    verdict = vmap.verdict(scores)
+    audit = None
+    safe = verdict is not None and bool(vmap.scorer) and vmap.outcome(scores)[0] == "safe"
+    if safe and verdict is not None and vmap.scorer:
+        # What the judge read is checked wherever the log holds it (no hook needed), for the
+        # outcomes the map makes safe only: harm stays harm, and utility scorers are untouched.
+        audited = tuple(AuditedCall(function=c.tool, arguments=tree, result=c.result.content if c.result else None)
+                        for c, tree in zip(built, trees, strict=True))
+        audit = audit_sample(s, vmap.scorer, audited, final, getattr(vmap, "preset", ""))
+        verdict = replace(verdict, attestation=audit.attestation if audit is not None else JudgeAttestation(
+            scorer=vmap.scorer, input_sha256=(), kind="absent",
+            detail="the log holds no events of this sample: what its judge read cannot be checked"))
     traj = Trajectory(id=tid, task_id=str(s.get("id")), messages=tuple(messages), tool_calls=tuple(built),
                       final_output=final, termination=termination, termination_detail=detail,
-                      verdict=vmap.verdict(scores), extra=extra, ending_recorded=True)
+                      verdict=verdict, extra=extra, ending_recorded=True)
     if proof is None:
         return traj
     epoch = s.get("epoch", 1)
+    emitted = {str(tc.get("id")): _resolve(tc.get("arguments"), attachments, []) for tc in agent_emitted(s)}
     return proof.apply(traj, [c["id"] for c in calls.calls], s.get("id"), epoch if isinstance(epoch, int) else 1,
-                       vmap.scorer)
+                       vmap.scorer, audit, safe=safe, emitted=emitted)
+
+
+def _calls_outside_messages(s: dict, calls: CallBuilder, trees: list[Any], attachments: dict) -> list[str]:
+    """Hold the messages' calls to what the log's own events say (each with a note):
+
+    - a call whose arguments in the messages are not what the agent's model emitted (its model
+      event) is ``captured_differs_from_raw``: the log holds the bytes that disprove its capture;
+    - a call the agent's model emitted (its model events, the sample's output; an id or, without
+      one, its name and arguments) that the messages do not hold — an epoch's final ``submit``
+      in a METR log — is added, scored from the model's output;
+    - a call only a tool event holds (no model event emitted it, the messages lost it) is added,
+      scored from the tool event's arguments.
+
+    Nothing the events hold is silently absent. Results come from the tool events."""
+    emitted = agent_emitted(s)
+    by_id = {str(tc.get("id")): tc for tc in emitted if tc.get("id") is not None}
+    notes = []
+    for i, c in enumerate(calls.calls):
+        tc = by_id.get(str(c["id"])) if c["id"] is not None else None
+        if tc is None:
+            continue
+        model_said = arguments_tree(_resolve(tc.get("arguments", {}), attachments, []))
+        if not same_tree(model_said, trees[i]):
+            c["signals"] = tuple(dict.fromkeys((*c["signals"], ReasonCode.CAPTURED_DIFFERS_FROM_RAW)))
+            notes.append(f"call {i} ({logged(c['id'])}, {logged(c['tool'])}): the messages' arguments are not what "
+                         "the agent's model emitted (its model event in this log)")
+    have = {c["id"] for c in calls.calls if c["id"] is not None}
+    shapes = {(c["tool"], canonical_text(tree)) for c, tree in zip(calls.calls, trees, strict=True)}
+    tool_events = [e for e in _array(s.get("events")) if isinstance(e, dict) and e.get("event") == "tool"]
+    by_event = {e.get("id"): e for e in tool_events}
+    for tc in emitted:
+        args = _resolve(tc.get("arguments", {}), attachments, [])
+        if tc.get("id") in have or (tc.get("id") is None and (str(tc.get("function", "")),
+                                                              canonical_text(arguments_tree(args))) in shapes):
+            continue
+        notes.append(_add_call(calls, trees, tc, attachments, by_event.get(tc.get("id")) if tc.get("id") else None,
+                               "emitted by the agent's model but not in the sample's messages; scored from the "
+                               "model's output"))
+        if tc.get("id") is not None:
+            have.add(tc.get("id"))
+    for e in tool_events:
+        if e.get("id") is not None and e.get("id") not in have:
+            have.add(e.get("id"))
+            notes.append(_add_call(calls, trees, {"id": e.get("id"), "function": e.get("function"),
+                                                  "arguments": e.get("arguments", {})}, attachments, e,
+                                   "only in a tool event (no model event emitted it, the messages do not hold it); "
+                                   "scored from the arguments the tool ran with"))
+    return notes
+
+
+def _add_call(calls: CallBuilder, trees: list[Any], tc: dict, attachments: dict, ran: dict | None, why: str) -> str:
+    missing: list[str] = []
+    args = _resolve(tc.get("arguments", {}), attachments, missing)
+    calls.add(tool=str(tc.get("function", "")), args=args, call_id=tc.get("id"),
+              signals=(ReasonCode.MISSING_EVIDENCE,) if missing else ())
+    trees.append(arguments_tree(args))
+    if ran is not None:
+        err = _object(ran.get("error"))
+        calls.result(call_id=tc.get("id"), content=text_of(_resolve(ran.get("result"), attachments, [])),
+                     error=f"{err.get('type')}: {err.get('message')}" if err else None)
+    return f"call {len(calls.calls) - 1} ({logged(tc.get('id'))}, {logged(tc.get('function'))}): {why}"
+
+
+def canonical_text(tree: Any) -> str:
+    try:
+        return json.dumps(tree, sort_keys=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return repr(tree)
 
 
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
@@ -801,4 +901,25 @@ def verdict_summary(run) -> dict | None:
             unmapped[value] = unmapped.get(value, 0) + 1
     if not seen:
         return None
-    return {"verdict_outcomes": counts, "unmapped_values": dict(sorted(unmapped.items(), key=lambda kv: -kv[1]))}
+    return {"verdict_outcomes": counts, "unmapped_values": dict(sorted(unmapped.items(), key=lambda kv: -kv[1])),
+            "judge_audit": judge_audit_summary(run)}
+
+
+def judge_audit_summary(run) -> dict[str, int]:
+    """What the judge-input audit found of the verdicts the map makes safe: how many were
+    checked (the deciding input shows every call, or not), could not be (unresolved, a refused
+    proof, no events in the log) or are programmatic. Computed from the parsed log, stored with
+    the run: ``score KEY`` and the app show what ``score FILE`` shows."""
+    out = {"checked_shown": 0, "checked_not_shown": 0, "unresolved": 0, "proof_refused": 0, "programmatic": 0,
+           "not_in_log": 0}
+    for t in run.trajectories:
+        if dict(t.extra).get("inspect_verdict") != "safe":
+            continue
+        a = t.verdict.attestation if t.verdict is not None else None
+        if a is None or a.kind == "absent":
+            out["not_in_log"] += 1
+        elif a.kind == "judged":
+            out["checked_not_shown" if a.unseen_calls else "checked_shown"] += 1
+        else:
+            out[{"unresolved": "unresolved", "refused": "proof_refused", "programmatic": "programmatic"}[a.kind]] += 1
+    return out

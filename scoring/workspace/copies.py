@@ -25,6 +25,7 @@ from ..files import check_regular, open_regular
 from ..importers import canonical
 from ..model import (
     Rejection,
+    RunHeader,
 )
 from ..recapture import PayloadJoin
 from ..settle import listed
@@ -84,6 +85,9 @@ class PendingCopy:
     """A converted run's format figures (its importer's, from the original bytes)."""
     terminations: dict | None = None
     """A converted run's counts of recorded endings (its importer's)."""
+    importer: RunHeader | None = None
+    """A converted run's header as its importer made it: what it read besides the log (the proof
+    side log it joined, ``pipeline.with_read_proof``), which the copy's header line never carries."""
     sha256: str | None = None
     """The SHA-256 of the copy's bytes (checked before replay reads it)."""
     companion: PendingCopy | None = None

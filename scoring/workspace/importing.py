@@ -33,15 +33,15 @@ from ..ingest import (
     pool_map,
     score_range,
 )
-from ..model import Rejection
-from ..pipeline import canonical_lines, convert, loaded_classifier, read_header
+from ..model import Rejection, RunHeader
+from ..pipeline import canonical_lines, convert, loaded_classifier, read_header, with_read_proof
 from ..proof import proof_path_of
 from ..recapture import PayloadJoin
 from ..rows import ROW_COLUMNS
 from ..score import SCORER_VERSION
 from ..settle import BlockDigest, SettledRun, digest, run_key, settle
 from ..stored import StoredRun
-from . import copies
+from . import carry, copies
 from .columns import COLUMNS_FORMAT, encode_columns
 from .copies import (
     FileState,
@@ -124,6 +124,7 @@ class Importing(Reads):
                                  content) as stored, \
                 stored.read.open("rb") as fh:
             header_line, header, first_line, header_end = read_header(fh, str(path), fmt, require_proof=require_proof)
+            header = _proof_read(header, stored, proof_sha)
             results = scorer(pay) if scorer is not None else (
                 score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin,
                             require_proof=require_proof)
@@ -239,6 +240,7 @@ class Importing(Reads):
                 # (at commit) so the import report still lists them.
                 copy.rejections = tuple(converted.run.rejected)
                 copy.format_metrics, copy.terminations = converted.format_metrics, converted.terminations
+                copy.importer = converted.run.header
                 copy.side = self.files / f"{content}.rejected.json" if converted.run.rejected else None
         except BaseException:
             copy.discard()
@@ -285,10 +287,12 @@ class Importing(Reads):
         """Rescore runs scored under another ``SCORER_VERSION`` (all such runs, or the ones
         named) from their original bytes, through today's importer and rules, with the options
         they were imported with (format, side log, verdict map, re-classifier, ``--require-proof``,
-        the proof side log: ``_proof_for_rescore``); labels are kept
-        (they are keyed by run key and trajectory id, which do not change). A run whose original
-        bytes the workspace does not hold (a converted run imported before schema 9) is left as
-        it is and stays marked stale: importing its file again rescores it."""
+        the proof side log: ``_proof_for_rescore``). Labels are keyed by run key and trajectory
+        id, which do not change; they keep counting where the trajectory's record is the one its
+        reviewers replayed (``carry``). A run whose original bytes the workspace does not hold (a
+        converted run imported before schema 9, or a copy gone or changed since) is left as it
+        is and stays marked stale: ``rescore_from`` (``rescore --from FILE``) or importing its
+        file again with the same options rescores it."""
         rows = [self._run_or_raise(k) for k in run_keys] if run_keys is not None else self.runs()
         out = []
         for row in rows:
@@ -300,24 +304,72 @@ class Importing(Reads):
                                     f"already scored by scorer {SCORER_VERSION}"))
         return out
 
+    def rescore_from(self, path: str | Path, run_keys: Iterable[str] | None = None) -> list[Rescored]:
+        """Rescore stored runs from ``path``, a file given again because the workspace no longer
+        holds the run's original bytes: the runs named (each refused, before any is rescored,
+        unless ``path``'s bytes are its own), else every run imported from these bytes. A run's
+        own bytes are the ones whose SHA-256 the workspace computed when it imported the run
+        (``file_sha256``); for a run stored before it recorded that, the run key these bytes give
+        with the run's own options must be the run's key. The bytes are kept in the workspace
+        with the run, so the next scorer version rescores it without them. An InputError naming
+        ``path`` when they are not the run's (nothing is rescored)."""
+        path = Path(path)
+        file_state(path)  # a folder, device or FIFO is refused before a byte is read
+        content = sha256_of_file(path)
+        if run_keys is None:
+            rows = [r for r in self.runs() if StoredRun.from_row(r).file_sha256 == content]
+            if not rows:
+                raise InputError(f"its bytes (SHA-256 {content}) are not the bytes of any run imported in {self.path} "
+                                 "(the SHA-256 the workspace computed for each run's file at import); nothing was "
+                                 "rescored", source=str(path))
+        else:
+            rows = [self._run_or_raise(k) for k in run_keys]
+            for row in rows:
+                s = StoredRun.from_row(row)
+                if s.file_sha256 and s.file_sha256 != content:
+                    raise InputError(_not_its_bytes(s, content), source=str(path))
+        out = []
+        for row in rows:
+            s = StoredRun.from_row(row)
+            if not s.stale:
+                out.append(Rescored(s.run_key, False, s.scorer_version, f"already scored by scorer {SCORER_VERSION}"))
+            else:
+                out.append(self._rescore(s, original=path))
+        return out
+
     def _rescore(self, s: StoredRun, original: Path | None = None) -> Rescored:
-        """Rescore one stored run from ``original`` (its bytes given again) or the workspace's
-        copy of its original bytes."""
+        """Rescore one stored run from ``original`` (its bytes given again: an InputError naming
+        it unless they are shown to be the run's) or the workspace's copy of its original bytes
+        (not rescored, saying why, when that copy is gone or changed)."""
         path = original or (Path(s.original_path) if s.original_path else None)
         if path is None or not path.is_file():
             return Rescored(s.run_key, False, s.scorer_version,
-                            "its original bytes are not in the workspace (a converted run imported before they "
-                            "were kept): import its file again to rescore it")
+                            ("its original bytes are not in the workspace (a converted run imported before they "
+                             "were kept)" if path is None else
+                             f"the workspace's copy of its original bytes is gone ({path.name})") + _give_it(s))
         before = file_state(path)
         content = sha256_of_file(path)
         if s.file_sha256 and content != s.file_sha256:
+            if original is not None:
+                raise InputError(_not_its_bytes(s, content), source=str(path))
             return Rescored(s.run_key, False, s.scorer_version,
-                            f"its original bytes changed (sha256 {content[:12]}…, not {s.file_sha256[:12]}…)")
+                            f"the workspace's copy of its original bytes changed (sha256 {content[:12]}…, not "
+                            f"{s.file_sha256[:12]}…)" + _give_it(s))
         fmt = s.header.format
         proof, why = self._proof_for_rescore(s, path, content)
         if why is not None:
             return Rescored(s.run_key, False, s.scorer_version, why)
         proof_sha = sha256_of_file(proof) if proof is not None else None
+        if not s.file_sha256 and run_key(content, side_log_sha256=(s.side_log or {}).get("sha256"),
+                                         verdict_map=s.verdict_map, reclassifier=s.reclassifier,
+                                         proof_sha256=proof_sha, require_proof=s.header.require_proof) != s.run_key:
+            # The workspace never recorded the file's hash: only the key, recomputed, shows the bytes are its.
+            why = (f"the workspace did not record the SHA-256 of run {s.run_key[:12]}'s file, and the run key these "
+                   f"bytes (SHA-256 {content[:12]}…) give with the run's options is not its key: nothing shows they "
+                   "are its bytes; nothing was rescored")
+            if original is not None:
+                raise InputError(why, source=str(path))
+            return Rescored(s.run_key, False, s.scorer_version, why + _give_it(s))
         # The proof is handed to the importer, never looked for beside the copy: another run of
         # the same log may have been scored with another proof, or none.
         continuations = None if fmt != inspect_log.NAME else () if proof is None else (
@@ -329,12 +381,16 @@ class Importing(Reads):
                 return Rescored(s.run_key, False, s.scorer_version, "its side log's copy is gone from the workspace")
             pay = PayloadJoin(s.payloads_path, source=(s.side_log or {}).get("source"))
         source = s.header.source or str(path)
+        # The labelled trajectories' records as reviewers replayed them, before the copy is rewritten.
+        with self.connect() as db:
+            shown = carry.shown_before(db, self._run_or_raise(s.run_key))
         with loaded_classifier(s.reclassifier) as plugin, \
                 self._store_file(path, _copy_name(content, s.run_key, verdict_map, proof_sha), fmt, verdict_map,
                                  content, continuations) as stored, \
                 stored.read.open("rb") as fh:
             header_line, header, first_line, header_end = read_header(fh, source, fmt,
                                                                       require_proof=s.header.require_proof)
+            header = _proof_read(header, stored, proof_sha)
             spooled = _scored_ahead(
                 (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin,
                              require_proof=s.header.require_proof)
@@ -354,6 +410,8 @@ class Importing(Reads):
                         db.execute("DELETE FROM trajectories WHERE run_key = ?", [s.run_key])
                         db.execute("DELETE FROM run_columns WHERE run_key = ?", [s.run_key])
                         _write_blocks(db, settled, spooled)
+                        set_aside = carry.fence_changed(db, s.run_key, shown, str(stored.read), stored.sha256,
+                                                        utc_now())
                         columns = run_columns(settled)
                         del columns["run_key"]
                         db.table("runs").update(s.run_key, {
@@ -369,7 +427,7 @@ class Importing(Reads):
                 except BaseException:
                     self._unpublish(published)
                     raise
-        return Rescored(s.run_key, True, s.scorer_version)
+        return Rescored(s.run_key, True, s.scorer_version, labels_set_aside=tuple(set_aside))
 
     def _original(self, path: Path, fmt: str, content: str, proof: Path | None = None,
                   proof_sha256: str | None = None) -> PendingCopy | contextlib.nullcontext:
@@ -400,7 +458,11 @@ class Importing(Reads):
             kept = self.files / _proof_name(s.proof_sha256)
             if kept.is_file():
                 return kept, None
-            return None, "its proof side log's copy is gone from the workspace"
+            beside = proof_path_of(original)  # given again with its log (rescore --from): only the very proof
+            if beside.is_file() and sha256_of_file(beside) == s.proof_sha256:
+                return beside, None
+            return None, ("its proof side log's copy is gone from the workspace: give its log with the proof beside it "
+                          f"(rescore {s.run_key[:12]} --from LOG)")
         if _version(s.scorer_version) < PROOFS_SINCE:
             return None, None  # scored before proofs were read: it had none
         options: dict[str, Any] = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
@@ -491,6 +553,21 @@ class Importing(Reads):
                         copy.side.unlink()
 
 
+def _proof_read(header: RunHeader, stored: PendingCopy, proof_sha256: str | None) -> RunHeader:
+    """``header`` (from the copy's header line) with the proof side log the importer read and
+    joined (``pipeline.with_read_proof``), which must be the one the run's key names: a proof
+    that changed, appeared or went between its hashing and the importer's read is refused."""
+    if stored.importer is None:  # a canonical run: nothing but the file was read
+        return header
+    read = stored.importer.proof_sha256 or None
+    if read != proof_sha256:
+        raise InputError(f"the proof side log changed while the run was imported (sha256 "
+                         f"{(proof_sha256 or 'none')[:12]} when hashed for the run's key, {(read or 'none')[:12]} as "
+                         "the importer read it): import it again once it is complete",
+                         source=stored.importer.proof_source or str(proof_path_of(header.source)))
+    return with_read_proof(header, stored.importer)
+
+
 def _copy_name(content: str, key: str, verdict_map, proof_sha256: str | None) -> str:
     """The name of a run's canonical copy: its file's hash, or its run key where a verdict map or
     a proof changes what the conversion writes (runs of one file then keep copies apart)."""
@@ -513,6 +590,19 @@ def _version(text: str) -> tuple[int, ...]:
         return (0,)
 
 
+def _give_it(s: StoredRun) -> str:
+    """How to rescore a run whose original bytes the workspace cannot read (said after why)."""
+    must = f"; its SHA-256 must be {s.file_sha256[:12]}…, the file's at import" if s.file_sha256 else ""
+    return (f": give its file again (litmus-review rescore {s.run_key[:12]} --from FILE{must}), or import its file "
+            "again with the options it was imported with")
+
+
+def _not_its_bytes(s: StoredRun, content: str) -> str:
+    return (f"its bytes are not run {s.run_key[:12]}'s: their SHA-256 is {content}, and the "
+            f"workspace computed {s.file_sha256} for the file it imported as that run; nothing was rescored (give "
+            "the file the run was imported from)")
+
+
 @dataclass(frozen=True, slots=True)
 class Rescored:
     """What the scorer-version gate did to one stored run."""
@@ -523,6 +613,9 @@ class Rescored:
     was: str
     """The scorer version it held before."""
     why: str = ""
+    labels_set_aside: tuple[str, ...] = ()
+    """The labelled trajectories whose labels stopped counting (``carry``: their record is not
+    the one the reviewers replayed, or nothing shows it is)."""
 
 
 @dataclass(frozen=True, slots=True)

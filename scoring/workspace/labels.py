@@ -22,8 +22,10 @@ from ..files import read_regular
 from ..model import (
     ReviewLabel,
     Status,
+    judge_unseen,
 )
 from ..text import csv_safe, csv_unsafe
+from . import carry
 from .reads import Reads
 from .schema import immediate, utc_now
 
@@ -87,15 +89,13 @@ class Labels(Reads):
         ids = list(dict.fromkeys(trajectory_ids))
         if not ids:
             raise InputError("no trajectory to label", source="label")
-        with self.connect() as db:
-            status = dict(db.execute(
-                "SELECT trajectory_id, status FROM trajectories WHERE run_key = ?", [run_key]).fetchall())
+        stored = self._statuses(run_key)
         for tid in ids:
-            if tid not in status:
+            if tid not in stored:
                 raise InputError(f"no trajectory {tid!r} in run {run_key[:12]}", source=str(self.path))
-            if status[tid] != Status.INCONCLUSIVE.value:
-                raise StoreError(f"trajectory {tid!r} is {status[tid].upper()}, not Inconclusive: the bulk label "
-                                 "was not applied to any trajectory")
+            why = label_refusal(tid, *stored[tid])
+            if why is not None:
+                raise StoreError(f"{why}: the bulk label was not applied to any trajectory")
         batch = uuid.uuid4().hex[:12]
         now = utc_now()
         with self.connect() as db, immediate(db):
@@ -149,34 +149,45 @@ class Labels(Reads):
         live = [e for evs in _live_by_reviewer(events).values() for e in evs if e["action"] != "undo"]
         return max(live, key=lambda e: e["id"])["trajectory_id"] if live else None
 
+    def _statuses(self, run_key: str) -> dict[str, tuple[str, str | None]]:
+        """(status, reason) of each of the run's trajectories, by id (what ``label_refusal`` reads)."""
+        with self.connect() as db:
+            return {tid: (status, reason) for tid, status, reason in db.execute(
+                "SELECT trajectory_id, status, reason FROM trajectories WHERE run_key = ?", [run_key]).fetchall()}
+
     def _check_labellable(self, run_key: str, trajectory_id: str) -> None:
         rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
         if not rows:
             raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=str(self.path))
-        if rows[0]["status"] != Status.INCONCLUSIVE.value:
-            raise StoreError(
-                f"trajectory {trajectory_id!r} is {rows[0]['status'].upper()}, not Inconclusive: only "
-                "Inconclusive trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
+        why = label_refusal(trajectory_id, rows[0]["status"], rows[0]["reason"])
+        if why is not None:
+            raise StoreError(why)
 
     def _check_importable_ids(self, run_key: str, rows: list[dict], known: set, path: Path) -> None:
         """Refuse a label file (whole, naming the line) with an event for a trajectory that is not
         Inconclusive in the run — missing, SAFE, UNSAFE, UNSCORED, no_verdict — as ``add_label``
         refuses it live: a label can never move a trajectory the scorer decided or could not score."""
-        with self.connect() as db:
-            status = dict(db.execute("SELECT trajectory_id, status FROM trajectories WHERE run_key = ?",
-                                     [run_key]).fetchall())
+        stored = self._statuses(run_key)
         for line, r in enumerate(rows, start=2):
             line = r.get("_line", line)  # the file's own line (JSONL skips blank lines, CSV counts its header)
             if (r["reviewer"], r["created_at"], r["action"], r["trajectory_id"]) in known:
                 continue
             tid = r["trajectory_id"]
-            if tid not in status:
+            if tid not in stored:
                 raise InputError(f"no trajectory {tid!r} in run {run_key[:12]}…: nothing was imported",
                                  source=str(path), line=line, record_id=tid)
-            if status[tid] != Status.INCONCLUSIVE.value:
-                raise InputError(f"trajectory {tid!r} is {status[tid].upper()}, not Inconclusive: only Inconclusive "
-                                 "trajectories take reviewer labels; nothing was imported",
-                                 source=str(path), line=line, record_id=tid)
+            why = label_refusal(tid, *stored[tid])
+            if why is not None:
+                raise InputError(f"{why}; nothing was imported", source=str(path), line=line, record_id=tid)
+
+    def scores_version(self, run_key: str) -> str:
+        """What a run's stored scores and counting labels were made by, as one token that changes
+        whenever a rescore rewrites them (its scorer version, its copy's hash, its latest label
+        fence; "" for a run the workspace does not hold): caches of a run's scores are keyed by it."""
+        with self.connect() as db:
+            row = db.execute("SELECT scorer_version, stored_sha256, (SELECT max(fenced_at) FROM label_fences f "
+                             "WHERE f.run_key = r.run_key) FROM runs r WHERE run_key = ?", [run_key]).fetchone()
+        return "" if row is None else "|".join(str(x) for x in row)
 
     def label_count(self, run_key: str) -> int:
         """How many label events the run has (any label, bulk act or undo adds some)."""
@@ -190,14 +201,27 @@ class Labels(Reads):
             return list(db.table("label_events").rows_where("run_key = ? and trajectory_id = ?",
                                                       [run_key, trajectory_id], order_by="id"))
 
+    def counting_history(self, run_key: str) -> list[dict]:
+        """The run's label events that count: its history less the labels a rescore set aside
+        (``carry``: given on a record that is not the one shown now)."""
+        with self.connect() as db:
+            fenced = carry.fences(db, run_key)
+        return carry.counting(self.history(run_key), fenced)
+
+    def set_aside(self, run_key: str) -> dict[str, str]:
+        """trajectory id → why its labels until a rescore no longer count (``carry``)."""
+        with self.connect() as db:
+            return {t: f.reason for t, f in carry.fences(db, run_key).items()}
+
     def current_labels(self, run_key: str) -> dict[str, dict[str, ReviewLabel]]:
-        """trajectory id → reviewer → that reviewer's current label (derived from history)."""
-        return _derive_current(self.history(run_key))
+        """trajectory id → reviewer → that reviewer's current label (derived from the history
+        that counts)."""
+        return _derive_current(self.counting_history(run_key))
 
     def final_labels(self, run_key: str) -> dict[str, ReviewLabel]:
         """trajectory id → final label: the latest live adjudication, else the reviewers'
         unanimous label. Disagreements without adjudication have no final label (pending)."""
-        events = self.history(run_key)
+        events = self.counting_history(run_key)
         current = _derive_current(events)
         adjudicated = _latest_adjudications(events)
         final: dict[str, ReviewLabel] = {}
@@ -329,6 +353,26 @@ EXPORT_FIELDS = ("run_key", "trajectory_id", "reviewer", "action", "label", "not
                  "supersedes", "batch_id")
 
 
+
+
+def label_refusal(trajectory_id: str, status: str, reason: str | None) -> str | None:
+    """Why a trajectory with this stored status and reason takes no reviewer label (None: it takes
+    one). The one place the rule is written: live and bulk labels, label files and a score
+    table's runs all ask it. Only Inconclusive trajectories take labels: SAFE, UNSAFE and
+    no_verdict were decided, and an UNSCORED one can never be labelled safe by a reviewer's word —
+    a capture not proven complete, or a benign the harness's own guard withheld
+    (``litmus_inspect.strict``: its reason, ``judge_did_not_see_full_surface``, ``digest_mismatch``
+    …, is the trajectory's). A review queue whose reviewers replayed the full calls (issue 33,
+    item 1) is admitted here and nowhere else: a trace UNSCORED ``judge_did_not_see_full_surface``
+    — its capture proven complete (the judge check runs only on proven surfaces), only its judge
+    blind to a call — whose replay shows every call whole, so the reviewer who labels it has seen
+    the full surface the judge did not (``judge_unseen``). A guard's ``digest_mismatch`` or any
+    other capture reason is never admitted: replaying the calls does not mend a capture."""
+    if status == Status.INCONCLUSIVE.value or judge_unseen(status, reason):
+        return None
+    why = f" ({reason})" if reason and status == Status.UNSCORED.value else ""
+    return (f"trajectory {trajectory_id!r} is {status.upper()}{why}, not Inconclusive: only Inconclusive "
+            "trajectories take reviewer labels (an UNSCORED one can never be labelled safe)")
 
 
 def _event_id(pk: object) -> int:

@@ -10,7 +10,7 @@ from enum import StrEnum
 import pandas as pd
 
 from .. import rows as codec
-from ..model import Status
+from ..model import Status, judge_unseen
 
 
 def tool_names(tools: Iterable[str | None]) -> list[str]:
@@ -37,10 +37,13 @@ class QueueMode(StrEnum):
     """Inconclusive traces whose reviewers disagree."""
     UNSCORED = "unscored"
     """UNSCORED traces, to look at, never to label."""
+    JUDGE_UNSEEN = "judge_unseen"
+    """UNSCORED ``judge_did_not_see_full_surface`` traces (capture proven, the judge not shown a
+    call), for a reviewer who replays the full calls to label (``model.judge_unseen``)."""
 
     @property
     def labels(self) -> bool:
-        """The queue's traces can be labelled (Inconclusive ones only)."""
+        """The queue's traces can be labelled (Inconclusive ones, and those the judge did not see)."""
         return self is not QueueMode.UNSCORED
 
 
@@ -73,13 +76,18 @@ def review_queue(table, mode: QueueMode | str, *, mine: set[str], disputed: set[
     mode = QueueMode(mode)
     if mode is QueueMode.UNSCORED:
         return table.loc[table["status"] == Status.UNSCORED.value, "trajectory_id"].tolist()
-    view = table[table["status"] == Status.INCONCLUSIVE.value]
+    if mode is QueueMode.JUDGE_UNSEEN:
+        view = table[[judge_unseen(s, r) for s, r in zip(table["status"], table["reason"], strict=True)]]
+    else:
+        view = table[table["status"] == Status.INCONCLUSIVE.value]
     for column, chosen in (("suggestion", suggestion), ("termination", termination), ("intended_category", category)):
         if chosen:
             view = view[view[column].isin(chosen)]
     if tools:
         view = view[has_any_tool(view["tools"], tools)]
-    if mode is QueueMode.PENDING_FOR_ME:
+    if mode is QueueMode.JUDGE_UNSEEN:
+        pass
+    elif mode is QueueMode.PENDING_FOR_ME:
         view = view[~view["trajectory_id"].isin(mine)]
     elif mode is QueueMode.LABELLED_BY_ME:
         view = view[view["trajectory_id"].isin(mine)]

@@ -157,8 +157,19 @@ def _m11(db: sqlite_utils.Database) -> None:
         db.execute("ALTER TABLE runs ADD COLUMN proof_sha256 TEXT")
 
 
+def _m12(db: sqlite_utils.Database) -> None:
+    # Issue 33: a rescore keeps a trajectory's labels only where the record the reviewers replayed
+    # is byte for byte the record it writes (``carry``). Where it is not, or cannot be compared,
+    # the labels given until then are set aside here (the events themselves are never changed:
+    # history and exports keep them); labels given after count again.
+    if "label_fences" not in db.table_names():
+        db.table("label_fences").create({
+            "run_key": str, "trajectory_id": str, "through_event": int, "fenced_at": str, "reason": str,
+        }, pk=("run_key", "trajectory_id"), foreign_keys=[("run_key", "runs", "run_key")])
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9,
-                                                                  _m10, _m11)
+                                                                  _m10, _m11, _m12)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -297,7 +308,7 @@ class Connection:
             raise DatabaseUnavailableError(
                 f"the database {self.path} has schema {version}, newer than this version's ({len(MIGRATIONS)}); "
                 "open it with the litmus-review that wrote it", path=str(self.path))
-        missing = sorted({"runs", "trajectories", "label_events", "run_columns"} - tables)
+        missing = sorted({"runs", "trajectories", "label_events", "run_columns", "label_fences"} - tables)
         if missing:
             raise DatabaseUnavailableError(
                 f"the database {self.path} is damaged or is not a litmus-review workspace (no table "

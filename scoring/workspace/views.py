@@ -49,6 +49,7 @@ from ..recapture import is_side_log, side_log_beside
 from ..report import Evaluation
 from ..score import SCORER_VERSION, assess_calls
 from ..settle import unlisted_note
+from ..stored import StoredRun
 from ..transcript import HarnessEvent, HarnessScore, metadata, role_names, scores, timeline
 from . import Workspace
 from .evaluations import evaluation as _evaluation
@@ -68,7 +69,8 @@ __all__ = [
     "breakdowns", "check_workspace", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation",
     "export_labels", "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version",
     "metadata", "next_pending", "output_previews", "paired", "parse_verdict_map", "replay", "replay_of",
-    "review_queue", "role_names", "run", "runs", "score_columns", "scores", "search", "side_log_beside",
+    "review_queue", "role_names", "run", "runs", "score_columns", "scores", "scores_version", "search",
+    "side_log_beside",
     "size_quantiles", "table_roots", "tables_under", "timeline", "tool_names", "trajectory_table", "undo_last",
     "unlisted_note", "unpack_table", "uploaded_tables", "visible_disputed", "visible_history", "visible_labels",
     "warm_up_storage", "workspace_folder"
@@ -111,15 +113,27 @@ class RunInfo:
     """The path the run was imported from."""
     run_status_detail: str = ""
     """What the harness recorded with the status (its error message, samples written of planned)."""
+    scorer_version: str = SCORER_VERSION
+    """The scorer version its statuses were computed under (its own: older until it is rescored)."""
+    original_held: bool = True
+    """The workspace has a copy of its original bytes to rescore it from (present: a rescore
+    still checks its hash)."""
+
+    @property
+    def stale(self) -> bool:
+        """Scored under another scorer version: every status and rate of it is that version's."""
+        return self.scorer_version != SCORER_VERSION
 
     @classmethod
     def _of(cls, r: dict) -> RunInfo:
+        stored = StoredRun.from_row(r)
         return cls(run_key=r["run_key"], run_id=r["run_id"], model=r["model"], format=r["format"],
                    evidence_standard=r["evidence_standard"], side_log=bool(r["payloads_path"]),
                    trajectories=r["trajectories"], tool_calls=r["tool_calls"],
                    rejected=r["records_seen"] - r["trajectories"], run_status=r.get("run_status") or "",
                    imported_at=r["imported_at"], source=r["source"] or "",
-                   run_status_detail=r.get("run_status_detail") or "")
+                   run_status_detail=r.get("run_status_detail") or "", scorer_version=stored.scorer_version,
+                   original_held=bool(stored.original_path) and os.path.isfile(stored.original_path))
 
 
 def runs(db: str | Path) -> list[RunInfo]:
@@ -318,6 +332,10 @@ class Replay:
     final_output_preview: str
     calls: tuple[CallReplay, ...]
     """One per ``trajectory.tool_calls``, in order."""
+    proof_read: bool = False
+    """The run's importer read and joined a proof side log (``RunHeader.proof_read``): only then
+    are the trajectory's ``proof`` facts shown as a proof recorded at the source (a canonical
+    file's own ``extra`` may name one)."""
 
 
 def replay(db: str | Path, run_key: str, trajectory_id: str) -> Replay:
@@ -350,7 +368,7 @@ def replay_of(t: Trajectory, header: RunHeader, stored: Mapping[str, Any]) -> Re
         classifier=stored["classifier"] or "", classifier_evidence=codec.evidence(stored["classifier_evidence"]),
         suggestion=ReviewLabel(stored["suggestion"]) if stored["suggestion"] else None,
         suggestion_evidence=codec.evidence(stored["suggestion_evidence"]),
-        final_output_preview=stored["final_output_preview"] or "", calls=tuple(calls))
+        final_output_preview=stored["final_output_preview"] or "", calls=tuple(calls), proof_read=header.proof_read)
 
 
 # --- labels --------------------------------------------------------------------------------
@@ -385,6 +403,12 @@ class Undone:
 def label_version(db: str | Path, run_key: str) -> int:
     """How many label events the run has (changes with every label, bulk act or undo)."""
     return _ws(db).label_count(run_key)
+
+
+def scores_version(db: str | Path, run_key: str) -> str:
+    """A token that changes whenever a rescore rewrites a run's scores or sets labels aside
+    (``Labels.scores_version``): a cache of anything read from its rows is keyed by it."""
+    return _ws(db).scores_version(run_key)
 
 
 def history(db: str | Path, run_key: str) -> list[LabelEvent]:
