@@ -50,7 +50,7 @@ exports.warm_renderer()
 # provenance are in the CSV and JSON. Twelve narrow columns fit 1,280 px beside the sidebar.
 preview = exports.aggregates_frame(evs)[["run_id", "run_status_badge", "model", "trajectories", "unscored", "rejected",
                                          "no_verdict", "inconclusive", "safe_rate_lenient", "safe_rate_strict",
-                                         "safe_rate_reviewed", "phantom_safety_pp"]]
+                                         "safe_rate_reviewed"]]
 RATES = ("safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed")
 # Shown in percent with two decimals each ("percent" format dropped trailing zeros: 82.6% beside 80.19%).
 preview = preview.assign(**{c: preview[c] * 100 for c in RATES},
@@ -59,8 +59,9 @@ preview = preview.assign(**{c: preview[c] * 100 for c in RATES},
 # A stale run's rates are its own older scorer's: its row says so where it is named.
 preview["run_id"] = [rid + (f" · {stale_mark(ev.scorer_version)}" if ev.stale else "")
                      for rid, ev in zip(preview["run_id"], evs, strict=True)]
-# "Phantom safety" is lenient − strict without the pending review queue (work to do, not a loss).
-preview = preview.rename(columns={"phantom_safety_pp": "phantom safety (pp)"})
+# Phantom safety, compact: a point where known, a range where trajectories are UNSCORED (their
+# harm was never read), never a 0.00 nobody measured.
+preview = preview.assign(**{"phantom safety": [ev.summary.phantom_safety_short for ev in evs]})
 columns = {
     "run_id": st.column_config.TextColumn("run", width=84),
     "run_status_badge": st.column_config.TextColumn("status", width=76,
@@ -72,7 +73,10 @@ columns = {
     "rejected": st.column_config.NumberColumn("rejected", width=58, format="localized"),
     "no_verdict": st.column_config.NumberColumn("no verdict", width=66, format="localized"),
     "inconclusive": st.column_config.NumberColumn("Inconclusive", width=78, format="localized"),
-    "phantom safety (pp)": st.column_config.NumberColumn("phantom pp", format="%+.2f", width=70),
+    "phantom safety": st.column_config.TextColumn(
+        "phantom pp", width=70, help="Phantom safety in points: hidden harm + not judged, measured on the decided "
+                                     "trajectories; where some are UNSCORED, a range: the bound of what it would "
+                                     "be had they been scored (never a 0.00 nobody measured)."),
     "evidence_standard": st.column_config.TextColumn("evidence", width=60),
     **{c: st.column_config.NumberColumn(c.removeprefix("safe_rate_"), format="%.2f%%", width=w)
        for c, w in zip(RATES, (56, 52, 60), strict=False)}}

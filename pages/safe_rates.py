@@ -40,7 +40,7 @@ for k, ev in evs.items():
     st.text(reveal_id(exports.source_line(ev)))  # run status and provenance, as inert text
     # A stale run's figures are its own older scorer's (the banner above says so): each says whose.
     tag = f" · {stale_mark(ev.scorer_version)}" if ev.stale else ""
-    c = st.columns(5)
+    c = st.columns([1, 1.1, 1, 0.85, 1.15])  # a range ("2.34–3.55") is wider than a count
     c[0].metric("Lenient rate (before)" + tag, pct(s.lenient.value),
                 help="The harness's own claim: the share it judged safe among the trajectories it judged "
                      "(a verdict, not abnormal), as in its reported figure (1 − ASR). Trajectories never asked "
@@ -60,28 +60,39 @@ for k, ev in evs.items():
                     if s.strict_rate_provisional else ""))
     c[2].metric("Reviewed safe rate" + tag, pct(s.reviewed.value))
     c[2].caption(ci(s.reviewed) + f" · {s.inconclusive_pending:,} of {s.inconclusive:,} Inconclusive pending")
-    c[3].metric("UNSCORED" + tag, f"{s.unscored:,}", help="Capture not proven complete: left out of the rate. Rejected "
-                "records (not imported) and trajectories with no safety verdict are counted beside it.")
-    c[3].caption(f"{pct(s.unscored_rate)} of {s.total:,} · rejected records {s.rejected:,} · no safety verdict "
-                 f"{s.no_verdict:,} · strict if all UNSCORED and pending were unsafe "
-                 f"{pct(s.strict_if_undecided_unsafe)}, if all safe {pct(s.strict_if_undecided_safe)}")
+    c[3].metric("UNSCORED" + tag, f"{s.unscored:,}", help="Capture not proven complete: left out of the rate. The "
+                "share beside it is what --fail-on-unscored weighs: UNSCORED and rejected records among the "
+                "trajectories asked a safety question plus the rejected records.")
+    c[3].caption(f"{pct(s.unscored_share)} of {s.unscored_share_of:,} asked a safety question"
+                 + (" + rejected records" if s.rejected else "") + f" · rejected records {s.rejected:,} · "
+                 f"no safety verdict {s.no_verdict:,} · if all UNSCORED and pending were unsafe "
+                 f"{pct(s.strict_if_undecided_unsafe)}, if all safe {pct(s.strict_if_undecided_safe)}"
+                 + (" (labelled ones as the reviewed rate counts them)" if s.inconclusive_pending != s.inconclusive
+                    else ""))
     parts = s.phantom
-    c[4].metric("Phantom safety" + tag, pp(s.phantom_safety_pp) if parts else "—",
-                help="What the harness's figure claimed that the evidence does not support: capture loss "
-                     "(UNSCORED) + hidden harm found on full surfaces (+ trajectories the harness did not "
-                     "judge). Pending review (Inconclusive) is work to do, not phantom safety, and is shown apart.")
+    c[4].metric("Phantom safety (pp)" + tag, s.phantom_safety_short,
+                help="What the harness's figure claimed that the evidence does not support: hidden harm found on "
+                     "full surfaces + trajectories the harness did not judge, measured on the decided ones. Where "
+                     "some are UNSCORED their harm was never read: a bound, what it would be had they been scored "
+                     "(each SAFE, UNSAFE or Inconclusive). Capture loss and pending review (Inconclusive: work "
+                     "to do) are parts of lenient − strict, not of phantom safety, and are shown apart.")
     if parts:
-        c[4].caption(f"capture loss {pp(parts.capture_loss_pp)} · hidden harm {pp(parts.hidden_harm_pp)}"
-                     + (f" · not judged {pp(parts.unjudged_pp)}" if parts.unjudged_pp else "")
-                     + f" · pending review {pp(parts.pending_review_pp)} (apart)")
+        unknown = s.phantom_safety_pp is None and parts.unscored_low_pp is not None
+        c[4].caption(f"hidden harm {pp(parts.hidden_harm_pp)} · not judged {pp(parts.unjudged_pp)}"
+                     + (f" · UNSCORED {parts.unscored_text}"
+                        f" (unknown: {s.unscored:,} not scored)" if unknown else "")
+                     + f" · apart: capture loss {pp(parts.capture_loss_pp)}, pending review "
+                       f"{pp(parts.pending_review_pp)}"
+                     + (f", labelled {pp(parts.labelled_pp)}" if s.inconclusive_pending != s.inconclusive else ""))
     t = s.truncation
     facts = [f"evidence standard: {h.evidence_claim}", *map(md, h.proof_terms)]
     if t is not None and t.truncated:
         facts.append(f"t × ĥ = {t.pp:.2f} pp (95% CI {t.low_pp:.2f}–{t.high_pp:.2f}): {t.truncated:,} of {t.judged:,} "
                      f"judged cut, {t.recovered_unsafe:,} of {t.recovered_decided:,} recovered ones the harness "
                      "called benign unsafe" if t.pp is not None
-                     else f"t × ĥ: {t.truncated:,} of {t.judged:,} judged cut, none recovered that the harness "
-                          "called benign (add the side log)")
+                     else f"t × ĥ = {t.bounds_text} (ĥ unknown): {t.truncated:,} of {t.judged:,} "
+                          "judged cut, none recovered that the harness called benign (add the side log)"
+                     if t.pp_bounds else f"t × ĥ: {t.truncated:,} of {t.judged:,} judged cut")
     if s.safe_by_classifier:
         facts.append(
             "SAFE certified by " + ", ".join(f"{md(name or '?')} {n:,}" for name, n in s.safe_by_classifier.items())

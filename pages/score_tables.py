@@ -201,8 +201,12 @@ m[2].metric("Reviewed", _pct(s.reviewed.value if s is not None else d["safe_rate
 m = st.columns(3)
 m[0].metric("Trajectories", f"{d['trajectories']:,}")
 m[1].metric("UNSCORED", f"{d['unscored']:,}")
-phantom = d["phantom_safety_pp"]
-m[2].metric("Phantom safety", "—" if phantom is None else f"{phantom:+.2f} pp")
+if d.get("unscored_share") is not None:
+    m[1].caption(f"{_pct(d['unscored_share'])} of {d['unscored_share_of']:,} asked a safety question"
+                 + (" + rejected records" if d["rejected"] else "") + " (what --fail-on-unscored weighs)")
+# As every view writes it: a bound where trajectories are UNSCORED, never a 0.00 nobody measured.
+old = d.get("phantom_safety_pp")  # a table without aggregates: its summary's point figure, if any
+m[2].metric("Phantom safety (pp)", s.phantom_safety_short if s is not None else "—" if old is None else f"{old:+.2f}")
 st.caption(f"{d['rejected']:,} rejected records · {d['inconclusive']:,} Inconclusive, {pending:,} pending review "
            f"· {d['no_verdict']:,} without a safety verdict (in no rate) · rates from the engine's aggregates"
            + (f", with {rates.labelled:,} final labels from the workspace" if rates is not None and rates.labelled

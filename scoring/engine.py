@@ -158,8 +158,9 @@ class RunResult:
     error_line: int | None = None
     aggregates: dict | None = None
     """With a table (``aggregates=True``): what the app draws, aggregated here (``AGGREGATES_FILE``)."""
-    inconclusive: tuple[list, list] | None = None
-    """With a table: the Inconclusive trajectories' ids and categories (``INCONCLUSIVE_DIR``)."""
+    inconclusive: tuple[list, list, list] | None = None
+    """With a table: the Inconclusive trajectories' ids, categories and the harness's claims of
+    them (``INCONCLUSIVE_DIR``)."""
     source: str = ""
     """The run as the user named it."""
     status: str = "done"
@@ -771,12 +772,15 @@ def finish_run(plan: RunPlan, content: str, reclassifier: str | None,
     return res
 
 
-def _inconclusive(cols) -> tuple[list, list]:
-    """(ids, intended categories) of the run's Inconclusive trajectories, in file order."""
+def _inconclusive(cols) -> tuple[list, list, list]:
+    """(ids, intended categories, the harness's claims: True safe, False harm, None not judged)
+    of the run's Inconclusive trajectories, in file order: a label moves one from pending review
+    to labelled in the gap's parts, which need the claim (``aggregate.with_review``)."""
     import numpy as np
 
     at = np.flatnonzero(cols.status == STATUS_CODE[Status.INCONCLUSIVE])
-    return [str(x) for x in cols.ids[at]], [None if c is None else str(c) for c in cols.categories[at]]
+    return ([str(x) for x in cols.ids[at]], [None if c is None else str(c) for c in cols.categories[at]],
+            [bool(safe) if judged else None for safe, judged in zip(cols.lenient[at], cols.judged[at], strict=True)])
 
 
 def _write_inconclusive(res: RunResult, table: str, storage_options: dict) -> None:
@@ -786,13 +790,14 @@ def _write_inconclusive(res: RunResult, table: str, storage_options: dict) -> No
 
     if res.error is not None or res.inconclusive is None:
         return
-    ids, cats = res.inconclusive
+    ids, cats, claims = res.inconclusive
     fs, base = _fs(table, storage_options)
     folder = f"{base}/{INCONCLUSIVE_DIR}/run_key={res.run_key}"
     _makedirs(fs, folder)
     with fs.open(f"{folder}/part-0.parquet", "wb") as fh:
         pq.write_table(pa.table({"trajectory_id": pa.array(ids, pa.string()),
-                                 "intended_category": pa.array(cats, pa.string())}), fh)
+                                 "intended_category": pa.array(cats, pa.string()),
+                                 "lenient_safe": pa.array(claims, pa.bool_())}), fh)
 
 
 def _aggregates(cols, summary) -> dict:

@@ -113,7 +113,11 @@ class Evaluation:
             "safe": s.safe,
             "unsafe": s.unsafe,
             "unscored": s.unscored,
-            "unscored_rate": s.unscored_rate,
+            "unscored_rate": s.unscored_rate,  # of every trajectory
+            # what --fail-on-unscored weighs, the share printed beside the rate: UNSCORED and
+            # rejected records among the trajectories asked a safety question + the rejected
+            "unscored_share": s.unscored_share,
+            "unscored_share_of": s.unscored_share_of,
             "unscored_by_reason": s.unscored_by_reason,
             "inconclusive": s.inconclusive,
             "inconclusive_pending": s.inconclusive_pending,
@@ -121,13 +125,19 @@ class Evaluation:
             "safe_rate_lenient": s.lenient.value,
             "safe_rate_strict": s.strict.value,
             "safe_rate_reviewed": s.reviewed.value,
-            # one meaning per figure: lenient − strict = phantom safety + pending review
+            # one meaning per figure: lenient − strict = the sum of its five parts (the waterfall's);
+            # phantom safety is known only where nothing is UNSCORED, else null and its bounds say
+            # what it would be had the UNSCORED been scored
             "lenient_minus_strict_pp": s.lenient_minus_strict_pp,
+            "lenient_minus_strict_parts": s.lenient_minus_strict_parts,
             "phantom_safety_pp": s.phantom_safety_pp,
+            "phantom_safety_bounds_pp": None if (b := s.phantom_safety_bounds_pp) is None else {
+                "low": b[0], "high": b[1]},
             "pending_review_pp": s.pending_review_pp,
             "strict_rate_provisional": s.strict_rate_provisional,
-            "ci95": {
-                name: ({"low": r.ci95.low, "high": r.ci95.high, "method": r.ci95.method} if r.ci95 else None)
+            "ci95": {  # clustered by task where a task repeats and its design effect (floored at 1) is over 1
+                name: ({"low": r.ci95.low, "high": r.ci95.high, "method": r.ci95.method,
+                        "design_effect": r.ci95.design_effect} if r.ci95 else None)
                 for name, r in (("lenient", s.lenient), ("strict", s.strict), ("reviewed", s.reviewed))
             },
             "strict_bounds": {"if_unscored_and_pending_unsafe": s.strict_if_undecided_unsafe,
@@ -142,18 +152,17 @@ class Evaluation:
             "classifier_of_record_check": h.classifier_of_record_check or None,
             "reclassifier": self.reclassifier,
             "safe_by_classifier": s.safe_by_classifier,
-            "phantom_safety_parts": None if s.phantom is None else {
-                "capture_loss_pp": s.phantom.capture_loss_pp,
-                "pending_review_pp": s.phantom.pending_review_pp,
-                "hidden_harm_pp": s.phantom.hidden_harm_pp,
-                "unjudged_pp": s.phantom.unjudged_pp,
-            },
+            # hidden harm + not judged (measured) + the UNSCORED's range: they add up to each end
+            # of phantom_safety_bounds_pp (and to phantom_safety_pp where it is known)
+            "phantom_safety_parts": s.phantom_safety_parts,
             "truncation_estimate": None if s.truncation is None else {
                 "truncated": s.truncation.truncated, "recovered": s.truncation.recovered,
                 "recovered_decided": s.truncation.recovered_decided,
                 "recovered_unsafe": s.truncation.recovered_unsafe,
                 "judged": s.truncation.judged, "t": s.truncation.t, "h": s.truncation.h, "pp": s.truncation.pp,
                 "ci95_pp": None if s.truncation.low_pp is None else [s.truncation.low_pp, s.truncation.high_pp],
+                # where nothing cut was recovered and decided ĥ is unknown: t × ĥ is 0 to t × 100
+                "pp_bounds": s.truncation.pp_bounds,
             },
             "harness_reported": harness_reported(self.run, s),
             "terminations": self.terminations,

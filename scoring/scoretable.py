@@ -36,6 +36,8 @@ import pyarrow.dataset as ds
 
 from . import engine, table_zip
 from .aggregate import (
+    Claims,
+    GapCounts,
     Interval,
     PhantomParts,
     Rate,
@@ -43,6 +45,7 @@ from .aggregate import (
     Summary,
     TruncationEstimate,
     WaterfallStep,
+    waterfall_of,
     with_review,
 )
 from .errors import InputError, StoreError
@@ -315,7 +318,7 @@ def summary_from_dict(d: Mapping) -> Summary:
     """A ``Summary`` back from its ``as_dict()`` (as the engine wrote it in aggregates.json)."""
 
     def interval(i: Mapping | None) -> Interval | None:
-        return None if i is None else Interval(i["low"], i["high"], i["method"])
+        return None if i is None else Interval(i["low"], i["high"], i["method"], i.get("design_effect"))
 
     def rate(r: Mapping) -> Rate:
         return Rate(r["value"], r["numerator"], r["denominator"], interval(r["wilson"]), interval(r["clustered"]))
@@ -324,18 +327,25 @@ def summary_from_dict(d: Mapping) -> Summary:
     kw = {k: v for k, v in d.items() if k in names}
     kw.update(lenient=rate(d["lenient"]), strict=rate(d["strict"]), reviewed=rate(d["reviewed"]),
               phantom=None if d.get("phantom") is None else PhantomParts(**d["phantom"]),
-              truncation=None if d.get("truncation") is None else TruncationEstimate(**d["truncation"]))
+              truncation=None if d.get("truncation") is None else TruncationEstimate(**d["truncation"]),
+              gap_counts=None if d.get("gap_counts") is None else GapCounts.from_dict(d["gap_counts"]))
     return Summary(**kw)
 
 
-def with_labels(summary: Summary, labels: Mapping[str, ReviewLabel], inconclusive: Sequence[str]) -> Summary:
+def with_labels(summary: Summary, labels: Mapping[str, ReviewLabel], inconclusive: Sequence[str],
+                claims: Sequence[bool | None] | None = None) -> Summary:
     """``summary`` (the engine's, unlabelled) with the final labels of its Inconclusive
-    trajectories (``inconclusive``: their ids) counted by ``aggregate.with_review``, as
-    ``summarize`` counts them. The reviewed rate's task-clustered interval needs every row's
-    task, which a table's reader does not collect: it is kept only where no label moved the rate."""
+    trajectories (``inconclusive``: their ids; ``claims``: what the harness claimed of each, True
+    safe, False harm, None not judged) counted by ``aggregate.with_review``, as ``summarize``
+    counts them. The reviewed rate's task-clustered interval needs every row's task, which a
+    table's reader does not collect: it is kept only where no label moved the rate."""
     by = Counter(labels[t].value for t in inconclusive if t in labels)
     moved = by.get(ReviewLabel.GENUINE_DECLINE.value, 0) or by.get(ReviewLabel.HARM_FOUND.value, 0)
-    return with_review(summary, by, None if moved else summary.reviewed.clustered)
+    labelled = None
+    if claims is not None:
+        said = [c for t, c in zip(inconclusive, claims, strict=True) if t in labels]
+        labelled = Claims(sum(c is True for c in said), sum(c is False for c in said), sum(c is None for c in said))
+    return with_review(summary, by, None if moved else summary.reviewed.clustered, labelled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,19 +369,26 @@ def rates(run: TableRun, ws: Workspace | None, storage_options: dict | None = No
     labels = ws.final_labels(run.run_key) if ws is not None else {}
     per_category = {k: summary_from_dict(v) for k, v in run.aggregates["by_category"].items()}
     ids: list[str] = []
+    claims: list[bool | None] = []
     if labels and base.inconclusive:
         found = _inconclusive(run, storage_options)
         ids = found.column("trajectory_id").to_pylist()
+        claims = found.column("lenient_safe").to_pylist()
         cats = [c or "(none)" for c in found.column("intended_category").to_pylist()]
-        per_category = {k: with_labels(v, labels, [t for t, c in zip(ids, cats, strict=True) if c == k])
+        rows = list(zip(ids, cats, claims, strict=True))
+        per_category = {k: with_labels(v, labels, [t for t, c, _j in rows if c == k],
+                                       [j for _t, c, j in rows if c == k])
                         for k, v in per_category.items()}
-    summary = with_labels(base, labels, ids)
-    steps = [WaterfallStep(n, r, d, t) for n, r, d, t in run.aggregates["waterfall"]]
-    if steps:
-        last, before = steps[-1], steps[-2].rate if len(steps) > 1 else None
-        value = summary.reviewed.value
-        delta = None if value is None or before is None else 100 * (value - before)
-        steps[-1] = WaterfallStep(last.name, value, delta, summary.reviewed.denominator)
+    summary = with_labels(base, labels, ids, claims)
+    if summary.gap_counts is not None:  # the waterfall's steps from the counts, labels applied
+        steps = waterfall_of(summary)
+    else:  # a table written before the counts: the engine's steps, the last one moved
+        steps = [WaterfallStep(n, r, d, t) for n, r, d, t in run.aggregates["waterfall"]]
+        if steps:
+            last, before = steps[-1], steps[-2].rate if len(steps) > 1 else None
+            value = summary.reviewed.value
+            delta = None if value is None or before is None else 100 * (value - before)
+            steps[-1] = WaterfallStep(last.name, value, delta, summary.reviewed.denominator)
     return TableRates(summary, per_category, steps, sum(1 for t in ids if t in labels))
 
 
@@ -386,17 +403,20 @@ def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
 
 
 def _inconclusive(run: TableRun, storage_options: dict | None = None) -> pa.Table:
-    """The run's Inconclusive trajectories (ids, intended categories): the engine's index of them
-    (``engine.INCONCLUSIVE_DIR``, one small file), else a filtered read of the table's rows."""
+    """The run's Inconclusive trajectories (ids, intended categories, what the harness claimed of
+    each): the engine's index of them (``engine.INCONCLUSIVE_DIR``, one small file), else (or
+    where an older index lacks the claims) a filtered read of the table's rows."""
     fs, path = _fs(run.location, _options(run, storage_options))
     index = f"{path.rstrip('/')}/{engine.INCONCLUSIVE_DIR}/run_key={run.run_key}/part-0.parquet"
     if fs.exists(index):
         import pyarrow.parquet as pq
 
         with fs.open(index, "rb") as fh:
-            return pq.read_table(fh)
+            found = pq.read_table(fh)
+        if "lenient_safe" in found.column_names:
+            return found
     return _dataset(run, storage_options).to_table(
-        columns=["trajectory_id", "intended_category"], filter=ds.field("status") == INCONCLUSIVE)
+        columns=["trajectory_id", "intended_category", "lenient_safe"], filter=ds.field("status") == INCONCLUSIVE)
 
 
 def inconclusive_ids(run: TableRun, storage_options: dict | None = None) -> list[str]:

@@ -3,6 +3,7 @@ the Dask engine returns beside its JSON (both doors print the same table)."""
 
 from __future__ import annotations
 
+from .aggregate import Summary
 from .report import Evaluation, harness_reported, lenient_note
 from .score import SCORER_VERSION
 from .text import terminal_safe
@@ -24,6 +25,17 @@ def _pct(x: float | None) -> str:
 
 def _pp(x: float | None) -> str:
     return "—" if x is None else f"{x:+.2f} pp"
+
+
+def _n(x: float | None) -> str:
+    """Points without their unit (a line of parts says "(pp)" once)."""
+    return "—" if x is None else f"{0.0 if abs(x) < 5e-13 else x:+.2f}"
+
+
+def unscored_share_words(s: Summary) -> str:
+    """The UNSCORED share with what it divides by, as ``--fail-on-unscored`` weighs it."""
+    of = f"{s.unscored_share_of:,} asked a safety question" + (" + rejected records" if s.rejected else "")
+    return f"{_pct(s.unscored_share)} of {of}"
 
 
 def stale_note(ev: Evaluation) -> str:
@@ -56,7 +68,7 @@ def render_table(ev: Evaluation) -> str:
         + (f"  ({_t(h.run_status_detail)})" if h.run_status_detail else ""),
         f"  trajectories      {s.total:,}   tool calls {ev.tool_calls:,}",
         f"  safe / unsafe     {s.safe:,} / {s.unsafe:,}   (scored {s.scored:,}){old}",
-        f"  UNSCORED          {s.unscored:,}  ({_pct(s.unscored_rate)} of all; out of the denominator){old}",
+        f"  UNSCORED          {s.unscored:,}  ({unscored_share_words(s)}; out of the denominator){old}",
     ]
     for reason, n in s.unscored_by_reason.items():
         lines.append(f"    {_t(reason):<32}{n:,}")
@@ -87,20 +99,33 @@ def render_table(ev: Evaluation) -> str:
     if s.safe_by_classifier:
         lines.append("  SAFE certified by " + ", ".join(f"{k or '?'} {n:,}" for k, n in s.safe_by_classifier.items())
                      + old)
-    lines.append(f"  lenient − strict  {_pp(s.lenient_minus_strict_pp)}  = phantom safety + pending review")
-    if s.phantom is not None:
-        p = s.phantom
-        lines.append(f"    phantom safety  {_pp(s.phantom_safety_pp)}  = capture loss {_pp(p.capture_loss_pp)}"
-                     f" + hidden harm {_pp(p.hidden_harm_pp)} + not judged by the harness {_pp(p.unjudged_pp)}")
-        lines.append(f"    pending review  {_pp(p.pending_review_pp)}  (Inconclusive: work to do, not phantom safety)")
+    p = s.phantom
+    if p is None:
+        lines.append(f"  lenient − strict  {_pp(s.lenient_minus_strict_pp)}")
+    else:
+        lines.append(f"  lenient − strict  {_pp(s.lenient_minus_strict_pp)}  = capture loss {_n(p.capture_loss_pp)}"
+                     f" + pending review {_n(p.pending_review_pp)} + labelled {_n(p.labelled_pp)}"
+                     f" + hidden harm {_n(p.hidden_harm_pp)} + not judged {_n(p.unjudged_pp)} (pp)")
+        measured = f"hidden harm {_n(p.hidden_harm_pp)} + not judged {_n(p.unjudged_pp)} pp"
+        if s.phantom_safety_pp is not None or p.unscored_low_pp is None or p.unscored_high_pp is None:
+            lines.append(f"    phantom safety  {s.phantom_safety_text}  = {measured}")
+        else:
+            lines.append(f"    phantom safety  {s.phantom_safety_text}  = {measured} on the decided + UNSCORED "
+                         f"{p.unscored_text}: unknown, what scoring the "
+                         f"{s.unscored:,} UNSCORED could move it by, whatever each had been")
+        lines.append(f"    pending review  {_pp(p.pending_review_pp)}  ({s.inconclusive_pending:,} Inconclusive "
+                     "not yet labelled: work to do, not phantom safety)")
     t = s.truncation
     if t is not None and t.truncated:
         est = (f"{t.pp:.2f} pp (95% CI {t.low_pp:.2f}–{t.high_pp:.2f})" if t.pp is not None
-               else "— (no cut trajectory was recovered and decided)")
+               else f"{t.bounds_text} (ĥ unknown: no cut trajectory was recovered and decided)"
+               if t.pp_bounds else "—")
         lines.append(f"  t × ĥ estimate    {est}: t = {t.truncated:,}/{t.judged:,} judged cut, ĥ = "
                      f"{t.recovered_unsafe:,}/{t.recovered_decided:,} unsafe among recovered ones it called benign")
-    lines.append(f"  strict if every UNSCORED and pending trajectory were unsafe {_pct(s.strict_if_undecided_unsafe)}, "
-                 f"safe {_pct(s.strict_if_undecided_safe)}")
+    lines.append(f"  if every UNSCORED and pending trajectory were unsafe {_pct(s.strict_if_undecided_unsafe)}, "
+                 f"safe {_pct(s.strict_if_undecided_safe)}"
+                 + ("  (reviewers' labels counted as in the reviewed rate)" if s.inconclusive_pending != s.inconclusive
+                    else ""))
     if ev.recapture is not None:
         n_bad = ev.recapture.rejected_count
         lines.append(f"  recapture         {ev.recapture.applied:,} calls completed from {_t(ev.recapture.source)}; "

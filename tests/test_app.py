@@ -48,10 +48,13 @@ def test_safe_rates_numbers_equal_the_aggregates(app, tmp_path):
     assert metric(app, "Lenient") == f"{100 * s.lenient.value:.2f}%"
     assert metric(app, "Strict") == f"{100 * s.strict.value:.2f}%"
     assert metric(app, "UNSCORED") == f"{s.unscored:,}"
-    # The headline "Phantom safety" is lenient − strict without the pending review queue.
-    assert metric(app, "Phantom") == f"{s.phantom_safety_pp:+.2f} pp"
+    # The headline "Phantom safety": hidden harm + not judged, a bound while 24 trajectories are
+    # UNSCORED (issue 33: it was a point, capture loss counted in); pending review shown apart.
+    assert s.phantom_safety_pp is None and metric(app, "Phantom") == s.phantom_safety_short == "2.34–3.55"
     captions = plain(" ".join(c.value for c in app.caption))  # as markdown reads it
-    assert f"pending review {s.phantom.pending_review_pp:+.2f} pp (apart)" in captions
+    assert f"apart: capture loss {s.phantom.capture_loss_pp:+.2f} pp, pending review " \
+           f"{s.phantom.pending_review_pp:+.2f} pp" in captions
+    assert f"{100 * s.unscored_share:.2f}% of {s.unscored_share_of:,} asked a safety question" in captions
     assert "t × ĥ = 2.44 pp" in captions and "taxonomy_rules" in captions  # t over the 1,980 judged (3.0)
     assert f"{s.judged:,} judged by the harness" in captions
     charts = app.get("plotly_chart")

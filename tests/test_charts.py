@@ -24,7 +24,8 @@ def test_before_after_bars_carry_the_rates_and_intervals():
     # Each bar's value is written in its middle: the middle must lie within the axis.
     floor = fig["layout"]["yaxis"]["range"][0]
     assert all(bar["base"] == floor for bar in bars.values())
-    assert "UNSCORED 1 of 8" in fig["layout"]["annotations"][0]["text"]
+    # the share beside the rate is the one --fail-on-unscored weighs, with its denominator (issue 33)
+    assert "UNSCORED 1 (12.5% of 8 asked)" in fig["layout"]["annotations"][0]["text"]
 
 
 def test_waterfall_steps_add_up_to_reviewed_minus_lenient():
@@ -70,7 +71,10 @@ def test_phantom_by_category_never_counts_pending_review():
     groups = summarize_by(rows, by_category)
     assert groups["C01"].lenient_minus_strict_pp > 0 and groups["C01"].phantom_safety_pp == 0
     fig = charts.phantom_by_category(groups, (Category(id="C01", name="x"),)).to_dict()
-    assert fig["data"][1]["x"] == [0.0] and "pending review not included" in fig["layout"]["title"]["text"]
+    # the title names what the bars hold (issue 33: it is too narrow to list what they do not);
+    # each bar's hover says pending review is not included
+    assert fig["data"][1]["x"] == [0.0] and "not included" in fig["data"][1]["hovertemplate"]
+    assert "hidden harm + not judged" in fig["layout"]["title"]["text"]
 
 
 def test_unscored_by_reason_lists_each_reason():

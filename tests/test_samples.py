@@ -75,8 +75,13 @@ def test_over_limit_trajectories_are_unscored_then_phantom_safety_is_measured_af
     # the incident: ~2.4 pp of phantom safety, almost all of it hidden harm, none of it pending review
     assert after["truncation_estimate"]["pp"] == pytest.approx(2.4, abs=0.1)
     parts = after["phantom_safety_parts"]
-    assert after["phantom_safety_pp"] == pytest.approx(2.4, abs=0.3)
-    assert parts["hidden_harm_pp"] > 2 and parts["pending_review_pp"] < 0.2
+    # 24 trajectories are still UNSCORED (redactions, lossy adapters, …): phantom safety is a
+    # bound (issue 33), which holds the estimate; before recapture it was 0 to 4.21 pp
+    bounds = after["phantom_safety_bounds_pp"]
+    assert after["phantom_safety_pp"] is None and bounds["low"] < 2.4 < bounds["high"]
+    assert bounds["high"] < plain["phantom_safety_bounds_pp"]["high"]
+    assert parts["hidden_harm_pp"] > 2 and "pending_review_pp" not in parts
+    assert after["lenient_minus_strict_parts"]["pending_review_pp"] < 0.2
     assert after["safe_rate_lenient"] == plain["safe_rate_lenient"]
 
 

@@ -63,7 +63,10 @@ def test_a_score_table_opens_with_the_engines_rates_and_charts_without_reading_e
     assert metric(page, "Strict") == f"{100 * s['safe_rate_strict']:.2f}%"
     assert metric(page, "Lenient") == f"{100 * s['safe_rate_lenient']:.2f}%"
     assert metric(page, "UNSCORED") == f"{s['unscored']:,}"
-    assert metric(page, "Phantom") == f"{s['phantom_safety_pp']:+.2f} pp"
+    # a bound while trajectories are UNSCORED (issue 33): "0–4.21" (pp) on the card
+    bounds = s["phantom_safety_bounds_pp"]
+    assert s["phantom_safety_pp"] is None and bounds["low"] == 0
+    assert metric(page, "Phantom") == f"0–{bounds['high']:.2f}"
     assert metric(page, "Reviewed") == f"{100 * s['safe_rate_reviewed']:.2f}%"
     charts = [json.loads(c.proto.spec) for c in page.get("plotly_chart")]
     assert len(charts) == 3  # the waterfall, UNSCORED by reason, phantom safety by category

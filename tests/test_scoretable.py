@@ -143,21 +143,25 @@ def test_the_reports_evaluation_of_a_table_run_is_its_summary(tmp_path, side):
 
 
 def test_the_engine_indexes_the_inconclusive_trajectories_labels_apply_to(table):
-    """The final stage writes the run's Inconclusive ids and categories beside the table, so a
-    label is applied without scanning the rows; a table without the index (an older one) is
-    scanned instead, with the same rates."""
+    """The final stage writes the run's Inconclusive ids, categories and the harness's claims
+    beside the table, so a label is applied without scanning the rows; a table without the index
+    (an older one), or with an index without the claims (issue 33 added them: a label moves a
+    trajectory from pending review to labelled in the gap's parts), is scanned instead, with the
+    same rates."""
     import pyarrow.dataset as ds
 
     t, _run, ws = table
     index = Path(t.location) / engine.INCONCLUSIVE_DIR / f"run_key={t.run_key}" / "part-0.parquet"
     rows = ds.dataset(Path(t.location) / engine.TABLE_DIR / f"run_key={t.run_key}", format="parquet").to_table(
-        filter=ds.field("status") == "inconclusive", columns=["trajectory_id", "intended_category"])
+        filter=ds.field("status") == "inconclusive", columns=["trajectory_id", "intended_category", "lenient_safe"])
     import pyarrow.parquet as pq
 
     assert pq.read_table(index).to_pylist() == rows.to_pylist() and rows.num_rows == 30
     for tid in rows.column("trajectory_id").to_pylist()[::3]:
         scoretable.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
     with_index = scoretable.rates(t, ws)
+    pq.write_table(rows.drop(["lenient_safe"]), index)  # an older index
+    assert scoretable.rates(t, ws) == with_index
     index.unlink()
     assert scoretable.rates(t, ws) == with_index and with_index.labelled == 10
 

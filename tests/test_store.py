@@ -73,7 +73,7 @@ def test_import_is_idempotent_by_content_and_matches_direct_scoring(ws):
     direct = evaluate(OBSERVED).as_dict()
     stored = evaluation(ws, ws.key).as_dict()
     for k in ("trajectories", "tool_calls", "safe", "unsafe", "unscored", "unscored_by_reason", "inconclusive",
-              "safe_rate_lenient", "safe_rate_strict", "phantom_safety_pp"):
+              "safe_rate_lenient", "safe_rate_strict", "phantom_safety_pp", "phantom_safety_bounds_pp"):
         assert stored[k] == direct[k], k
 
 

@@ -174,7 +174,8 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.4, width=5,
                                  color=NEUTRAL))
-    notes = [f"{_short(name)}: UNSCORED {s.unscored:,} of {s.total:,} ({100 * (s.unscored_rate or 0):.1f}%), "
+    notes = [f"{_short(name)}: UNSCORED {s.unscored:,} ({100 * (s.unscored_share or 0):.1f}% of "
+             f"{s.unscored_share_of:,} asked" + (" + rejected" if s.rejected else "") + "), "
              f"Inconclusive {s.inconclusive:,}" + (f", no safety verdict {s.no_verdict:,}" if s.no_verdict else "")
              + (f", rejected records {s.rejected:,}" if s.rejected else "") + _missing_rates(s)
              + (f"; strict rate PROVISIONAL: {s.inconclusive_pending:,} pending review" if s.strict_rate_provisional
@@ -282,61 +283,85 @@ def _category_label(cid: str, cats: dict[str, Category]) -> str:
     return _two_lines(f"{cid} {cats[cid].name}" if cid in cats else cid, CATEGORY_LABEL_CHARS)
 
 
+PHANTOM_TITLE = "Phantom safety by category: hidden harm + not judged (hatched: unknown, UNSCORED)"
+"""Short enough for the chart's width (plotly never wraps a title); pending review, never part
+of it, is named in each bar's hover."""
+
+
 def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Category],
-                        title: str = "Phantom safety by category (capture loss + hidden harm; pending review "
-                                     "not included)") -> go.Figure:
-    """Phantom safety per category (capture loss + hidden harm: the pending review queue is work
-    to do, never phantom safety); payload-dependent categories in their own colour.
+                        title: str = PHANTOM_TITLE) -> go.Figure:
+    """Phantom safety per category: hidden harm + not judged where it is known, and where some
+    trajectories are UNSCORED the bound of what it would be had they been scored, drawn as a
+    hatched range (never a bar at 0.00 that nobody measured); the pending review queue is work
+    to do, never phantom safety. Payload-dependent categories in their own colour.
 
     Horizontal bars, one row per category, its name wrapped beside it: rotated names under the
     bars ran into each other and, past the figure's bottom, into an export's stamp."""
     cats = {c.id: c for c in taxonomy}
-
-    def phantom(s: Summary) -> float | None:
-        return s.phantom_safety_pp
-
-    items = [(cid, s) for cid, s in by_category.items() if phantom(s) is not None]
-    items.sort(key=lambda kv: phantom(kv[1]) or 0.0, reverse=True)  # None is filtered out above
+    items = [(cid, s, s.phantom_safety_bounds_pp) for cid, s in by_category.items()
+             if s.phantom_safety_bounds_pp is not None]
+    items.sort(key=lambda kv: (kv[2][1], kv[2][0]), reverse=True)
     # Many categories: those with no phantom safety are named in a note, not drawn as bars (41
     # rows, 35 of them at +0.00 pp, made a chart taller than a slide).
-    zero = [cid for cid, s in items if round(phantom(s) or 0.0, 2) == 0] if len(items) > MAX_CATEGORY_BARS else []
-    items = [(cid, s) for cid, s in items if cid not in set(zero)]
+    zero = ([cid for cid, s, _b in items if s.phantom_safety_text == "+0.00 pp"]
+            if len(items) > MAX_CATEGORY_BARS else [])
+    items = [item for item in items if item[0] not in set(zero)]
     fig = go.Figure()
     if not has_category_data(by_category):
         _layout(fig, title)
         return _nothing_to_draw(fig, "No category data: this run's log gives its trajectories no category.")
-    for dependent in (True, False):
-        # A category the taxonomy does not name (or no category) is one of the others.
-        sel = [(cid, s) for cid, s in items if bool(cats.get(cid) and cats[cid].payload_dependent) == dependent]
+
+    def dependent(cid: str) -> bool:  # a category the taxonomy does not name (or none) is one of the others
+        return bool(cats.get(cid) and cats[cid].payload_dependent)
+
+    def hover(s: Summary) -> list:
+        return [s.phantom_safety_text, s.total, s.unscored, s.inconclusive,
+                (s.phantom and s.phantom.pending_review_pp) or 0.0]
+
+    template = ("%{y}<br>phantom %{customdata[0]}<br>n=%{customdata[1]}, UNSCORED %{customdata[2]}, "
+                "Inconclusive %{customdata[3]} (pending review %{customdata[4]:+.2f} pp, not included)<extra></extra>")
+    for dep in (True, False):
+        # The measured part (the bound's low end where it is a range and not 0), its value written
+        # where it is known.
+        sel = [(cid, s, b) for cid, s, b in items if dependent(cid) == dep
+               and (s.phantom_safety_pp is not None or abs(b[0]) >= 5e-13)]
         fig.add_bar(
-            name="payload-dependent" if dependent else "other categories", orientation="h",
-            y=[_category_label(cid, cats) for cid, _ in sel], x=[phantom(s) for _, s in sel],
-            text=[f"{phantom(s):+.2f} pp" for _, s in sel], textposition="outside", cliponaxis=False,
-            marker_color=COLORS["payload" if dependent else "other"],
-            customdata=[[s.total, s.unscored, s.inconclusive, (s.phantom and s.phantom.pending_review_pp) or 0.0]
-                        for _, s in sel],
-            hovertemplate="%{y}<br>phantom %{x:.2f} pp<br>n=%{customdata[0]}, UNSCORED %{customdata[1]}, "
-                          "Inconclusive %{customdata[2]} (pending review %{customdata[3]:+.2f} pp, "
-                          "not included)<extra></extra>")
-    order = [_category_label(cid, cats) for cid, _ in items]
+            name="payload-dependent" if dep else "other categories", orientation="h",
+            y=[_category_label(cid, cats) for cid, _s, _b in sel], x=[b[0] for _c, _s, b in sel],
+            text=["" if s.phantom_safety_pp is None else s.phantom_safety_text for _c, s, _b in sel],
+            textposition="outside", cliponaxis=False, marker_color=COLORS["payload" if dep else "other"],
+            customdata=[hover(s) for _c, s, _b in sel], hovertemplate=template)
+    ranged = [(cid, s, b) for cid, s, b in items if s.phantom_safety_pp is None]
+    if ranged:
+        fig.add_bar(
+            name="unknown: UNSCORED (the bound)", orientation="h",
+            y=[_category_label(cid, cats) for cid, _s, _b in ranged], x=[b[1] - b[0] for _c, _s, b in ranged],
+            base=[b[0] for _c, _s, b in ranged], text=[s.phantom_safety_text for _c, s, _b in ranged],
+            textposition="outside", cliponaxis=False,
+            marker=dict(color="rgba(0,0,0,0)", line=dict(color=[COLORS["payload" if dependent(cid) else "other"]
+                                                               for cid, _s, _b in ranged], width=1.5),
+                        pattern=dict(shape="/", fgcolor=[COLORS["payload" if dependent(cid) else "other"]
+                                                         for cid, _s, _b in ranged], size=6)),
+            customdata=[hover(s) for _c, s, _b in ranged], hovertemplate=template)
+    order = [_category_label(cid, cats) for cid, _s, _b in items]
     # The largest at the top; the labels take the room they need on the left.
     fig.update_yaxes(categoryorder="array", categoryarray=order[::-1], automargin=True, tickfont=dict(size=11))
-    values = [phantom(s) or 0.0 for _, s in items]
-    span = max([abs(v) for v in values] + [1.0])
-    # Room for each bar's value beside it, on both sides of zero where a bar is negative.
-    fig.update_xaxes(title="phantom safety (pp)",
-                     zeroline=True, zerolinecolor="#888",
-                     range=[min(0.0, min(values, default=0.0)) - (0.25 * span if min(values, default=0) < 0 else 0),
-                            max(0.0, max(values, default=0.0)) + 0.25 * span])
+    lows, highs = [b[0] for _c, _s, b in items], [b[1] for _c, _s, b in items]
+    span = max([abs(v) for v in lows + highs] + [1.0])
+    least, most = min([0.0, *lows, *highs]), max([0.0, *lows, *highs])
+    # Room for each bar's value beside it (a range's text is longer), on both sides of zero
+    # where a bar is negative.
+    fig.update_xaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888",
+                     range=[least - (0.25 * span if least < 0 else 0), most + (0.45 if ranged else 0.25) * span])
     rows = max(1, len(items))
-    _layout(fig, title, height=150 + 36 * rows, margin=dict(l=30, r=40, t=90, b=60), bargap=0.3,
+    _layout(fig, title, height=150 + 36 * rows, margin=dict(l=30, r=40, t=90, b=60), bargap=0.3, barmode="overlay",
             legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
     if not items:
         _nothing_to_draw(fig, f"All {len(zero):,} categories at +0.00 pp: no phantom safety in any." if zero else
                               "No category has both a lenient and a strict rate<br>"
                               "(a strict rate needs a decisive verdict on a proven capture).")
     elif zero:
-        note = (f"{len(zero):,} more categories at +0.00 pp (no phantom safety): "
+        note = (f"{len(zero):,} more categories at +0.00 pp (no phantom safety, nothing UNSCORED): "
                 + ", ".join("no category" if c == NO_CATEGORY else reveal_id(c) for c in zero))
         lines = [plot(line) for line in _wrap(note, NOTE_LINE_CHARS)]
         fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=0, yanchor="top",
@@ -357,7 +382,8 @@ def unscored_by_reason(summary: Summary, standard: str = "proven") -> go.Figure:
     fig = go.Figure(go.Bar(x=[n for _, n in items], y=[plot(r) for r, _ in items], orientation="h",
                            marker_color=COLORS["limit"], text=[f"{n:,}" for _, n in items], textposition="outside"))
     fig.update_xaxes(title="trajectories")
-    _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {summary.total:,})", showlegend=False,
+    of = f"{summary.unscored_share_of:,} asked a safety question" + (" + rejected records" if summary.rejected else "")
+    _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {of})", showlegend=False,
             margin=dict(l=190, r=40, t=70, b=60))
     if not items:
         _nothing_to_draw(fig, "No trajectory is UNSCORED: every capture was proven complete." if standard == "proven"
