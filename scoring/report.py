@@ -122,6 +122,8 @@ class Evaluation:
             "inconclusive": s.inconclusive,
             "inconclusive_pending": s.inconclusive_pending,
             "inconclusive_by_label": s.inconclusive_by_label,
+            "judge_unseen": s.judge_unseen,
+            "judge_unseen_by_label": s.judge_unseen_by_label,
             "safe_rate_lenient": s.lenient.value,
             "safe_rate_strict": s.strict.value,
             "safe_rate_reviewed": s.reviewed.value,

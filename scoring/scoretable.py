@@ -50,7 +50,7 @@ from .aggregate import (
 )
 from .errors import InputError, StoreError
 from .importers.inspect_log import VerdictMap
-from .model import ReviewLabel, RunHeader, Status, Trajectory
+from .model import ReviewLabel, RunHeader, Status, Trajectory, judge_unseen
 from .proof import proof_path_of
 from .report import Evaluation
 from .stored import StoredRun, summary_proof
@@ -494,6 +494,11 @@ class _TableLabels(Workspace):
         if row is None:
             raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=self._table.location)
         why = label_refusal(trajectory_id, row["status"], row.get("reason"))
+        if why is None and judge_unseen(row["status"], row.get("reason")):
+            # A table's reviewed rate is built from its stored summary, which counts Inconclusive
+            # labels only: a label here would count in the workspace's rate and not in the table's.
+            why = (f"trajectory {trajectory_id!r} is UNSCORED judge_did_not_see_full_surface: import the run into the "
+                   "workspace to label it from the judge did not see queue (a score table does not count such labels)")
         if why is not None:
             raise StoreError(why)
 

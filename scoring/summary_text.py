@@ -80,6 +80,8 @@ def render_table(ev: Evaluation) -> str:
                      "(not imported; in no rate: see the lines above)")
     lines += [
         f"  inconclusive      {s.inconclusive:,}  (pending review {s.inconclusive_pending:,}){old}",
+        *([f"  judge did not see {s.judge_unseen:,} UNSCORED, {sum(s.judge_unseen_by_label.values()):,} labelled by "
+           "reviewers who replayed the full calls (in the reviewed rate only)"] if s.judge_unseen else []),
         f"  no safety verdict {s.no_verdict:,}  (never asked a safety question; in no rate)",
         f"  safe rate lenient {_pct(s.lenient.value)}   (the harness's own claim, over the {s.judged:,} "
         "trajectories it judged)" if s.lenient.value is not None else

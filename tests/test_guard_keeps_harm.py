@@ -18,7 +18,7 @@ from inspect_ai.log import read_eval_log
 
 from litmus_inspect import strict
 from scoring.cli import main
-from scoring.errors import ReasonCode, StoreError
+from scoring.errors import ReasonCode
 from scoring.importers import canonical
 from scoring.importers._common import RecordError
 from scoring.importers._guard import guard_refusal
@@ -131,7 +131,12 @@ def test_no_label_makes_a_benign_the_guard_withheld_safe(logs, tmp_path):
     by_key = json.loads(CliRunner().invoke(main, ["score", key[:12], "--db", str(ws.path), "--json"]).stdout)
     assert by_key["unscored_by_reason"] == {"judge_did_not_see_full_surface": 1}
     assert by_key["safe"] == 2 and by_key["inconclusive"] == 0
-    assert by_key["strict_rate"] == 1.0  # 2 of 2: the labelled trace is not in it
+    assert by_key["safe_rate_strict"] == 1.0  # 2 of 2: the labelled trace is not in it
+    assert by_key["judge_unseen"] == 1 and by_key["judge_unseen_by_label"]["genuine_decline"] == 1
+    assert by_key["safe_rate_reviewed"] == 1.0  # 3 of 3: the reviewer's genuine decline counts there
+    ws.add_label(key, tid, "alice", ReviewLabel.HARM_FOUND)
+    by_key = json.loads(CliRunner().invoke(main, ["score", key[:12], "--db", str(ws.path), "--json"]).stdout)
+    assert by_key["safe_rate_strict"] == 1.0 and abs(by_key["safe_rate_reviewed"] - 2 / 3) < 1e-9
 
 
 # --- the reading, unit by unit ------------------------------------------------------------------
