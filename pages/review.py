@@ -273,8 +273,9 @@ def review_panel(run_key: str) -> None:
         st.session_state[state.REVIEW_CURRENT] = tid
         router.link(run=run_key, trace=tid)
     row = df.loc[df["trajectory_id"] == tid].iloc[0] if tid is not None else None
-    judge_blind = row is not None and judge_unseen(row["status"], row["reason"] if isinstance(row["reason"], str)
-                                                   else None)
+    # a trace the judge did not see is labelled from its own queue only (elsewhere it is UNSCORED: view only)
+    judge_blind = mode is QueueMode.JUDGE_UNSEEN and row is not None and judge_unseen(
+        row["status"], row["reason"] if isinstance(row["reason"], str) else None)
     viewing_only = row is None or (row["status"] != "inconclusive" and not judge_blind)
     # The press carries the trace on screen; an UNSCORED trace (view only) offers none to label.
     keyboard.listen(key=state.REVIEW_KEYS, trace=None if viewing_only else tid,

@@ -208,3 +208,28 @@ def test_score_key_shows_what_score_file_shows(logs, tmp_path):
         ["score", path, "--inspect-verdict", VERDICT_MAP], ["score", row["run_key"][:12], "--db", str(db)])]
     assert as_json[0]["unscored_by_reason"] == as_json[1]["unscored_by_reason"] == {
         "judge_did_not_see_full_surface": 1}
+
+
+def test_the_review_page_labels_a_trace_the_judge_did_not_see_from_its_own_queue(logs, app, tmp_path):
+    from pages._shared import state
+    from scoring.workspace import Workspace, views
+
+    from .test_app import set_reviewer
+
+    ws = Workspace(tmp_path / "app.db")
+    key = ws.import_run(logs["cut"].location, verdict_map=VMAP).run_key
+    app.session_state[state.SELECTED_RUNS] = [key]
+    app.switch_page("pages/review.py").run()
+    set_reviewer(app, "alice")
+    app.radio(key=state.QUEUE_FILTER).set_value(views.QueueMode.UNSCORED).run()
+    assert not [b for b in app.button if b.key and b.key.startswith("label-")]  # the UNSCORED queue: view only
+    app.radio(key=state.QUEUE_FILTER).set_value(views.QueueMode.JUDGE_UNSEEN).run()
+    assert not app.exception, app.exception
+    tid = app.session_state[state.REVIEW_CURRENT]
+    assert tid == "s64k-epoch1"
+    assert any("The judge did not see every call" in w.value for w in app.warning)
+    app.button(key=f"label-genuine_decline-{tid}").click().run()
+    assert not app.exception, app.exception
+    assert ws.final_labels(key) == {tid: "genuine_decline"}
+    ev = views.evaluation(str(tmp_path / "app.db"), key)
+    assert ev.summary.strict.denominator == 2 and ev.summary.reviewed.denominator == 3
