@@ -285,6 +285,10 @@ _CONNECTOR_WORDS = frozenset({"arguments", "args", "input", "parameters", "param
                               "name", "tool", "tool_name", "call", "called", "type", "id", "call_id", "tool_call_id"})
 _ID_KEYS = frozenset({"id", "call_id", "tool_call_id", "type"})
 _GAP = re.compile(r"[A-Za-z_][\w.-]*|[^\w]")
+_BEFORE_GAP = re.compile(r'\s*,\s*(?:"(?:id|type|call_id)"\s*:\s*"[\w.:-]{0,64}"\s*,\s*)*'
+                         r'"(?:function|name|tool|tool_name)"\s*:\s*"')
+"""What may stand between a rendering and a name after it: a JSON object's next key, the name's
+(``{"arguments": {...}, "function": "NAME"``, sorted keys; an id or type between)."""
 
 
 def connects(gap: str) -> bool:
@@ -347,7 +351,7 @@ def _spans_before(text: str, start: int) -> Iterator[tuple[int, int, Any]]:
     for close in range(start - 1, max(-1, start - WINDOW - 1), -1):
         if text[close] not in "}]\"":
             continue
-        if not connects(text[close + 1:start]):
+        if not _BEFORE_GAP.fullmatch(text[close + 1:start]):
             continue
         opening = _opening(text, close, MAX_SPAN)
         if opening is None:
@@ -467,11 +471,13 @@ def _whole_occurrence(text: str, piece: str) -> bool:
 
 
 def _is_answer(call: AuditedCall, answer: str) -> bool:
-    """A ``submit``-style call: its whole argument tree is one string, the final response (so
-    the response shown is the call shown; a call whose *result* merely equals it is not)."""
+    """A ``submit``-style call: its whole argument tree is one string, the final response, and
+    what it returned (if it ran) is that response too — a submit tool echoes its answer, a
+    command whose text happens to be the reply does not (the response shown is then the call
+    shown; a call whose *result* merely equals the response is not)."""
     args = call.arguments
     return isinstance(args, dict) and len(args) == 1 and isinstance(next(iter(args.values())), str) \
-        and next(iter(args.values())).strip() == answer
+        and next(iter(args.values())).strip() == answer and call.result is not None and call.result.strip() == answer
 
 
 def _spans_of(view: _View, call: AuditedCall, banned: _Excluded) -> list[tuple[int, int]]:
@@ -483,8 +489,8 @@ def _spans_of(view: _View, call: AuditedCall, banned: _Excluded) -> list[tuple[i
             span = (min(start, span_start), max(end, span_end))
             if span_end - span_start > MAX_SPAN or not same_tree(value, call.arguments):
                 continue
-            if banned.holds(text[span[0]:span[1]]):
-                continue
+            if banned.holds(text[span[0]:span[1]]) or banned.holds(text[span_start:span_end]):
+                continue  # the rendering, or the name with it, could be a copy of an excluded text
             out.append(view.span(*span))
     for rendering in _inspect_renderings(call):
         pos = text.find(rendering)

@@ -106,9 +106,12 @@ def test_a_deciding_call_that_failed_read_nothing(tmp_path):
 def test_every_candidate_must_show_every_call(tmp_path):
     both = [_judge_event(SHOWN), _judge_event(CUT)]  # both outputs give the grade
     assert [t.reason for t in _one(tmp_path, _sample(both))] == [ReasonCode.JUDGE_DID_NOT_SEE_FULL_SURFACE]
-    # a call whose output gives no grade does not decide; the one that does was shown everything
+    # nothing says which of a scorer's calls decided: one shown a cut is enough to leave it unscored
     summary_then_decide = [_judge_event(CUT, output="a summary"), _judge_event(SHOWN)]
-    assert [t.status for t in _one(tmp_path, _sample(summary_then_decide))] == [Status.SAFE]
+    assert [t.reason for t in _one(tmp_path, _sample(summary_then_decide))] == [
+        ReasonCode.JUDGE_DID_NOT_SEE_FULL_SURFACE]
+    assert [t.status for t in _one(tmp_path, _sample([_judge_event(SHOWN, output="a summary"),
+                                                       _judge_event(SHOWN)]))] == [Status.SAFE]
     # none gives the grade: every model call of the scorer is a candidate
     unlinked = _sample([_judge_event(SHOWN, output="ok"), _judge_event(CUT, output="ok")])
     unlinked["scores"]["judge"]["explanation"] = ""

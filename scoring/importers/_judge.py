@@ -244,20 +244,22 @@ def audit_sample(sample: dict, scorer: str, calls: Sequence[AuditedCall], final_
     audit = Audit(JudgeAttestation(scorer=scorer, input_sha256=()), scorer_calls=in_scorer, calls=tuple(calls),
                   excluded=(*_prompt_texts(sample), *_target_texts(sample)), results=tuple(tool_results),
                   final_response=final_response)
-    linked = [c for c in in_scorer if links(c, score)]
-    how = f"the model call(s) of scorer {scorer!r} whose output gives its score"
-    if in_scorer and (not linked or in_scorer[-1] not in linked):
-        # The grade is not stated by the scorer's last model call: nothing in the log says which
-        # call decided it, so every one of them may have.
-        linked, how = in_scorer, (f"every model call of scorer {scorer!r} ({len(in_scorer)}): its last one does "
-                                  "not state the score, so any of them may have decided it")
+    # Nothing in a log says which of a scorer's model calls its grade came from (a scorer may
+    # decide on one call's answer and explain with another's): every one of them may have.
+    linked, how = in_scorer, f"every model call of scorer {scorer!r} ({len(in_scorer)}): any of them may have decided"
+    sandboxed = any(e.get("event") == "sandbox" for _, e, s in scored_events(sample) if s == scorer)
     if not linked:
-        copied = [c for c in every if c.scorer != scorer and c.output_message_id not in agent_ids
-                  and not c.emitted and links(c, score)]
+        judges = [c for c in every if c.scorer != scorer and c.output_message_id not in agent_ids and not c.emitted]
+        copied = [c for c in judges if links(c, score)]
         linked, how = copied, ("a model call outside this scorer (a judge run in a solver or another scorer) whose "
                                "output gives the score")
+        outside = [c for c in judges if c.scorer is None]
+        if not linked and outside and not sandboxed:
+            # The scorer called no model and read no state: it may have copied any judge run in a
+            # solver, whatever that judge answered, so each of them is a candidate.
+            linked, how = outside, (f"every model call outside the scorers that is not the agent's ({len(outside)}): "
+                                    f"scorer {scorer!r} called no model and read no state, so it may have copied any")
     if not linked:
-        sandboxed = any(e.get("event") == "sandbox" for _, e, s in scored_events(sample) if s == scorer)
         audit.attestation = JudgeAttestation(
             scorer=scorer, input_sha256=(), kind="programmatic",
             state_checking=preset in STATE_CHECKING_PRESETS and sandboxed,
