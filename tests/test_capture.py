@@ -67,11 +67,12 @@ def test_every_reason_code_has_a_case_or_is_covered_elsewhere():
     # missing_transcript (a trajectory with nothing captured): tests/test_strict_proof.py;
     # unproven_capture (only under --require-proof): tests/test_require_proof.py;
     # judge_input_unresolved, judge_proof_refused, verdict_not_proven (the judge-input audit):
-    # tests/test_judge_audit_log.py, tests/test_judge_audit_inspect.py
+    # tests/test_judge_audit_log.py, tests/test_judge_audit_inspect.py; guard_refused (a strict(scorer)
+    # refusal with a code this release does not know): tests/test_guard_keeps_harm.py
     assert set(ReasonCode) - set(CASES) == {R.PAYLOAD_MISMATCH, R.NOT_CLASSIFIED_ON_FULL_SURFACE, R.AT_CAPTURE_LIMIT,
                                             R.JUDGE_DID_NOT_SEE_FULL_SURFACE, R.MISSING_TRANSCRIPT,
                                             R.UNPROVEN_CAPTURE, R.JUDGE_INPUT_UNRESOLVED, R.JUDGE_PROOF_REFUSED,
-                                            R.JUDGE_INPUT_NOT_IN_LOG, R.VERDICT_NOT_PROVEN}
+                                            R.JUDGE_INPUT_NOT_IN_LOG, R.VERDICT_NOT_PROVEN, R.GUARD_REFUSED}
 
 
 def test_result_truncation_is_shown_but_does_not_block():
