@@ -240,13 +240,13 @@ else:
     # keys, times and sources are in the table below.
     narrow = {c: st.column_config.NumberColumn(c, width=w, format="localized") for c, w in
               (("trajectories", 76), ("tool calls", 62), ("UNSCORED", 72), ("Inconclusive", 80), ("rejected", 58))}
-    # Ten columns in ~880 px (the scorer column ran off the right edge at 1,280 px; it is always there now, wide
-    # enough for "STALE (scorer 3.0), bytes gone").
+    # Ten columns in ~810 px (the scorer column ran off the right edge at 1,280 px at 110 px: a stale run's
+    # whole mark, "STALE (scorer 3.0), bytes gone", is in the warning above and the cell's tooltip).
     st.dataframe(table, hide_index=True, width="stretch", column_config={
         "run": st.column_config.TextColumn("run", width=120), "model": st.column_config.TextColumn("model", width=90),
         "format": st.column_config.TextColumn("format · evidence", width=140),
         "side log": st.column_config.TextColumn("side log", width=54),
-        "scorer": st.column_config.TextColumn("scorer", width=110), **narrow})
+        "scorer": st.column_config.TextColumn("scorer", width=58), **narrow})
     with st.expander("Run status, keys, import times and sources"):
         st.dataframe(details, hide_index=True, width="stretch", column_config={
             "run": st.column_config.TextColumn(width=150), "key": st.column_config.TextColumn(width=110),
