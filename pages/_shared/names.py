@@ -27,7 +27,7 @@ QUEUE_MODE_NAMES: dict[QueueMode, str] = {
     QueueMode.LABELLED_BY_ME: "Labelled by me",
     QueueMode.DISPUTED: "Reviewers disagree",
     QueueMode.UNSCORED: "UNSCORED (view only)",
-    QueueMode.JUDGE_UNSEEN: "The judge did not see (UNSCORED; replay the full calls)",
+    QueueMode.JUDGE_UNSEEN: "Judge did not see (label from the full calls)",
 }
 QUEUE_SORT_NAMES: dict[QueueSort, str] = {
     QueueSort.RUN_ORDER: "run order",
