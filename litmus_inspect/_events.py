@@ -13,11 +13,6 @@ from inspect_ai.model import ChatMessage
 from scoring.proof import fingerprint
 
 
-def judge_input_text(messages: Iterable[ChatMessage]) -> str:
-    """A judge's input as the text it read: each message's text, blank-line separated."""
-    return "\n\n".join(m.text for m in messages)
-
-
 def judge_input_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
     """A judge's input messages as the log writes them (JSON dicts): what the proof's digest
     covers (``judge_audit.input_digest``) and the audit searches, tool calls included."""

@@ -228,7 +228,7 @@ def _prompt_texts(sample: dict) -> tuple[str, ...]:
 
 
 def audit_sample(sample: dict, scorer: str, calls: Sequence[AuditedCall], final_response: str,
-                 preset: str = "") -> Audit | None:
+                 preset: str = "", every: list[ModelCall] | None = None) -> Audit | None:
     """The audit of ``scorer``'s verdict on ``sample`` (``calls``: the trajectory's calls, as
     logged); None where the log holds no events (what the judge read is not in it)."""
     if not _array(sample.get("events")):
@@ -238,7 +238,7 @@ def audit_sample(sample: dict, scorer: str, calls: Sequence[AuditedCall], final_
                     for text in [message_text(m)] if text]
     tool_results += [str(e.get("result")) for _, e, _ in scored_events(sample)
                      if e.get("event") == "tool" and isinstance(e.get("result"), str) and e.get("result")]
-    every = model_calls(sample)
+    every = model_calls(sample) if every is None else every
     in_scorer = [c for c in every if c.scorer == scorer]
     agent_ids = {str(m.get("id")) for m in _array(sample.get("messages")) if isinstance(m, dict) and m.get("id")}
     audit = Audit(JudgeAttestation(scorer=scorer, input_sha256=()), scorer_calls=in_scorer, calls=tuple(calls),
@@ -294,12 +294,12 @@ def audit_sample(sample: dict, scorer: str, calls: Sequence[AuditedCall], final_
     return audit
 
 
-def agent_emitted(sample: dict) -> list[dict]:
+def agent_emitted(sample: dict, every: list[ModelCall] | None = None) -> list[dict]:
     """Tool calls the agent's model emitted (model events outside scoring) and the sample's
     final output emitted, in order, each once by id: what the messages must account for."""
     seen: set[str] = set()
     out = []
-    for c in model_calls(sample):
+    for c in model_calls(sample) if every is None else every:
         if c.scorer is not None:
             continue
         for tc in c.emitted:

@@ -34,7 +34,7 @@ from ..transcript import text as logged
 from ._chat import CallBuilder, text_of
 from ._common import Item, RecordError, build_run, load_json_document
 from ._guard import guard_refusal, refused_verdict
-from ._judge import agent_emitted, arguments_tree, audit_sample
+from ._judge import ModelCall, agent_emitted, arguments_tree, audit_sample, model_calls
 from ._proof import ProofLog
 from .base import DEFAULT_OPTIONS, ParseOptions, VerdictMapping
 
@@ -414,7 +414,10 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
     events = _array(s.get("events"))
     truncated_ids = {e.get("id") for e in events
                      if isinstance(e, dict) and e.get("event") == "tool" and e.get("truncated")}
-    outside = _calls_outside_messages(s, calls, trees, attachments)
+    # Every model event resolved once (its input and output): the audit, the calls the messages
+    # lost and the proof's comparison all read these.
+    every = model_calls(s)
+    outside = _calls_outside_messages(s, calls, trees, attachments, every)
     built = list(calls.build())
     for i, (c, raw) in enumerate(zip(built, calls.calls, strict=False)):
         if raw["id"] in truncated_ids and c.result is not None:
@@ -463,7 +466,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
         # outcomes the map makes safe only: harm stays harm, and utility scorers are untouched.
         audited = tuple(AuditedCall(function=c.tool, arguments=tree, result=c.result.content if c.result else None)
                         for c, tree in zip(built, trees, strict=True))
-        audit = audit_sample(s, vmap.scorer, audited, final, getattr(vmap, "preset", ""))
+        audit = audit_sample(s, vmap.scorer, audited, final, getattr(vmap, "preset", ""), every)
         verdict = replace(verdict, attestation=audit.attestation if audit is not None else JudgeAttestation(
             scorer=vmap.scorer, input_sha256=(), kind="absent",
             detail="the log holds no events of this sample: what its judge read cannot be checked"))
@@ -473,12 +476,13 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
     if proof is None:
         return traj
     epoch = s.get("epoch", 1)
-    emitted = {str(tc.get("id")): _resolve(tc.get("arguments"), attachments, []) for tc in agent_emitted(s)}
+    emitted = {str(tc.get("id")): _resolve(tc.get("arguments"), attachments, []) for tc in agent_emitted(s, every)}
     return proof.apply(traj, [c["id"] for c in calls.calls], s.get("id"), epoch if isinstance(epoch, int) else 1,
                        vmap.scorer, audit, safe=safe, emitted=emitted)
 
 
-def _calls_outside_messages(s: dict, calls: CallBuilder, trees: list[Any], attachments: dict) -> list[str]:
+def _calls_outside_messages(s: dict, calls: CallBuilder, trees: list[Any], attachments: dict,
+                            every: list[ModelCall]) -> list[str]:
     """Hold the messages' calls to what the log's own events say (each with a note):
 
     - a call whose arguments in the messages are not what the agent's model emitted (its model
@@ -490,7 +494,7 @@ def _calls_outside_messages(s: dict, calls: CallBuilder, trees: list[Any], attac
       scored from the tool event's arguments.
 
     Nothing the events hold is silently absent. Results come from the tool events."""
-    emitted = agent_emitted(s)
+    emitted = agent_emitted(s, every)
     by_id = {str(tc.get("id")): tc for tc in emitted if tc.get("id") is not None}
     notes = []
     for i, c in enumerate(calls.calls):
