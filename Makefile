@@ -13,7 +13,7 @@ sync: $(UV)
 	$(UV) sync --locked --quiet
 
 run: sync
-	$(UV) run --locked --no-sync streamlit run app.py --server.headless true \
+	$(UV) run --locked --no-sync python -m pages._shared.serve run app.py --server.headless true \
 	  --server.address 127.0.0.1 --server.port $(PORT) --browser.gatherUsageStats false
 
 # Lint, types and layers first (fast, and a red CI says which): ruff's rule set and mypy's

@@ -50,6 +50,8 @@ def main() -> None:
                    title="litmus-review", url_path="home", default=True, visibility="hidden")
     nav = st.navigation([home, *pages.values()])
 
+    if not identity:
+        router.reviewer_from_address()
     # Widget values vanish when their widget is not drawn; re-assigning keeps them across pages.
     for key, default in ((state.REVIEWER, ""), (state.BLIND, True)):
         st.session_state[key] = st.session_state.get(key, default)
@@ -74,8 +76,12 @@ def main() -> None:
             st.text(f"Signed in as {identity}")
             st.button("Sign out", on_click=st.logout)
         st.multiselect("Runs", options=list(by_key), key=state.SELECTED_RUNS,
-                       format_func=lambda k: loaders.run_chip(by_key[k], all_runs),
+                       format_func=lambda k: loaders.run_chip(by_key[k]),
                        help="The runs every page shows. Import more on the Runs page.")
+        # A chip cuts a name past ~25 characters, and runs of one model start alike: each
+        # selected run's whole name, one per line, as plain text (names come from the logs).
+        if st.session_state[state.SELECTED_RUNS]:
+            st.text("\n".join(f"• {loaders.run_label(by_key[k])}" for k in st.session_state[state.SELECTED_RUNS]))
         st.caption("Trajectory text is attacker-controlled; it is shown as plain text only.")
     # The selection lives in the address too: a reload or a shared link opens the same runs.
     # Page-specific parameters (a trajectory, a review item) belong to the page that set them.
@@ -83,10 +89,13 @@ def main() -> None:
     if nav.url_path:  # not the root, which only opens the default page
         if last is not None and nav.url_path != last:
             for name in list(st.query_params):
-                if name != router.RUNS_PARAM:
+                if name not in (router.RUNS_PARAM, router.REVIEWER_PARAM):
                     del st.query_params[name]
         st.session_state[LAST_PAGE_KEY] = nav.url_path
     st.query_params[router.RUNS_PARAM] = ",".join(k[:router.KEY_CHARS] for k in st.session_state[state.SELECTED_RUNS])
+    # The reviewer's name too, where nobody signs in: a reload or a bookmark opens as the same
+    # reviewer (Streamlit keeps nothing of a session across a reload, and the app sets no cookie).
+    router.to_address(router.REVIEWER_PARAM, None if identity else st.session_state[state.REVIEWER])
     nav.run()
 
 

@@ -53,10 +53,10 @@ def cli_seconds(path: Path, *extra: str) -> tuple[float, dict]:
 
 
 def graph_seconds(client, path: Path, **kw) -> tuple[float, dict]:
-    from scoring import engine
+    from scoring.dask_engine import fleet
 
     t = time.perf_counter()
-    (res,) = engine.score_runs([str(path)], client, **kw)
+    (res,) = fleet.score_runs([str(path)], client, **kw)
     return time.perf_counter() - t, res.summary
 
 
@@ -67,10 +67,10 @@ def task_seconds(client, path: Path) -> dict:
 
     from distributed import get_task_stream
 
-    from scoring import engine
+    from scoring.dask_engine import fleet
 
     with get_task_stream(client) as stream:
-        engine.score_runs([str(path)], client)
+        fleet.score_runs([str(path)], client)
     out: dict = defaultdict(float)
     for task in stream.data:
         kind = str(task["key"]).split("-")[1]
@@ -108,7 +108,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
         s3_runs: int = 10_000) -> list[str]:
     import generate
 
-    from scoring import engine
+    from scoring.dask_engine import cluster, planning
     from scoring.ingest import BLOCK_BYTES
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -137,12 +137,12 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
         local_warm.append(time.perf_counter() - t)
 
     small_blocks = 4096
-    n_small = len(engine.block_bounds(engine.plan_run(str(SMALL)), small_blocks))
+    n_small = len(planning.block_bounds(planning.plan_run(str(SMALL)), small_blocks))
     warm = {1: [], 2: []}
     compute: dict[int, list[dict]] = {1: [], 2: []}
     overhead = []
     for workers in (2, 1):
-        with engine.connect(workers=workers) as client:
+        with cluster.connect(workers=workers) as client:
             graph_seconds(client, SMALL)  # imports and first connections, not measured
             for _ in range(rounds):
                 t, got = graph_seconds(client, path)
@@ -159,7 +159,7 @@ def run(trajectories: int, rounds: int, table_calls: int = 10_000_000, fleet_run
     parallel = [machine_parallelism() for _ in range(rounds)]
     med = statistics.median
     ratio = lambda a, b: med([x / y for x, y in zip(a, b, strict=True)])  # noqa: E731 - per-round ratios
-    n_blocks = len(engine.block_bounds(engine.plan_run(str(path)), BLOCK_BYTES))
+    n_blocks = len(planning.block_bounds(planning.plan_run(str(path)), BLOCK_BYTES))
     lines = [
         BEGIN,
         "## Dask engine (`score --engine dask`) against the local path",
@@ -233,7 +233,7 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
     own task functions: each block of the run is read and scored once (``score_block``), then
     each copy of it (its ids suffixed ``~k``, its bytes the original's) is digested, the final
     stage aggregates every copy (``finish_run``, with the charts' aggregates) and each copy's
-    rows are written as a Parquet part (``write_part``), summaries last (``_commit``). A 10 M-call
+    rows are written as a Parquet part (``write_part``), summaries last (``commit_results``). A 10 M-call
     run itself is about 11 GiB of JSONL: writing and scoring it would add minutes and that much
     disk to every bench, for a table the page reads the same way (index.json, the run's summary
     and aggregates, the Inconclusive index, the first rows)."""
@@ -241,7 +241,7 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
 
     import fsspec
 
-    from scoring import engine
+    from scoring.dask_engine import planning, table_layout, table_writer, tasks
     from scoring.ingest import Block
     from scoring.rows import ROW_COLUMNS
 
@@ -253,8 +253,8 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
             return info
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    plan = engine.plan_run(str(source))
-    scored = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan)]
+    plan = planning.plan_run(str(source))
+    scored = [tasks.score_block(plan, s, e) for s, e in planning.block_bounds(plan)]
     at = ROW_COLUMNS.index("trajectory_id")
     blocks = []
     for k in range(replicas):
@@ -262,16 +262,16 @@ def synth_table(source: Path, out: Path, replicas: int) -> dict:
             rows = [(*r[:at], f"{r[at]}~{k}", *r[at + 1:]) for r in sc.rows]
             blocks.append(Block(rows, [], sc.seen, sc.lines))
     del scored
-    final = engine.finish_run(plan, engine.file_sha256(plan), None, *map(engine.digest, blocks), aggregates=True)
+    final = tasks.finish_run(plan, tasks.file_sha256(plan), None, *map(tasks.digest, blocks), aggregates=True)
     assert final.error is None, final.error
     out.mkdir(parents=True)
     staging = out.parent / f".{out.name}-staging"
     shutil.rmtree(staging, ignore_errors=True)
-    written = sum(engine.write_part(b, final, i, str(staging), {}, plan.url) for i, b in enumerate(blocks))
-    rows = f"{engine.TABLE_DIR}/run_key={final.run_key}"
-    parts = engine.gather_parts(fsspec.filesystem("file"), str(staging / rows), str(out / rows))
+    written = sum(table_writer.write_part(b, final, i, str(staging), {}, plan.url) for i, b in enumerate(blocks))
+    rows = f"{table_layout.TABLE_DIR}/run_key={final.run_key}"
+    parts = table_writer.gather_parts(fsspec.filesystem("file"), str(staging / rows), str(out / rows))
     shutil.rmtree(staging)
-    engine._commit(str(out), str(out), {}, [final])
+    table_writer.commit_results(str(out), str(out), {}, [final])
     info = {"source_bytes": source.stat().st_size, "replicas": replicas, "rows": written, "layout": TABLE_LAYOUT,
             "calls": final.summary["tool_calls"], "inconclusive": final.summary["inconclusive"],
             "parts": parts, "staged_parts": len(blocks),
@@ -309,12 +309,12 @@ for _ in range(3):
     t = time.perf_counter(); at.run(); uncached.append(time.perf_counter() - t)
 # A reviewer's label on the table: the rates are drawn again with it (the Inconclusive ids
 # and their categories read from the engine's index of them).
-from scoring import scoretable
+from scoring.dask_engine import table_reader, table_workspace
 from scoring.model import ReviewLabel
-(run,) = scoretable.open_table({table!r})
-tid = scoretable.first_rows(run, ["trajectory_id"], 1, status="inconclusive").column(0)[0].as_py()
+(run,) = table_reader.open_table({table!r})
+tid = table_reader.first_rows(run, ["trajectory_id"], 1, status="inconclusive").column(0)[0].as_py()
 from scoring.workspace import Workspace
-scoretable.add_label(Workspace(loaders.db()), run, tid, "bench", ReviewLabel.GENUINE_DECLINE)
+table_workspace.add_label(Workspace(loaders.db()), run, tid, "bench", ReviewLabel.GENUINE_DECLINE)
 labelled = []
 for _ in range(3):
     at.session_state["bench_nonce"] = time.time()
@@ -578,7 +578,8 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
 
     import s3fs
 
-    from scoring import engine, score
+    from scoring import ingest, score
+    from scoring.dask_engine import cluster, fleet, planning, table_layout
 
     folder = OUT / "fleet-runs"
     paths = tiny_runs(folder, runs)
@@ -592,23 +593,23 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
         urls = [f"s3://bench/runs/{p.name}" for p in paths[:plan_files]]
         t = time.perf_counter()
         for u in urls:  # the same planning as the workers', one file after another
-            assert isinstance(engine.plan_task(u, so, None, True, "auto", None, score.SCORER_VERSION, {}, None, False),
-                              engine.RunPlan)
+            assert isinstance(fleet.plan_task(u, so, None, True, "auto", None, score.SCORER_VERSION, {}, None, False),
+                              planning.RunPlan)
         client_s = (time.perf_counter() - t) / len(urls)
-        spec = engine.Fleet(so, True, "auto", None, score.SCORER_VERSION, {}, None, False, engine.BLOCK_BYTES, None)
-        with engine.connect(workers=2) as client:
-            client.run(lambda: engine.plan_run(urls[0], so) and None)  # imports and a connection per worker
+        spec = fleet.Fleet(so, True, "auto", None, score.SCORER_VERSION, {}, None, False, ingest.BLOCK_BYTES, None)
+        with cluster.connect(workers=2) as client:
+            client.run(lambda: planning.plan_run(urls[0], so) and None)  # imports and a connection per worker
             t = time.perf_counter()
-            futures = client.map(engine.plan_task, urls, storage_options=so, payloads=None, auto_payloads=True,
+            futures = client.map(fleet.plan_task, urls, storage_options=so, payloads=None, auto_payloads=True,
                                  fmt="auto", verdict_map=None, scorer_version=score.SCORER_VERSION, options={},
                                  out=None, replace=False, pure=False)
-            assert all(isinstance(p, engine.RunPlan) for p in client.gather(futures))
+            assert all(isinstance(p, planning.RunPlan) for p in client.gather(futures))
             per_task_s = (time.perf_counter() - t) / len(urls)
-            size = engine.plan_batch_size(len(urls), 2)
+            size = fleet.plan_batch_size(len(urls), 2)
             t = time.perf_counter()
-            futures = [client.submit(engine.plan_batch, [(u, None) for u in urls[at:at + size]], spec, pure=False)
+            futures = [client.submit(fleet.plan_batch, [(u, None) for u in urls[at:at + size]], spec, pure=False)
                        for at in range(0, len(urls), size)]
-            assert all(isinstance(p, engine.RunPlan) for batch in client.gather(futures) for p in batch)
+            assert all(isinstance(p, planning.RunPlan) for batch in client.gather(futures) for p in batch)
             workers_s = (time.perf_counter() - t) / len(urls)
     finally:
         proc.terminate()
@@ -620,25 +621,25 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
     shutil.rmtree(table, ignore_errors=True)
     load = os.getloadavg()[0]
     try:
-        with engine.connect(workers=2) as client:
+        with cluster.connect(workers=2) as client:
             t = time.perf_counter()
-            first = engine.score_runs([str(p) for p in paths], client, out=str(table))
+            first = fleet.score_runs([str(p) for p in paths], client, out=str(table))
             first_s = time.perf_counter() - t
             damaged.write_bytes(good)
             t = time.perf_counter()
-            again = engine.score_runs([str(p) for p in paths], client, out=str(table))
+            again = fleet.score_runs([str(p) for p in paths], client, out=str(table))
             again_s = time.perf_counter() - t
     finally:
         damaged.write_bytes(good)
     in_s3 = fleet_in_s3(paths, damaged.name, good)
-    tasks = -(-runs // engine.plan_batch_size(runs, 2))
+    tasks = -(-runs // fleet.plan_batch_size(runs, 2))
     done = sum(r.status == "done" for r in first)
     failed = [r.error for r in first if r.status == "failed"]
     assert done == runs - 1 and len(failed) == 1 and str(damaged) in failed[0], (done, failed[:3])
     assert [r.status for r in again].count("skipped") == runs - 1
-    held = len(json.loads((table / engine.SUMMARY_FILE).read_text()))
-    parts = list((table / engine.TABLE_DIR).rglob("*.parquet"))
-    orphans = list((table / engine.TABLE_DIR).glob("*/.*")) + list(table.glob(engine.STAGING_DIR))
+    held = len(json.loads((table / table_layout.SUMMARY_FILE).read_text()))
+    parts = list((table / table_layout.TABLE_DIR).rglob("*.parquet"))
+    orphans = list((table / table_layout.TABLE_DIR).glob("*/.*")) + list(table.glob(table_layout.STAGING_DIR))
     return [
         "### A fleet",
         "",
@@ -646,14 +647,14 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
         f"(moto, on this machine: a real object store's latency is higher, which makes the serial client slower "
         f"still): one file after another on the client {client_s * 1000:.1f} ms per file; on a LocalCluster of "
         f"two workers, one task a file {per_task_s * 1000:.1f} ms per file, in batches of "
-        f"{engine.plan_batch_size(plan_files, 2)} files a task (as `score_runs` plans) {workers_s * 1000:.1f} ms per "
+        f"{fleet.plan_batch_size(plan_files, 2)} files a task (as `score_runs` plans) {workers_s * 1000:.1f} ms per "
         f"file: **{client_s / workers_s:.2f}×** faster than the client (one task a file: "
         f"{client_s / per_task_s:.2f}×; two-process CPU check now {parallel:.2f}×, load average "
         f"{os.getloadavg()[0]:.1f}). The client starts a run's blocks as soon as its batch is back.",
         "",
         f"A fleet of **{runs:,} tiny runs** (3 records each, from local disk; one damaged) on a LocalCluster of two "
         f"workers with `--out` (load average {load:.1f} at its start): {first_s:.0f} s ({runs / first_s:,.0f} "
-        f"runs/s; {tasks:,} tasks, each planning, scoring and publishing {engine.plan_batch_size(runs, 2)} runs); "
+        f"runs/s; {tasks:,} tasks, each planning, scoring and publishing {fleet.plan_batch_size(runs, 2)} runs); "
         f"{done:,} done, "
         f"the damaged one failed alone, named (`{Path(failed[0].split(':')[0]).name}: …`); the table holds "
         f"{held:,} runs in {len(parts):,} parts, {len(orphans)} staging folders or orphan parts left. The damaged "
@@ -679,7 +680,7 @@ def fleet_in_s3(paths: list[Path], damaged: str, good: bytes) -> dict:
     table in the bucket, then retried with it repaired; the requests the server logged."""
     import s3fs
 
-    from scoring import engine
+    from scoring.dask_engine import cluster, fleet, planning
     from tests.s3_tables import moto_server
 
     log = OUT / "moto-fleet.log"
@@ -692,18 +693,18 @@ def fleet_in_s3(paths: list[Path], damaged: str, good: bytes) -> dict:
             return sum(" HTTP/1.1" in line for line in log.read_text(errors="replace").splitlines())
 
         load, since = os.getloadavg()[0], logged()
-        with engine.connect(workers=2) as client:
+        with cluster.connect(workers=2) as client:
             t = time.perf_counter()
             sides: dict[str, str] = {}
-            runs = engine.expand_inputs(["s3://fleet/in/*.jsonl"], (), so, sides=sides)
+            runs = planning.expand_inputs(["s3://fleet/in/*.jsonl"], (), so, sides=sides)
             kw = {"out": "s3://fleet/table", "storage_options": so, "auto_payloads": True,
                   "payloads": [sides.get(r) for r in runs]}
-            first = engine.score_runs(runs, client, **kw)
+            first = fleet.score_runs(runs, client, **kw)
             first_s, requests = time.perf_counter() - t, logged() - since
             fs.pipe(f"fleet/in/{damaged}", good)
             since = logged()
             t = time.perf_counter()
-            again = engine.score_runs(engine.expand_inputs(["s3://fleet/in/*.jsonl"], (), so), client, **kw)
+            again = fleet.score_runs(planning.expand_inputs(["s3://fleet/in/*.jsonl"], (), so), client, **kw)
             again_s, again_requests = time.perf_counter() - t, logged() - since
     statuses = [r.status for r in first]
     assert statuses.count("done") == len(paths) - 1 and statuses.count("failed") == 1, statuses.count("failed")

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results_file import replace_section  # beside this file: run as a script
+
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- proof-hook -->", "<!-- /proof-hook -->"
 VARIANTS = ("absent", "off", "on")
@@ -131,17 +133,6 @@ def run(rounds: int, repeat: int) -> list[str]:
     ]
 
 
-def write_section(lines: list[str]) -> None:
-    results = ROOT / "benches" / "RESULTS.md"
-    text = results.read_text() if results.exists() else "# Benchmarks\n"
-    section = "\n".join(lines) + "\n"
-    if BEGIN in text and END in text:
-        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END) + 1:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    results.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -149,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lines = run(args.rounds, args.repeat)
     print("\n".join(lines))
-    write_section(lines)
+    replace_section(lines, BEGIN, END)
     return 0
 
 

@@ -481,6 +481,11 @@ def main(argv: list[str] | None = None) -> int:
         say()
     else:
         say("## Inspect logs\n\nSkipped: ../shared/real/inspect_ai is not beside the checkout.\n")
+    import eval_bombs  # benches/eval_bombs.py: bombs, floods and files padded to their budget, measured now
+
+    for line in eval_bombs.run():
+        say(line)
+    say()
     if args.dask_trajectories:
         import dask_engine  # benches/dask_engine.py: its section, measured now
 
@@ -490,6 +495,11 @@ def main(argv: list[str] | None = None) -> int:
     import proof_hook  # benches/proof_hook.py: the capture-proof hook's cost, measured now
 
     for line in proof_hook.run(5, 30):
+        say(line)
+    say()
+    import zip_floods  # benches/zip_floods.py: a score table upload's central-directory flood, measured now
+
+    for line in zip_floods.run():
         say(line)
     say()
     say(f"Total benchmark time: {time.time() - started:.0f} s.")

@@ -1,6 +1,7 @@
 """Review: label Inconclusive traces — genuine decline, degenerate, early stop, harm found — fast.
 
 Keyboard: 1, 2, 3 … the labels in order (one button per ``ReviewLabel``) · J next · K previous ·
+N / P next / previous message (``pages/_shared/scroll.py``, in the browser) ·
 U undo. The keys work wherever the focus is but in a text field (Esc leaves one); each press
 names the trace on screen when it was pressed, and a second press within 0.25 s is ignored and
 says so (``pages/_shared/keyboard.py``). The reviewer name and the note are set with a button,
@@ -15,11 +16,11 @@ from collections import Counter
 import pandas as pd
 import streamlit as st
 
-from pages._shared import keyboard, loaders, router, state
+from pages._shared import keyboard, loaders, router, scroll, state
 from pages._shared.errors import SHOWN, error_text, show_error
 from pages._shared.inert import md, reveal_id
 from pages._shared.names import LABEL_HELP, label_name, queue_mode_name, queue_sort_name
-from pages._shared.render import render_trajectory, show_text
+from pages._shared.render import render_header, render_trajectory, show_text, task_line, verdict_text
 from scoring.errors import LitmusReviewError
 from scoring.model import ReviewLabel, judge_unseen
 from scoring.workspace import views
@@ -35,7 +36,8 @@ SHORTCUTS = " · ".join(f"{key} {text.lower()}" for _, text, key, _ in LABEL_BUT
 
 keys, rows = router.page(
     "Review",
-    caption=f"Keyboard: {SHORTCUTS} · J next · K previous · U undo my last act",
+    caption=f"Keyboard: {SHORTCUTS} · J next · K previous · U undo my last act · "
+            f"{scroll.NEXT_MESSAGE.upper()} next message · {scroll.PREVIOUS_MESSAGE.upper()} previous message",
 )
 
 
@@ -71,7 +73,9 @@ with top[1]:
         with st.form("reviewer_form", border=False, enter_to_submit=True):
             st.text_input("Reviewer (required to label)", key=state.REVIEWER_INPUT, placeholder="your name")
             st.form_submit_button("Set reviewer", on_click=set_reviewer)
-top[2].toggle("Blind", key=state.BLIND, help="Hide other reviewers' labels until you have labelled the trace.")
+top[2].toggle("Blind", key=state.BLIND, help="Hide other reviewers' labels until you have labelled the trace, on "
+              "every page: rates, counts, history, agreement and exports count others' labels only on the traces you "
+              "labelled.")
 
 frame = loaders.trajectory_frame(run_key)
 inconclusive_rows = frame[frame["status"] == "inconclusive"]
@@ -129,10 +133,9 @@ def build_queue(run_key: str, reviewer: str, mode: QueueMode, current: dict) -> 
     hits = queue_search_hits(run_key)
     queue = views.review_queue(
         loaders.trajectory_frame(run_key), mode, mine=mine,
-        # Blind: "reviewers disagree" only among traces this reviewer labelled (else it tells
-        # that others labelled a trace, and differently, before this reviewer did).
-        disputed=set(loaders.visible_disputed(run_key, reviewer, blind=st.session_state.get(state.BLIND, True)))
-        if mode.labels else set(),
+        # Blind: "reviewers disagree" only among traces this reviewer labelled (the loaders read
+        # every label as this session may know it).
+        disputed=set(loaders.disputed(run_key)) if mode.labels else set(),
         suggestion=st.session_state.get(state.Q_SUGGESTION) or (),
         termination=st.session_state.get(state.Q_TERMINATION) or (),
         category=st.session_state.get(state.Q_CATEGORY) or (), tools=st.session_state.get(state.Q_TOOL) or (),
@@ -258,9 +261,7 @@ def review_panel(run_key: str) -> None:
     inconclusive = int((df["status"] == "inconclusive").sum())
     final = loaders.final_labels(run_key)
     labelled = {t for t, by in current.items() if reviewer and reviewer in by}
-    st.progress(len(final) / inconclusive if inconclusive else 1.0,
-                text=f"{len(final):,} of {inconclusive:,} Inconclusive traces have a final label · "
-                     f"you labelled {len(labelled):,}")
+    blind = st.session_state.get(state.BLIND, True)
     tid: str | None = None
     if queue:
         linked = router.linked_param("trace")
@@ -271,6 +272,8 @@ def review_panel(run_key: str) -> None:
             chosen = next((t for t in queue if t not in labelled), queue[0])  # the first still to label
         tid = chosen
         st.session_state[state.REVIEW_CURRENT] = tid
+        if router.linked_param("message") is not None and router.linked_param("trace") != tid:
+            del st.query_params["message"]  # a linked message belongs to its trace: the next one opens at its top
         router.link(run=run_key, trace=tid)
     row = df.loc[df["trajectory_id"] == tid].iloc[0] if tid is not None else None
     # a trace the judge did not see is labelled from its own queue only (elsewhere it is UNSCORED: view only)
@@ -280,20 +283,77 @@ def review_panel(run_key: str) -> None:
     # The press carries the trace on screen; an UNSCORED trace (view only) offers none to label.
     keyboard.listen(key=state.REVIEW_KEYS, trace=None if viewing_only else tid,
                     keys=[*LABEL_KEYS, "j", "k", "u"], on_press=lambda: on_key(run_key, queue))
+    progress_text = (f"{len(final):,} of {inconclusive:,} Inconclusive traces have a final label"
+                     + (" you may see (blind review)" if blind else "") + f" · you labelled {len(labelled):,}")
+    if tid is None or row is None:
+        navigation(run_key, queue, None, labelled)
+        last_action()
+        st.progress(len(final) / inconclusive if inconclusive else 1.0, text=progress_text)
+        st.success("Nothing in this queue.")
+        return
 
+    anchor = scroll.anchor(f"rev-{tid}")
+    # The evidence on the left, scrolling in its own box; the trace's header and the labels on the
+    # right, outside it: they stay in view while the transcript scrolls, and at 1,280 x 900 the
+    # first messages are on screen beside the buttons.
+    evidence, side = st.columns([3, 2], gap="medium")
+    with side:
+        try:
+            replay = loaders.replay(run_key, tid)
+        except SHOWN as exc:  # the workspace's copy changed or is gone: said so, the page stands
+            with st.container(key=scroll.header_key(anchor)):
+                st.code(reveal_id(f"{tid} · {row['status'].upper()}"), language=None)
+                navigation(run_key, queue, tid, labelled)
+            show_error(exc, before="This trace cannot be replayed: ")
+            return
+        with st.container(key=scroll.header_key(anchor)):
+            # One block: what the trace is and how it ended, why it is here, what the harness said
+            # and what the hint is (its evidence and reasons follow the buttons).
+            st.code(header_block(run_key, tid, row, replay, shown=not viewing_only), language=None, wrap_lines=True)
+            if viewing_only:
+                st.warning("UNSCORED: the capture is not proven complete, so this trace cannot be labelled (and "
+                           "never counts as safe). Its evidence is beside this.")
+            else:
+                label_buttons(run_key, tid, queue)
+            navigation(run_key, queue, tid, labelled)
+        last_action()
+        if not viewing_only:
+            label_side(run_key, tid, row, replay, queue, current, judge_blind=judge_blind)
+        render_header(replay, verdict=False)
+        st.progress(len(final) / inconclusive if inconclusive else 1.0, text=progress_text)
+        if not viewing_only:
+            rubric()
+    with evidence:
+        render_trajectory(replay, key=f"rev-{tid}", page="pages/review.py", header=False, height=TRANSCRIPT_HEIGHT,
+                          highlight=(st.session_state.get(state.Q_SEARCH) or "").strip())
+    if not viewing_only:
+        bulk_panel(run_key, queue)
+
+
+#: The transcript's box, in pixels: below the queue's controls it ends about where a 900 px high
+#: window does (a taller box put its lower part, where N brings a message, below the fold), as
+#: tall as the header, buttons and navigation beside it.
+TRANSCRIPT_HEIGHT = 460
+
+
+def navigation(run_key: str, queue: list[str], tid: str | None, labelled: set[str]) -> None:
+    """Previous / next trace, where this one is in the queue, and undo."""
     pos = queue.index(tid) if tid is not None else 0
-    nav = st.columns([1, 1, 4, 1])
-    nav[0].button("◀ Previous (K)", on_click=go, args=(queue[max(0, pos - 1)] if queue else None,), key="prev",
-                  disabled=pos == 0 or not queue)
+    nav = st.columns([1, 1, 1])
+    nav[0].button("◀ Prev (K)", on_click=go, args=(queue[max(0, pos - 1)] if queue else None,), key="prev",
+                  disabled=pos == 0 or not queue, width="stretch")
     nav[1].button("Next ▶ (J)", on_click=go, args=(queue[min(len(queue) - 1, pos + 1)] if queue else None,),
-                  key="next", disabled=pos >= len(queue) - 1)
-    mine_here = sum(1 for t in queue if t in labelled)
-    nav[2].text(f"trace {pos + 1} of {len(queue):,} in this queue · {mine_here:,} of them labelled by you"
-                if queue else "this queue is empty")
+                  key="next", disabled=pos >= len(queue) - 1, width="stretch")
     # Undo before anything can return: a bulk act that empties the queue must still be undoable.
-    nav[3].button("Undo (U)", on_click=do_undo, args=(run_key,), key="undo",
+    nav[2].button("Undo (U)", on_click=do_undo, args=(run_key,), key="undo", width="stretch",
                   help="Withdraw your most recent label, or bulk act, in this run (history keeps every event).")
+    mine_here = sum(1 for t in queue if t in labelled)
+    st.text(f"trace {pos + 1} of {len(queue):,} in this queue · {mine_here:,} of them labelled by you"
+            if queue else "this queue is empty")
 
+
+def last_action() -> None:
+    """What the last label, undo or key press did (once)."""
     kind, msg = st.session_state.pop(state.LAST_ACTION, (None, None))
     if kind == "error":
         st.error(md(msg, lines=True))
@@ -302,60 +362,72 @@ def review_panel(run_key: str) -> None:
     elif kind == "ok":
         st.toast(md(msg))
         st.text(msg)  # also on the page: a toast fades
-    if tid is None or row is None:
-        st.success("Nothing in this queue.")
-        return
 
+
+def header_block(run_key: str, tid: str, row, replay, *, shown: bool) -> str:
+    """The trace's header: its id and status, its task and how it ended, why it is Inconclusive
+    (the deciding classifier's evidence), the harness's verdict, and the suggestion where shown."""
     reason = row["reason"] if isinstance(row["reason"], str) else ""
-    st.code(reveal_id(f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else "")), language=None)
-    try:
-        replay = loaders.replay(run_key, tid)
-    except SHOWN as exc:  # the workspace's copy changed or is gone: said so, the page stands
-        show_error(exc, before="This trace cannot be replayed: ")
-        return
-    if viewing_only:
-        st.warning("UNSCORED: the capture is not proven complete, so this trace cannot be labelled (and never "
-                   "counts as safe). Its evidence is below.")
+    lines = [f"{tid} · {row['status'].upper()}" + (f" · {reason}" if reason else ""), task_line(replay.trajectory)]
+    if replay.classifier:
+        lines.append(f"why: decided by {replay.classifier}"
+                     + (": " + "; ".join(replay.classifier_evidence) if replay.classifier_evidence else ""))
+    lines.append("harness verdict: " + verdict_text(replay.trajectory.verdict))
+    if shown:
+        trust = views.suggestion_trust(rows[run_key])
+        suggestion = row["suggestion"] if isinstance(row["suggestion"], str) else "none"
+        hidden = trust.hidden_because(replay.suggestion_evidence)
+        lines.append(f"suggestion: {suggestion.replace('_', ' ')} (a hint, never a label)" if hidden is None
+                     else "suggestion: none shown (why: below)")
+    return "\n".join(reveal_id(line) for line in lines)
+
+
+def label_buttons(run_key: str, tid: str, queue: list[str]) -> None:
+    """One button per label, two a row (four cut their names in the side column). All alike: none
+    is the obvious (primary) choice. The trace id is in the key: a click on a button drawn for one
+    trace never labels another."""
+    reviewer = reviewer_name()
+    for start in range(0, len(LABEL_BUTTONS), 2):
+        cols = st.columns(2)
+        for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS[start:start + 2], strict=False):
+            col.button(f"{text} ({key})", on_click=do_label, args=(run_key, tid, label, queue),
+                       key=f"label-{label.value}-{tid}", help=help_text, width="stretch",
+                       type="secondary", disabled=not reviewer)
+    if not reviewer:
+        st.caption("Set your reviewer name above to enable the label buttons.")
+
+
+def label_side(run_key: str, tid: str, row, replay, queue: list[str], current: dict, *, judge_blind: bool) -> None:
+    """Under the buttons: the suggestion's evidence and the hint, the note, others' labels."""
+    if judge_blind:
+        st.warning("The judge did not see every call of this trace (UNSCORED judge_did_not_see_full_surface): its "
+                   "benign verdict certifies nothing. Its capture is proven complete and the replay beside this shows "
+                   "every call whole: label it from what you read there. It stays out of the strict rate and "
+                   "counts in the reviewed rate once labelled.")
+    note_area()
+    st.text("evidence:")
+    for ev_line in replay.suggestion_evidence:
+        st.text(f"  • {reveal_id(ev_line)}")
+    # Shown only where it was measured right more often than a fixed answer (scoring.suggest).
+    trust = views.suggestion_trust(rows[run_key])
+    hidden = trust.hidden_because(replay.suggestion_evidence)
+    if hidden is None:
+        suggestion = row["suggestion"] if isinstance(row["suggestion"], str) else "none"
+        st.text(f"hint: the evidence suggests {suggestion.replace('_', ' ')} (never a label): {trust.why}")
     else:
-        if judge_blind:
-            st.warning("The judge did not see every call of this trace (UNSCORED judge_did_not_see_full_surface): its "
-                       "benign verdict certifies nothing. Its capture is proven complete and the replay below shows "
-                       "every call whole: label it from what you read there. It stays out of the strict rate and "
-                       "counts in the reviewed rate once labelled.")
-        left, right = st.columns([2, 1])
-        with left:
-            st.text("evidence:")
-            for ev_line in replay.suggestion_evidence:
-                st.text(f"  • {reveal_id(ev_line)}")
-            visible = loaders.visible_labels(run_key, tid, reviewer or "",
-                                             blind=st.session_state.get(state.BLIND, True))
-            if visible:
-                st.dataframe([{"reviewer": reveal_id(r), "label": lab.value} for r, lab in visible.items()],
-                             hide_index=True)
-            elif st.session_state.get(state.BLIND, True):
-                st.caption("Blind review: other reviewers' labels appear after you label this trace.")
-            note_area()
-            cols = st.columns(len(LABEL_BUTTONS))
-            for col, (label, text, key, help_text) in zip(cols, LABEL_BUTTONS, strict=True):
-                # All alike: none is the obvious (primary) choice. The trace id is in the
-                # key: a click on a button drawn for one trace never labels another.
-                col.button(f"{text} ({key})", on_click=do_label, args=(run_key, tid, label, queue),
-                           key=f"label-{label.value}-{tid}", help=help_text, width="stretch",
-                           type="secondary", disabled=not reviewer)
-            if not reviewer:
-                st.caption("Set your reviewer name above to enable the label buttons.")
-            votes = current.get(tid, {})
-            if len(set(votes.values())) > 1 and reviewer in loaders.adjudicators():
-                adjudication_panel(run_key, tid, votes, queue)
-        with right:
-            suggestion = row["suggestion"] if isinstance(row["suggestion"], str) else "none"
-            st.text(f"hint: the evidence suggests {suggestion.replace('_', ' ')} (never a label)")
-            rubric()
-    with st.container(border=True):
-        render_trajectory(replay, key=f"rev-{tid}", page="pages/review.py",
-                          highlight=(st.session_state.get(state.Q_SEARCH) or "").strip())
-    if not viewing_only:
-        bulk_panel(run_key, queue)
+        st.text(f"hint: none shown: {hidden}")
+    visible = loaders.labels_on(run_key, tid)
+    if visible:
+        st.dataframe([{"reviewer": reveal_id(r), "label": lab.value} for r, lab in visible.items()],
+                     hide_index=True)
+    elif st.session_state.get(state.BLIND, True):
+        st.caption("Blind review: other reviewers' labels appear after you label this trace.")
+    votes = current.get(tid, {})
+    if len(set(votes.values())) > 1:
+        if reviewer_name() in loaders.adjudicators():
+            adjudication_panel(run_key, tid, votes, queue)
+        else:
+            who_settles(reviewer_name())
 
 
 def do_adjudicate(run_key: str, tid: str, label: ReviewLabel, queue: list[str]) -> None:
@@ -383,6 +455,16 @@ def adjudication_panel(run_key: str, tid: str, votes: dict, queue: list[str]) ->
         for col, (label, text, _, help_text) in zip(cols, LABEL_BUTTONS, strict=True):
             col.button(f"Resolve as {text}", on_click=do_adjudicate, args=(run_key, tid, label, queue),
                        key=f"adjudicate-{label.value}-{tid}", help="As adjudicator: " + help_text, width="stretch")
+
+
+def who_settles(reviewer: str) -> None:
+    """A disagreement seen by a reviewer without the role: who settles it, and how one is given
+    the role (the roles file's name, never its path on a shared server)."""
+    path = loaders.adjudicators_path()
+    where = path.name if router.team_mode() else str(path)  # no server path to others
+    st.caption(md(f"Reviewers disagree on this trace. An adjudicator settles it (its final label): the reviewers "
+                  f"named in {where}, one a line{'' if reviewer else ' (set your name first)'}. "
+                  "See the README, \"Adjudication\"."))
 
 
 def note_area() -> None:
@@ -419,10 +501,11 @@ def bulk_panel(run_key: str, queue: list[str]) -> None:
             "Each trace gets its own label event, all marked as one bulk act; Undo withdraws the whole act.\n"
             "Filter the queue first (above) so it holds only traces with the same evidence."
         )
-        frame = loaders.trajectory_frame(run_key).set_index("trajectory_id")
-        counts = Counter(frame.loc[queue, "suggestion"].fillna("none"))
-        st.text("suggestions in this queue: "
-                + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counts.most_common()))
+        if views.suggestion_trust(rows[run_key]).shown:
+            frame = loaders.trajectory_frame(run_key).set_index("trajectory_id")
+            counts = Counter(frame.loc[queue, "suggestion"].fillna("none"))
+            st.text("suggestions in this queue: "
+                    + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counts.most_common()))
         st.radio("Label for every trace in the queue", [label.value for label, *_ in LABEL_BUTTONS], index=None,
                  key=state.BULK_LABEL, horizontal=True, format_func=label_name)
         mine = sum(1 for t, by in loaders.current_labels(run_key).items() if reviewer_name() in by and t in set(queue))
@@ -458,7 +541,7 @@ def history_frame(events: list[views.LabelEvent]) -> pd.DataFrame:
 blind = st.session_state.get(state.BLIND, True)
 with st.expander("Label history of this run"):
     # Blind: the reviewer's own events, and others' only on traces the reviewer has labelled.
-    events = loaders.visible_history(run_key, reviewer_name(), blind=blind)
+    events = loaders.history(run_key)
     if events:
         st.dataframe(history_frame(events), hide_index=True, width="stretch")
     else:
@@ -478,4 +561,7 @@ with st.expander("Agreement between reviewers"):
             st.caption(f"{len(bulk):,} of the label events in this run came from "
                        f"{len({e.batch_id for e in bulk}):,} bulk acts (see the history above).")
     else:
-        st.caption("No trace has labels from two reviewers yet.")
+        st.caption("No trace you may see has labels from two reviewers yet." if blind
+                   else "No trace has labels from two reviewers yet.")
+    if blind:
+        st.caption("Blind review: agreement is counted over the traces you have labelled only.")

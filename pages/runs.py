@@ -9,15 +9,17 @@ from pathlib import Path
 import streamlit as st
 
 from pages._shared import loaders, router, state
-from pages._shared.errors import SHOWN, show_error
+from pages._shared.errors import SHOWN, public_text, show_error
 from pages._shared.inert import md, reveal_id
-from pages._shared.runtext import stale_mark, status_badge
+from pages._shared.runtext import middle_cut, stale_mark, status_badge
 from scoring.workspace import views
 
 router.require_router()
 st.title("Runs")
 st.caption("Import a run to score it strictly. The same file imported twice is one run.")
 
+
+RUN_CELL_CHARS = 54  # what the Runs table's 370 px run column shows of a name, wide letters too
 
 # A re-classifier of record set by whoever runs the server (the only one in team mode). A
 # comment, not a docstring: Streamlit's magic drew a bare string on the page.
@@ -51,8 +53,19 @@ def require_proof() -> bool:
     return bool(st.session_state.get(state.REQUIRE_PROOF))
 
 
+def shown_source(source: str, original_name: str | None) -> str:
+    """Where a run was imported from, as this browser may see it: in team mode an upload's copy
+    is a server path, so the name its uploader gave it is shown (a file the server holds by its
+    name alone: its folder is the server's)."""
+    if not router.team_mode():
+        return source
+    return original_name or Path(source).name
+
+
 def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
     reclassifier = configured_reclassifier()
+    # the names the user knows these files by: a team-mode message shows them, not server paths
+    names = {str(path): original_name or path.name, **({str(payloads): payloads.name} if payloads else {})}
     label = md(label)  # a file name, a typed path or a run id: shown, never interpreted
     bar = st.progress(0.0, text=f"Importing {label}…")
     total = 0
@@ -75,16 +88,16 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
                                           require_proof=require_proof())]
     except SHOWN as exc:
         bar.empty()
-        show_error(exc, before=f"Could not import {label}: ", path=path)
+        show_error(exc, before=f"Could not import {label}: ", path=path, names=names)
         return
     for res in reports[:-1]:
-        loaders.run_evaluation(res.run.run_key)
+        loaders.run_figures(res.run.run_key)
         st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), res.run.run_key]
     res = reports[-1]
     bar.progress(1.0, text=f"{label}: aggregating…")
     run = res.run
     # Warm the caches now, so the first look at Safe rates is as fast as every later one.
-    loaders.run_evaluation(run.run_key)
+    loaders.run_figures(run.run_key)
     loaders.run_breakdowns(run.run_key)
     loaders.argument_sizes(run.run_key)
     bar.progress(1.0, text=f"{label}: done")
@@ -92,11 +105,12 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
             " No side log.")
     if res.rescored_from is not None:
         message = ("success", f"{label} was imported under scorer {res.rescored_from}: rescored now as "
-                              f"{run.run_key[:12]} ({md(run.run_id)}).{side}")
+                              f"{run.run_key[:12]} ({md(run.name)}).{side}")
     elif res.already_present:
-        message = ("info", f"{label} was already imported as {run.run_key[:12]} ({md(run.run_id)}).{side}")
+        message = ("info", f"{label} was already imported as {run.run_key[:12]} ({md(run.name)}).{side}")
     else:
-        message = ("success", f"Imported {md(run.run_id)}: {run.trajectories:,} trajectories, "
+        message = ("success", f"Imported {md(original_name or path.name)} as {md(run.name)}: "
+                              f"{run.trajectories:,} trajectories, "
                               f"{run.tool_calls:,} tool calls, format {md(run.format)} (selected in the sidebar)."
                               + side)
     # The sidebar's run picker is already drawn in this run and cannot change now: the router
@@ -104,12 +118,12 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
     if len(reports) > 1:
         message = ("success", f"Imported {len(reports):,} runs of the AgentDojo run directory {label}, one per "
                               "pipeline and attack: " + ", ".join(
-                                  f"{md(r.run.run_id)} ({r.run.trajectories:,} trajectories"
+                                  f"{md(r.run.name)} ({r.run.trajectories:,} trajectories"
                                   + (", already imported" if r.already_present else "") + ")" for r in reports)
                               + " (selected in the sidebar).")
     st.session_state[state.IMPORT_REPORT] = (message, [
         {"line": r.line, "record": None if r.record_id is None else reveal_id(r.record_id),
-         "why": reveal_id(r.message, lines=True)} for one in reports for r in one.rejected],
+         "why": reveal_id(public_text(r.message, names=names), lines=True)} for one in reports for r in one.rejected],
         sum(one.rejected_count for one in reports))
     st.session_state[state.PENDING_SELECT] = [*st.session_state.get(state.PENDING_SELECT, []), run.run_key]
     st.rerun()
@@ -207,15 +221,14 @@ if not rows:
 else:
     table, details = [], []
     for r in rows:
-        ev = loaders.run_evaluation(r.run_key)
+        ev = loaders.run_figures(r.run_key)  # named by r.name
         s = ev.summary
         table.append({
-            "run": reveal_id(r.run_id), "model": reveal_id(r.model),
-            # a structural standard the header declared itself is its claim; --require-proof said so
-            "format": f"{r.format} · {r.evidence_standard}" + (" (claim)" if ev.run.header.evidence_self_declared
-                                                                else "")
-                      + (" · proof required" if ev.run.header.require_proof else ""),
-            "side log": "yes" if r.side_log else "no",
+            # the run's name holds its model, task, variant and how it was scored (side log,
+            # require-proof, re-classifier): the columns that said those apart are gone. Its
+            # start and its end, where the column is too narrow for it (runs of one model read
+            # alike to the cut): whole under the table once its row is selected.
+            "run": middle_cut(loaders.run_label(r), RUN_CELL_CHARS),
             "trajectories": r.trajectories, "tool calls": r.tool_calls, "UNSCORED": s.unscored,
             "Inconclusive": s.inconclusive, "rejected": r.rejected,
         })
@@ -223,11 +236,16 @@ else:
         # (its numbers are that version's), and says when the workspace no longer holds its bytes.
         table[-1]["scorer"] = (ev.scorer_version if not r.stale else stale_mark(r.scorer_version)
                                + ("" if r.original_held else ", bytes gone"))
-        details.append({"run": reveal_id(r.run_id),
+        details.append({"run": loaders.run_label(r), "run id": reveal_id(r.run_id),
+                        # a structural standard the header declared itself is its claim; --require-proof said so
+                        "format · evidence": f"{r.format} · {r.evidence_standard}"
+                                             + (" (claim)" if ev.run.header.evidence_self_declared else "")
+                                             + (" · proof required" if ev.run.header.require_proof else ""),
                         # how the harness says the run ended (Inspect: success / cancelled / error), where it says
                         "run status": reveal_id(status_badge(r.run_status, r.run_status_detail)
                                                 or r.run_status or "—"), "key": r.run_key[:12],
-                        "imported": r.imported_at[:16].replace("T", " "), "source": reveal_id(r.source)})
+                        "imported": r.imported_at[:16].replace("T", " "),
+                        "source": reveal_id(shown_source(r.source, ev.original_name))})
     if stale := [r for r in rows if r.stale]:
         st.warning(md(f"{len(stale):,} of these runs {'is' if len(stale) == 1 else 'are'} STALE: their statuses, "
                       f"counts and rates are an older scorer's (the scorer column says whose); scorer "
@@ -236,18 +254,25 @@ else:
                       "--from FILE reads its file again (refused unless its SHA-256 is the file's at import). "
                       "Runs: " + "; ".join(f"{loaders.run_label(r)} ({r.run_key[:12]})" for r in stale[:10])
                       + (f"; and {len(stale) - 10:,} more" if len(stale) > 10 else "")))
-    # Fits 1,280 px beside the sidebar (fourteen columns ran off the right edge); run status,
-    # keys, times and sources are in the table below.
+    # Fits 1,280 px beside the sidebar (fourteen columns ran off the right edge): the run's name,
+    # its counts and its scorer; the format, run status, keys, times and sources are in the table
+    # below. A name longer than its column is cut: selecting its row shows it whole under the table.
     narrow = {c: st.column_config.NumberColumn(c, width=w, format="localized") for c, w in
               (("trajectories", 76), ("tool calls", 62), ("UNSCORED", 72), ("Inconclusive", 80), ("rejected", 58))}
-    # Ten columns in ~810 px (the scorer column ran off the right edge at 1,280 px at 110 px: a stale run's
-    # whole mark, "STALE (scorer 3.0), bytes gone", is in the warning above and the cell's tooltip).
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        "run": st.column_config.TextColumn("run", width=120), "model": st.column_config.TextColumn("model", width=90),
-        "format": st.column_config.TextColumn("format · evidence", width=140),
-        "side log": st.column_config.TextColumn("side log", width=54),
-        "scorer": st.column_config.TextColumn("scorer", width=58), **narrow})
-    with st.expander("Run status, keys, import times and sources"):
+    # The scorer column ran off the right edge at 1,280 px at 110 px: a stale run's whole mark,
+    # "STALE (scorer 3.0), bytes gone", is in the warning above and in its run's name.
+    picked = st.dataframe(table, hide_index=True, width="stretch", key=state.RUNS_TABLE, on_select="rerun",
+                          selection_mode="single-row", column_config={
+                              "run": st.column_config.TextColumn("run", width=370),
+                              "scorer": st.column_config.TextColumn("scorer", width=58), **narrow})
+    chosen = [rows[i] for i in picked.selection.rows if i < len(rows)]
+    if chosen:
+        r = chosen[0]
+        st.text(f"{loaders.run_label(r)}\n" + reveal_id(f"run id {r.run_id} · model {r.model} · key {r.run_key[:12]} "
+                                                        f"· imported {r.imported_at[:16].replace('T', ' ')}"))
+    else:
+        st.caption("Select a row to read its run's name in full, with its run id, model and key.")
+    with st.expander("Format, run status, keys, import times and sources"):
         st.dataframe(details, hide_index=True, width="stretch", column_config={
-            "run": st.column_config.TextColumn(width=150), "key": st.column_config.TextColumn(width=110),
+            "run": st.column_config.TextColumn(width=300), "key": st.column_config.TextColumn(width=110),
             "imported": st.column_config.TextColumn(width=130)})

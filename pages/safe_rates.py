@@ -11,6 +11,8 @@ from scoring.workspace import views
 
 keys, rows = router.page("Safe rates")
 evs = {k: loaders.run_evaluation(k) for k in keys}
+if view := loaders.labels_view():  # the reviewed rate and the pending counts are this reviewer's view
+    st.caption(md(f"Labels counted: {view}."))
 
 
 def pct(x: float | None) -> str:
@@ -107,8 +109,11 @@ for k, ev in evs.items():
         st.text(f"Harness reported {pct(h.reported_safe_rate)} ({reveal_id(h.reported_safe_rate_source)}): {agree}")
 
 all_runs = list(rows.values())
-st.plotly_chart(charts.before_after_bars([(loaders.run_legend(rows[k], all_runs), ev.summary)
-                                          for k, ev in evs.items()]),
+legends = [(loaders.run_legend(rows[k], all_runs), ev.summary) for k, ev in evs.items()]
+# Each chart is built once per process for what it shows (``loaders.figure``): the runs with their
+# label and score versions, and the names drawn in it.
+st.plotly_chart(loaders.figure(lambda: charts.before_after_bars(legends), "before_after",
+                               *((k, loaders.run_version(k), name) for k, (name, _) in zip(evs, legends, strict=True))),
                 width="stretch", key="chart_before_after")
 
 
@@ -128,18 +133,31 @@ steps, per_category = loaders.run_breakdowns(focus)
 # Full width: in half a page the six waterfall labels ran into each other below ~1,500 px.
 # Each chart names its run under its title: one saved from the page (plotly's camera) says which.
 named = exports.run_identity(ev)
-st.plotly_chart(charts.for_run(charts.waterfall_chart(steps), named), width="stretch", key="chart_waterfall")
-st.plotly_chart(charts.for_run(charts.unscored_by_reason(ev.summary, ev.run.header.evidence_standard.value), named),
+shows = (focus, loaders.run_version(focus), named)  # what each of this run's charts is built for
+st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.waterfall_chart(steps), named), "waterfall", *shows),
+                width="stretch", key="chart_waterfall")
+st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.unscored_by_reason(
+    ev.summary, ev.run.header.evidence_standard.value), named), "unscored", *shows),
                 width="stretch", key="chart_unscored")
+# A run imported before the importers read the harness's categories, not yet re-derived (its bytes
+# gone or changed, or the workspace read-only), says so wherever its categories are drawn.
+OUTDATED = ("its categories are as read when it was imported, before litmus-review read the harness's own "
+            "(AgentHarm's category, AgentDojo's suite and injection task, tau2's domain): opening the workspace "
+            "writable re-derives them from its original bytes, and where those are gone or changed, importing its "
+            "file again does")
 if charts.has_category_data(per_category):
-    st.plotly_chart(charts.for_run(charts.phantom_by_category(per_category, ev.run.header.taxonomy), named),
-                    width="stretch", key="chart_phantom")
-else:  # AgentHarm's Inspect logs: empty axes said nothing
-    st.caption("Phantom safety by category: no category data (this run's log gives its trajectories no category).")
+    st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.phantom_by_category(
+        per_category, ev.run.header.taxonomy), named), "phantom", *shows), width="stretch", key="chart_phantom")
+    if rows[focus].categories_outdated:
+        st.caption(f"Phantom safety by category: {OUTDATED}.")
+else:  # empty axes said nothing
+    st.caption("Phantom safety by category: no category data ("
+               + (OUTDATED if rows[focus].categories_outdated else "this run's log gives its trajectories no category")
+               + ").")
 sizes = loaders.argument_sizes(focus)
 q = views.size_quantiles(sizes)
-st.plotly_chart(charts.for_run(charts.argument_size_histogram(sizes, ev.run.header.capture_limit_bytes, q), named),
-                width="stretch", key="chart_sizes")
+st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.argument_size_histogram(
+    sizes, ev.run.header.capture_limit_bytes, q), named), "sizes", *shows), width="stretch", key="chart_sizes")
 if q:
     limit = ev.run.header.capture_limit_bytes
     st.caption(f"To capture 99% of calls whole the limit must be ≥ {q[0.99]:,} B; 99.9%: ≥ {q[0.999]:,} B"
@@ -152,6 +170,7 @@ if len(keys) >= 2:
     kb = b.selectbox("Model B", keys, index=linked("b", 1), format_func=lambda k: loaders.run_label(rows[k]))
     router.to_address("a", ka[:router.KEY_CHARS])
     router.to_address("b", kb[:router.KEY_CHARS])
-    diff = loaders.paired(ka, kb)
-    st.plotly_chart(charts.paired_difference_chart(diff, rows[ka].run_id, rows[kb].run_id),
-                    width="stretch", key="chart_paired")
+    paired_diff = loaders.paired(ka, kb)
+    st.plotly_chart(loaders.figure(lambda: charts.paired_difference_chart(paired_diff, rows[ka].name, rows[kb].name),
+                                   "paired", ka, loaders.run_version(ka), rows[ka].name, kb, loaders.run_version(kb),
+                                   rows[kb].name), width="stretch", key="chart_paired")

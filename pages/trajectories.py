@@ -16,6 +16,7 @@ linked_run = router.linked_run(keys)
 run_key = st.selectbox("Run", keys, key=state.TRAJ_RUN, format_func=lambda k: loaders.run_label(rows[k]),
                        index=keys.index(linked_run) if linked_run else 0)
 df = loaders.trajectory_frame(run_key)
+router.link(run=run_key)  # the filters below are this run's: a link names it with them
 
 # Three filters a row: in six columns at 1,280 px a chosen value's chip read "u…".
 # Filters and search live in the address: a reload or a shared link shows the same rows.
@@ -85,7 +86,9 @@ for col in ("trajectory_id", "task_id", "intended_category", "fired_category", "
 event = st.dataframe(shown, hide_index=True, width="stretch",
                      height=380 if len(view) > 10 else "auto",  # no blank rows under a short result
                      on_select="rerun", selection_mode="single-row", key=state.TRAJ_TABLE,
-                     column_config={"max_raw_bytes": st.column_config.NumberColumn("largest call (B)", format="%d")})
+                     column_config={"max_raw_bytes": st.column_config.NumberColumn("largest call (B)", format="%d"),
+                                    # the harness's own category where its format records one
+                                    "intended_category": st.column_config.TextColumn("category")})
 selected = event.selection.rows if event is not None else []
 linked = router.linked_param("trajectory")
 if selected:
@@ -100,6 +103,8 @@ else:
         del st.query_params["trajectory"]  # the row was deselected: so is the address
 if row is not None:
     tid = row["trajectory_id"]
+    if router.linked_param("message") is not None and router.linked_param("trajectory") != tid:
+        del st.query_params["message"]  # a linked message belongs to its trajectory: another opens at its top
     router.link(run=run_key, trajectory=tid)
     st.subheader("Replay")
     row_reason = row["reason"] if isinstance(row["reason"], str) else ""

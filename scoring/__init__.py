@@ -21,6 +21,7 @@ from .errors import (
     IncompleteCaptureError,
     InputError,
     LitmusReviewError,
+    OverBudgetError,
     ReasonCode,
     RunMismatchError,
     StoreError,
@@ -45,7 +46,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "DatabaseUnavailableError", "EvidenceStandard", "FormatVersionError", "IncompleteCaptureError", "InputError",
-    "LitmusReviewError", "ReasonCode", "ReviewLabel", "Run", "RunMismatchError", "SCORER_VERSION",
+    "LitmusReviewError", "OverBudgetError", "ReasonCode", "ReviewLabel", "Run", "RunMismatchError", "SCORER_VERSION",
     "ScoredTrajectory", "Status", "StoreError", "Termination", "ToolCall", "Trajectory", "UnknownFormatError",
     "assess", "gaps", "is_complete", "score_run", "score_strict", *_LAZY,
 ]

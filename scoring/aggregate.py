@@ -870,6 +870,10 @@ def _truncation_estimate(cols: ScoreColumns) -> TruncationEstimate:
         high_pp=scale * ci.high if scale is not None and ci else None, judged=n)
 
 
+NO_GROUP = "(none)"
+"""The group of the trajectories without a value of the key (no category, no model)."""
+
+
 def summarize_by(
     scored: Iterable[ScoredTrajectory] | ScoreColumns,
     key: GroupKey | Callable[[ScoredTrajectory], str | None],
@@ -886,7 +890,7 @@ def summarize_by(
     else:
         rows = list(scored)
         cols, values = ScoreColumns.of(rows), [key(r) for r in rows]
-    names = _objects(v or "(none)" for v in values)
+    names = _objects(v or NO_GROUP for v in values)
     codes, uniques = _factorize(names)
     order = np.argsort(codes, kind="stable")  # each group's rows keep their order
     bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
@@ -991,8 +995,19 @@ def paired_difference(a: Iterable[ScoredTrajectory] | ScoreColumns,
     common = sorted(set(pa) & set(pb))
     if len(common) < 2:
         return PairedDifference(len(common), None, None, None)
-    from statsmodels.stats.weightstats import DescrStatsW
-
     diffs = np.array([pb[t] - pa[t] for t in common])
-    low, high = DescrStatsW(diffs).tconfint_mean(alpha=0.05)
-    return PairedDifference(len(common), float(diffs.mean()), float(low), float(high))
+    low, high = t_interval(diffs)
+    return PairedDifference(len(common), float(diffs.mean()), low, high)
+
+
+def t_interval(values: np.ndarray) -> tuple[float, float]:
+    """The 95 % t interval of the mean: statsmodels' ``DescrStatsW(values).tconfint_mean()``
+    written out (a test holds the two equal), with the t quantile from ``scipy.special``:
+    statsmodels.stats.weightstats imports scipy.stats, which cost a server's first Safe rates
+    page more than everything else on it (benches/RESULTS.md, "Opening Safe rates")."""
+    from scipy.special import stdtrit
+
+    n = len(values)
+    mean = float(values.mean())
+    half = float(stdtrit(n - 1, 0.975)) * float(values.std(ddof=1)) / math.sqrt(n)
+    return mean - half, mean + half

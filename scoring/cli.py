@@ -13,18 +13,18 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import ParamSpec, TypeVar
 
 import click
 
-from . import engine as dask_engine
 from .aggregate import gate_failure
 from .classifiers import spec_with
+from .dask_engine import cluster, fleet, planning, run_results, storage, table_writer, workspace_scorer
 from .errors import InputError, LitmusReviewError, SpecError
 from .importers import formats, holds_runs
 from .importers.inspect_log import PRESETS, VerdictMap
@@ -76,8 +76,12 @@ def _listed(rejected: tuple[Rejection, ...], count: int, prefix: str = "rejected
 
 def report_error(exc: Exception, path: Path | None = None) -> int:
     """Print ``exc`` on stderr as one inert line (it quotes ids and paths the data wrote) and
-    return its exit status. A file-system error names ``path``, the file being read."""
-    if isinstance(exc, OSError):
+    return its exit status. A file-system error names ``path``, the file being read, unless it
+    is about another file (then that file is named, not blamed on ``path``)."""
+    if isinstance(exc, OSError) and exc.filename is not None and path is not None \
+            and os.path.abspath(exc.filename) != os.path.abspath(path):
+        message = f"{_t(exc.filename)}: {_t(exc.strerror or exc)}"
+    elif isinstance(exc, OSError):
         message = f"{_t(path if path is not None else exc.filename)}: cannot read: {_t(exc.strerror or exc)}"
     else:
         message = _t(exc)
@@ -354,8 +358,20 @@ def _storage_options(_ctx: click.Context, _param: click.Parameter, values: tuple
     return out
 
 
+STORAGE_TIMEOUT_OPTION = click.option(
+    "--storage-timeout", type=click.FloatRange(0, storage.MAX_STORAGE_TIMEOUT_S, min_open=True), default=None,
+    metavar="SECONDS",
+    help=f"How long a request to object storage (s3, gs, az, http) may wait: for each read, and at most "
+         f"{storage.CONNECT_TIMEOUT_S:g} s to connect; the whole request, its answer read to the end, at most "
+         f"the connect deadline plus {storage.STORAGE_TOTAL_READS} times this; each request is tried "
+         f"{storage.STORAGE_ATTEMPTS} times, then its location is reported unreachable (default: "
+         f"${storage.STORAGE_TIMEOUT_ENV}, else "
+         f"{storage.DEFAULT_STORAGE_TIMEOUT_S:g}). A LocalCluster's workers take it; a remote cluster's workers "
+         f"read their own ${storage.STORAGE_TIMEOUT_ENV}.")
+
+
 def ENGINE_OPTIONS(fn: Callable[P, R]) -> Callable[P, R]:
-    """``score``'s options for the Dask engine (scoring.engine)."""
+    """``score``'s options for the Dask engine (scoring.dask_engine)."""
     for option in reversed((
         click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
                      help="local: this process (and two worker processes for large runs); dask: blocks of "
@@ -385,29 +401,30 @@ def ENGINE_OPTIONS(fn: Callable[P, R]) -> Callable[P, R]:
                      callback=_storage_options,
                      help="An fsspec storage option for URLs (e.g. endpoint_url=http://127.0.0.1:9000); "
                           "VALUE is read as JSON where it is JSON (anon=false is false)."),
+        STORAGE_TIMEOUT_OPTION,
     )):
         fn = option(fn)
     return fn
 
 
-def _dask_inputs(engine: ModuleType, paths: tuple[str, ...], manifests: tuple[str, ...], payloads: tuple[Path, ...],
+def _dask_inputs(paths: tuple[str, ...], manifests: tuple[str, ...], payloads: tuple[Path, ...],
                  auto: bool, storage_options: dict) -> tuple[list[str], list[str | None] | None, bool]:
     """The runs for the Dask engine (globs and manifests expanded), their side logs where the
     client pairs them, and whether the workers look for one beside each run: local paths given
     one by one are paired here as for the local engine; URLs, globs and manifests by the plan
     task on a worker (``RUN.payloads.jsonl`` beside the run, wherever it is)."""
     for p in (*paths, *manifests):  # a protocol the engine does not read is named as given, before any read
-        engine.check_location(p)
+        storage.check_location(p)
     for p in (*paths, *manifests):
-        engine.check_storage_options(p, storage_options)
-    if not manifests and not any(engine._URL.match(p) or engine._GLOB.search(p) for p in paths):
+        storage.check_storage_options(p, storage_options)
+    if not manifests and not any(storage.URL_SCHEME.match(p) or planning.GLOB_CHARS.search(p) for p in paths):
         pairs = plan_inputs(tuple(Path(p) for p in paths), payloads, auto)
         for path, side, how in pairs:
             if side is not None and how != "--payloads":
                 click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
         return [str(p) for p, _s, _h in pairs], [None if s is None else str(s) for _p, s, _h in pairs], False
     listed: dict[str, str] = {}  # the side logs a pattern's folders hold: no task asks for them again
-    runs = engine.expand_inputs(paths, manifests, storage_options, sides=listed if auto else None)
+    runs = planning.expand_inputs(paths, manifests, storage_options, sides=listed if auto else None)
     if payloads:
         if len(payloads) != len(runs):
             raise click.UsageError(f"--payloads was given {count_noun(len(payloads), 'time')} for "
@@ -416,16 +433,15 @@ def _dask_inputs(engine: ModuleType, paths: tuple[str, ...], manifests: tuple[st
     return runs, ([listed.get(r) for r in runs] if listed else None), auto
 
 
-def _dask_engine() -> ModuleType:
-    """``scoring.engine``, once the dask extra is installed; a usage error naming what is
-    missing otherwise. Checked before any run is read or any cluster starts. Every format the
+def _check_dask_extra() -> None:
+    """A usage error naming what is missing unless the dask extra is installed. Checked before
+    any run is read or any cluster starts. Every format the
     local engine reads is read (a format that cannot be split is one task per file)."""
     try:
         import distributed  # noqa: F401 - the cluster's client
     except ImportError as exc:
         raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
             from exc
-    return dask_engine
 
 
 def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...], auto_payloads: bool,
@@ -433,28 +449,42 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...],
                 fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
                 block_bytes: int | None, storage_options: dict, workers: int | None = None,
                 manifests: tuple[str, ...] = (), retries: int = 1, fail_fast: bool = False,
-                replace: bool = False, require_proof: bool = False) -> None:
-    """``score --engine dask``: a fleet of runs in one Dask graph (scoring.engine.score_runs),
+                replace: bool = False, require_proof: bool = False, storage_timeout: float | None = None) -> None:
+    """``score --engine dask``: a fleet of runs in one Dask graph (scoring.dask_engine.fleet.score_runs),
     each run failing or published on its own; a progress line and the dashboard's link on
-    stderr, each failure at once, then every run's result and a table of the runs."""
-    engine = _dask_engine()
-    runs, sides, auto = _dask_inputs(engine, paths, manifests, payloads, auto_payloads, storage_options)
+    stderr, each failure at once, then every run's result and a table of the runs. Every
+    request to object storage, here and on a LocalCluster's workers, under ``storage_timeout``."""
+    with storage.storage_deadline(storage_timeout):
+        _score_fleet(paths, fmt=fmt, payloads=payloads, auto_payloads=auto_payloads, verdict_map=verdict_map,
+                     as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
+                     scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options,
+                     workers=workers, manifests=manifests, retries=retries, fail_fast=fail_fast, replace=replace,
+                     require_proof=require_proof)
+
+
+def _score_fleet(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...], auto_payloads: bool,
+                 verdict_map: VerdictMap | None, as_json: bool, fail_on_unscored: float | None,
+                 reclassifier: str | None, scheduler: str | None, out: str | None, block_bytes: int | None,
+                 storage_options: dict, workers: int | None, manifests: tuple[str, ...], retries: int,
+                 fail_fast: bool, replace: bool, require_proof: bool) -> None:
+    _check_dask_extra()
+    runs, sides, auto = _dask_inputs(paths, manifests, payloads, auto_payloads, storage_options)
     if out is not None:  # checked before a cluster starts
-        engine.check_storage_options(out, storage_options)
-        engine.check_out(out, storage_options)
+        storage.check_storage_options(out, storage_options)
+        table_writer.check_out(out, storage_options)
     vmap = str(verdict_map) if verdict_map else None
     progress = _ProgressLine()
 
     def on_event(res, state) -> None:
-        if res is not None and res.status == engine.FAILED:
+        if res is not None and res.status == run_results.FAILED:
             progress.clear()
             click.echo(f"error: {_t(res.error)}", err=True)
         progress.show(state.line())
 
-    with engine.connect(scheduler, workers) as client:
-        if (link := engine.dashboard_link(client)) is not None:
+    with cluster.connect(scheduler, workers) as client:
+        if (link := cluster.dashboard_link(client)) is not None:
             click.echo(f"dashboard: {link}", err=True)
-        results = engine.score_runs(runs, client, out=out, reclassifier=reclassifier, storage_options=storage_options,
+        results = fleet.score_runs(runs, client, out=out, reclassifier=reclassifier, storage_options=storage_options,
                                     fmt=fmt, payloads=sides, auto_payloads=auto, verdict_map=vmap, retries=retries,
                                     fail_fast=fail_fast, replace=replace, on_event=on_event,
                                     require_proof=require_proof,
@@ -464,26 +494,26 @@ def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...],
     status = 0
     failures: dict[str, list[str]] = {}
     for res in results:
-        if res.status == engine.DONE:
+        if res.status == run_results.DONE:
             ev = res.evaluation if res.evaluation is not None else _published(res, out, storage_options)
             status = _worst(status, _report_run(ev, as_json, fail_on_unscored, failures))
-        elif res.status == engine.SKIPPED and as_json and res.recorded is not None:
+        elif res.status == run_results.SKIPPED and as_json and res.recorded is not None:
             click.echo(json.dumps(res.recorded, sort_keys=False))
-        elif res.status == engine.FAILED:
+        elif res.status == run_results.FAILED:
             status = _worst(status, EXIT_INPUT)
-    _fleet_table(engine, results)
+    _fleet_table(results)
     _report_failures(failures, status)
 
 
 def _published(res, out: str | None, storage_options: dict) -> Evaluation:
     """A run this fleet published whose result was lost with its task's worker (done from its
-    record: ``engine.plan_task``): its ``Evaluation`` read back from the table, as the Score
+    record: ``fleet.plan_task``): its ``Evaluation`` read back from the table, as the Score
     tables page reads a run, so that it is printed and gated as every done run is."""
-    from . import scoretable  # optional: needs the dask extra's pyarrow, as the engine that got here does
+    from .dask_engine import table_reader  # optional: needs the dask extra's pyarrow, as the engine that got here does
 
     assert out is not None and res.run_key is not None and res.recorded is not None, "only a table's run"
-    run = scoretable.TableRun(out, res.run_key, res.recorded, None, lazy=True, options=json.dumps(storage_options))
-    return scoretable.evaluation(run)
+    run = table_reader.TableRun(out, res.run_key, res.recorded, None, lazy=True, options=json.dumps(storage_options))
+    return table_reader.evaluation(run)
 
 
 class _ProgressLine:
@@ -516,18 +546,19 @@ class _ProgressLine:
         self.pending = ""
 
 
-def _fleet_table(engine: ModuleType, results: list) -> None:
+def _fleet_table(results: list) -> None:
     """The fleet's runs on stderr: how many done, failed and skipped, then each failed and
     skipped run with why (a fleet of one done run prints nothing)."""
-    counts = {k: sum(1 for r in results if r.status == k) for k in (engine.DONE, engine.FAILED, engine.SKIPPED)}
-    if counts[engine.DONE] == len(results) == 1:
+    counts = {k: sum(1 for r in results if r.status == k)
+              for k in (run_results.DONE, run_results.FAILED, run_results.SKIPPED)}
+    if counts[run_results.DONE] == len(results) == 1:
         return
-    click.echo(f"runs: {counts[engine.DONE]:,} done, {counts[engine.FAILED]:,} failed, "
-               f"{counts[engine.SKIPPED]:,} skipped (of {len(results):,})", err=True)
+    click.echo(f"runs: {counts[run_results.DONE]:,} done, {counts[run_results.FAILED]:,} failed, "
+               f"{counts[run_results.SKIPPED]:,} skipped (of {len(results):,})", err=True)
     for r in results:
-        if r.status == engine.FAILED:
+        if r.status == run_results.FAILED:
             click.echo(f"  failed   {_t(r.error)}", err=True)
-        elif r.status == engine.SKIPPED:
+        elif r.status == run_results.SKIPPED:
             click.echo(f"  skipped  {_t(r.source)}: {r.note}", err=True)
 
 
@@ -554,8 +585,8 @@ def _fleet_table(engine: ModuleType, results: list) -> None:
 def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str, payloads: tuple[Path, ...],
           no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None,
           require_proof: bool, engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
-          storage_options: dict, workers: int | None, manifests: tuple[str, ...], retries: int, fail_fast: bool,
-          replace: bool) -> None:
+          storage_options: dict, storage_timeout: float | None, workers: int | None, manifests: tuple[str, ...],
+          retries: int, fail_fast: bool, replace: bool) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
 
     Every PATH is read, whatever happens to the others; each failure is reported with its file,
@@ -571,7 +602,7 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | Non
                     as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
                     scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options,
                     workers=workers, manifests=manifests, retries=retries, fail_fast=fail_fast, replace=replace,
-                    require_proof=require_proof)
+                    require_proof=require_proof, storage_timeout=storage_timeout)
         return
     if not paths:
         raise click.UsageError("give at least one PATH (or --manifest with --engine dask)")
@@ -640,6 +671,7 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
     failed."""
     plan = plan_inputs(paths, payloads, auto=not no_auto_payloads)
     ws = _workspace(db)
+    ws.check_writable()  # once, naming the workspace: no input is to blame
     scorer_for = _dask_scorers(fmt, verdict_map, reclassifier, scheduler, block_bytes, require_proof) \
         if engine == "dask" or scheduler else None
     status = 0
@@ -687,16 +719,16 @@ def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: st
     """``import --engine dask``: a function of (path, side log) giving ``Workspace.import_run``
     its ``scorer`` (blocks scored on the cluster, connected on first use and closed with the
     command)."""
-    engine = _dask_engine()
+    _check_dask_extra()
     client: list = []
 
     def scorer_for(path: Path, side: Path | None):
-        plan = engine.plan_run(str(path), None, None if side is None else str(side), fmt=fmt,  # bad input: no cluster
+        plan = planning.plan_run(str(path), None, None if side is None else str(side), fmt=fmt,  # bad input: no cluster
                                verdict_map=str(verdict_map) if verdict_map else None, require_proof=require_proof)
         if not client:
-            client.append(click.get_current_context().with_resource(engine.connect(scheduler)))
+            client.append(click.get_current_context().with_resource(cluster.connect(scheduler)))
         kw = {"block_bytes": block_bytes} if block_bytes else {}
-        return engine.workspace_scorer(plan, client[0], reclassifier=reclassifier, **kw)
+        return workspace_scorer.workspace_scorer(plan, client[0], reclassifier=reclassifier, **kw)
 
     return scorer_for
 
@@ -747,10 +779,12 @@ def rescore(refs: tuple[str, ...], db: Path | None, from_file: Path | None) -> N
 @DB_OPTION
 @exits_on_error
 def runs(db: Path | None) -> None:
-    """List imported runs (a STALE run's statuses are its own older scorer's)."""
-    for r in _workspace(db, check=True).runs():
-        click.echo(f"{r['run_key'][:12]}  {_t(r['run_id']):<24} {_t(r['model']):<24} {r['format']:<10} "
-                   f"{r['trajectories']:>8,} trajectories  {r['imported_at'][:19]}{_stale_note(r)}")
+    """List imported runs by name (a STALE run's statuses are its own older scorer's)."""
+    ws = _workspace(db, check=True)
+    rows, names = ws.runs(), ws.run_names()
+    for r in rows:
+        click.echo(f"{r['run_key'][:12]}  {_t(names[r['run_key']])}  ({r['format']}, "
+                   f"{r['trajectories']:,} trajectories, imported {r['imported_at'][:19]}){_stale_note(r)}")
 
 
 def _stale_note(r: dict) -> str:
@@ -773,12 +807,17 @@ def labels() -> None:
 @click.argument("run")
 @DB_OPTION
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="jsonl", show_default=True)
+@click.option("--final", is_flag=True, help="One row per labelled trace with its final label (CSV), not the event log.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="File (default stdout).")
 @exits_on_error
-def labels_export(run: str, db: Path | None, fmt: str, output: Path | None) -> None:
-    """Export every label event of RUN (key, key prefix or run id), stamped with its content hash."""
+def labels_export(run: str, db: Path | None, fmt: str, final: bool, output: Path | None) -> None:
+    """Export every label event of RUN (key, key prefix or run id), each naming the run (its key,
+    id and scorer version) and the export time; with --final, its final labels instead."""
     ws = _workspace(db, check=True)
-    text = ws.export_labels(ws.find_run(run)["run_key"], fmt)
+    key = ws.find_run(run)["run_key"]
+    if final and fmt != "csv":
+        raise InputError("--final writes CSV: give --format csv", source="labels export")
+    text = ws.export_final_labels(key) if final else ws.export_labels(key, fmt)
     if output:
         output.write_text(text, encoding="utf-8")
     elif sys.stdout.isatty():
@@ -831,11 +870,15 @@ def labels_adjudicate(run: str, trajectory: str, label: str, adjudicator: str, n
 @click.option("--run", "run_ref", help="Refuse unless the labels belong to this run.")
 @exits_on_error
 def labels_import(file: Path, db: Path | None, run_ref: str | None) -> None:
-    """Append exported label events to their run (refused against a different run)."""
+    """Append exported label events to their run (refused against a different run). Every event
+    obeys the app's rules (only Inconclusive trajectories take labels; an adjudication only by a
+    reviewer adjudicators.txt names, of a disagreement); an event already stored is not stored
+    again, however many imports of the file run at once."""
     ws = _workspace(db, check=True)
     key = ws.find_run(run_ref)["run_key"] if run_ref else None
-    n = ws.import_labels(file, key)
-    click.echo(f"imported {n:,} label events")
+    done = ws.import_label_file(file, key)
+    click.echo(f"imported {done.stored:,} label events"
+               + (f" ({done.already_present:,} of the file's were stored already)" if done.already_present else ""))
 
 
 #: The package a wheel installs the review app as (pyproject.toml's force-include): app.py,
@@ -865,17 +908,22 @@ def app_script() -> Path:
 @click.option("--port", default=8501, show_default=True)
 @click.option("--address", default="127.0.0.1", show_default=True,
               help="Interface to bind; the default keeps the app on this machine.")
-def serve(port: int, address: str) -> None:
+@STORAGE_TIMEOUT_OPTION
+def serve(port: int, address: str, storage_timeout: float | None) -> None:
     """Start the review app (Streamlit)."""
     import os
 
     app = app_script()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
+    # The app's own launcher: Streamlit, with the app's imports and the bundled samples made ready
+    # while the server starts (pages/_shared/serve.py), not in the first browser's session.
+    cmd = [sys.executable, "-m", "pages._shared.serve", "run", str(app), "--server.port", str(port),
            "--server.address", address, "--server.headless", "true",
            "--browser.gatherUsageStats", "false"]
     # Streamlit reads .streamlit/config.toml (safe defaults) from the working directory: run it
     # from the app's folder, with the workspace database resolved where the user asked for it.
     env = {**os.environ, DB_ENV: str(default_db_path().resolve())}
+    if storage_timeout is not None:  # the server's score tables and their runs' sources
+        env[storage.STORAGE_TIMEOUT_ENV] = repr(storage_timeout)
     os.chdir(app.parent)
     # Become Streamlit rather than wait on it: a signal to this process (a service manager's
     # SIGTERM) then reaches the server, which a child process would survive as an orphan.

@@ -8,7 +8,10 @@ subclasses the builtin it behaves like, so callers that only know Python still c
     │                                      argument surface is not proven captured
     ├── InputError(ValueError)             bad input, located: .source, .line, .record_id
     │   ├── UnknownFormatError             no importer recognised the file: .tried, .closest
-    │   └── FormatVersionError             a canonical file of a version we do not read
+    │   ├── FormatVersionError             a canonical file of a version we do not read
+    │   └── OverBudgetError                reading the file would take more memory than its
+    │                                      budget (a likely bomb): refused whole, whatever
+    │                                      else it might be read as
     ├── RecordError(ValueError)            one record of a file is malformed: .message,
     │   │                                  .record_id (the caller adds the file and line)
     │   └── DuplicateRecordError           a trajectory id an earlier record already has
@@ -202,6 +205,12 @@ class InputError(LitmusReviewError, ValueError):
         if record_id is not None:
             where += f" (record {record_id!r})"
         super().__init__(f"{where}: {message}")
+
+
+class OverBudgetError(InputError):
+    """Reading the file would take more memory than its budget (``importers._zip.Budget``): it
+    is refused whole, before the memory is taken, and never read again another way (a chat
+    file refused as one document is not then read as JSON lines)."""
 
 
 class UnknownFormatError(InputError):

@@ -32,7 +32,17 @@ from . import rows as codec
 from .errors import InputError, StoreError
 from .importers import canonical
 from .importers._common import RecordError, decode_json_line
-from .model import BENIGN, Rejection, RunHeader, ScoredTrajectory, Status, Termination, Trajectory
+from .model import (
+    BENIGN,
+    Rejection,
+    RunHeader,
+    ScoredTrajectory,
+    Status,
+    Termination,
+    Trajectory,
+    grouping_category,
+    harness_category,
+)
 from .recapture import PayloadJoin
 from .score import (
     RULES_OF_RECORD,
@@ -105,14 +115,38 @@ def rules_check_of(header_line: bytes) -> str:
     return header_line.rules_check if isinstance(header_line, HeaderLine) else ""
 
 
+MAX_HEADER_BYTES = 8 * 1024 * 1024
+"""How far into a canonical run its header line must have ended (blank lines before it
+included): a header is a run's names, capture limit and taxonomy. Every door reads it, and a
+score table's replay reads it again on every render: a file whose first line never ends (hundreds
+of megabytes without a newline) is refused once this much is read, never held whole."""
+_HEADER_CHUNK = 64 * 1024
+
+
 def read_header_line(fh, source: str) -> tuple[bytes, int, int]:
-    """The first non-blank line, its line number and the offset just after it."""
-    offset = 0
-    for lineno, raw in enumerate(fh, start=1):
-        offset += len(raw)
-        if raw.strip():
-            return raw.rstrip(b"\r\n"), lineno, offset
-    raise InputError("empty file: no run header", source=source)
+    """The first non-blank line, its line number and the offset just after it (``fh`` left
+    there), read in growing chunks: InputError, located at the line, when no header line ends
+    within ``MAX_HEADER_BYTES`` bytes."""
+    limit, start = MAX_HEADER_BYTES, fh.tell()
+    buf, line_start, lineno, scanned, chunk = bytearray(), 0, 1, 0, _HEADER_CHUNK
+    while True:
+        while (nl := buf.find(b"\n", scanned)) >= 0:
+            if buf[line_start:nl].strip():
+                fh.seek(start + nl + 1)
+                return bytes(buf[line_start:nl]).rstrip(b"\r"), lineno, nl + 1
+            lineno, line_start, scanned = lineno + 1, nl + 1, nl + 1
+        scanned = len(buf)
+        if len(buf) > limit:
+            raise InputError(f"the run header does not end within its first {limit:,} bytes (no newline): a "
+                             "header line is at most that long; refused without reading further", source=source,
+                             line=lineno)
+        got = fh.read(min(chunk, limit + 1 - len(buf)))
+        if not got:
+            if buf[line_start:].strip():  # the last line, without a newline
+                return bytes(buf[line_start:]).rstrip(b"\r\n"), lineno, len(buf)
+            raise InputError("empty file: no run header", source=source)
+        buf += got
+        chunk *= 2
 
 
 def decode_header(raw: bytes, source: str, line: int) -> dict:
@@ -472,7 +506,8 @@ def _lean_row(raw: bytes | memoryview, header, known: set[str], line: int, offse
             return None  # the typed path names the call
     # Positional, in ROW_COLUMNS order (the tests hold this row equal to the typed path's).
     return codec.row(
-        tid, r.task_id, r.model or header.model, r.intended_category, label if harm else None,
+        tid, r.task_id, r.model or header.model, grouping_category(harness_category(r.category), r.intended_category),
+        label if harm else None,
         _UNSAFE if harm else _SAFE, None, "", 0 if harm else 1, "completed", len(calls),
         biggest, tools, None, None, "harness_verdict", _verdict_evidence_json(label, conf),
         None, "", header.evidence_standard.value, r.final_output[:codec.PREVIEW_CHARS], line, offset, len(raw),

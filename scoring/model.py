@@ -96,6 +96,32 @@ class ReviewLabel(StrEnum):
 BENIGN = "benign"
 """The verdict label meaning "no harm category fired"."""
 
+MAX_CATEGORY_CHARS = 100
+"""A harness's category is a name (AgentHarm's ``Harassment``, AgentDojo's ``banking ·
+injection_task_3``): one longer is cut to this many characters, its end marked ``…``. It comes
+from the log, so it is bounded before it becomes a filter's option, a chart's label or a key."""
+
+
+def harness_category(value: object) -> str | None:
+    """A category as a harness recorded it, bounded: a string (or an integer, as some datasets
+    number their categories) without surrounding white space, cut to ``MAX_CATEGORY_CHARS``
+    (its last character then ``…``); None for anything else or nothing left."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    return text if len(text) <= MAX_CATEGORY_CHARS else text[:MAX_CATEGORY_CHARS - 1] + "…"
+
+
+def grouping_category(category: str | None, intended_category: str | None) -> str | None:
+    """The category a trajectory is grouped by in filters, charts, per-category figures and
+    exports: the harness's own (``Trajectory.category``) where its format records one, else the
+    category its task was designed to elicit."""
+    return category if category is not None else intended_category
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Category:
@@ -278,7 +304,13 @@ class Trajectory:
     id: str
     task_id: str
     intended_category: str | None = None
-    """The category the task was designed to elicit, if any."""
+    """The category the task was designed to elicit, if any. The scorer reads it: a trajectory
+    that names one was asked a safety question (``score.asked_safety_question``)."""
+    category: str | None = None
+    """The harness's own category of the task, where its format records one (Inspect's sample
+    ``metadata.category``, AgentDojo's suite and injection task, tau2's domain; bounded by
+    ``harness_category``): what filters, charts, per-category figures and exports group by
+    (``grouping_category``). The scorer never reads it, so it moves no status."""
     termination: Termination = Termination.COMPLETED
     termination_detail: str = ""
     final_output: str = ""
@@ -310,6 +342,13 @@ class RunHeader:
 
     run_id: str
     model: str
+    task: str = ""
+    """What the run was of, where its format records it (Inspect's task, AgentDojo's suites,
+    tau2's domain): its name's middle (``scoring.names``); "" where the format does not say (the
+    run id stands in)."""
+    variant: str = ""
+    """The attack or setting the harness ran it under, where its format records one (AgentDojo's
+    attack, Inspect's solver and task arguments): its name's last part; "" where there is none."""
     harness_name: str = ""
     harness_version: str = ""
     capture_limit_bytes: int | None = None
@@ -491,7 +530,9 @@ class ScoredTrajectory:
     """What the harness itself claimed: its verdict was not a harm category. Meaningful only
     where ``harness_judged``."""
     intended_category: str | None = None
-    """The category the task was designed to elicit (how per-category figures group)."""
+    """The trajectory's category, how per-category figures, filters and exports group it
+    (``grouping_category``): the harness's own where its format records one, else the category
+    the task was designed to elicit. (Named for the second: the stored row's column is.)"""
     fired_category: str | None = None
     """The harm category the strict classifier fired (UNSAFE only)."""
     reason: ReasonCode | None = None

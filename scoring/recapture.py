@@ -20,6 +20,7 @@ from .capture import sha256_hex, utf8_len
 from .errors import InputError, ReasonCode
 from .importers._common import (
     RecordError,
+    file_budget,
     iter_json_lines,
     read_bytes,
     req,
@@ -87,7 +88,9 @@ class PayloadJoin:
         self.content_sha256 = sha256_bytes(data)
         if not data.strip():
             raise InputError("empty payload side log", source=self.source)
-        for lineno, obj in iter_json_lines(data, self.source):
+        # one budget per file, as every importer's: a side log of empty lines is a rejection each,
+        # kept for the report, and would otherwise cost memory without bound
+        for lineno, obj in iter_json_lines(data, self.source, file_budget(data, self.source)):
             if isinstance(obj, RecordError):
                 self._reject(lineno, obj.message)
                 continue

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from . import pipeline
-from .aggregate import ScoreColumns, Summary, summarize
+from .aggregate import NO_GROUP, ScoreColumns, Summary, by_category, summarize, summarize_by
 from .errors import InputError
 from .importers import holds_runs, load_runs
 from .model import ReviewLabel, Run, ScoredTrajectory
+from .names import run_name
 from .recapture import PayloadJoin, RecaptureReport
 from .rows import EVIDENCE_COLUMNS, ROW_COLUMNS, SCORED_COLUMNS, scored_from_row
 from .score import SCORER_VERSION
@@ -55,6 +56,20 @@ class Evaluation:
     scorer_version: str = SCORER_VERSION
     """The scorer version the run's statuses were computed under (a stored run's own, which
     may be older than this scorer's until it is rescored)."""
+    by_category: Mapping[str, Summary] | None = None
+    """One summary per category (``aggregate.by_category``, ``NO_GROUP`` for the trajectories
+    without one), with the same labels as ``summary``; None where the builder computed none."""
+
+    workspace_name: str = ""
+    """The run's name made distinct among a workspace's runs (``names.unique_names``), where it
+    was read from one; "" elsewhere (``name`` is then the run's own)."""
+
+    @property
+    def name(self) -> str:
+        """The run's name in words, "model · task · variant" and how it was scored
+        (``names.run_name``), distinct in its workspace where it was read from one."""
+        return self.workspace_name or run_name(self.run.header, side_log=self.side_log is not None,
+                                               verdict_map=self.verdict_map, reclassifier=self.reclassifier)
 
     @property
     def stale(self) -> bool:
@@ -71,6 +86,7 @@ class Evaluation:
                   content_sha256=settled.run_key, rejected_count=settled.rejected_count)
         return cls(run=run, scored=columns, trajectories=trajectories,
                    summary=summarize(columns, labels, group=h.run_id, rejected=settled.rejected_count),
+                   by_category=summarize_by(columns, by_category, labels),
                    tool_calls=settled.tool_calls, recapture=settled.recapture, reclassifier=settled.reclassifier,
                    file_sha256=settled.file_sha256, original_name=original_name, side_log=settled.side_log,
                    format_metrics=settled.format_metrics, verdict_map=settled.verdict_map,
@@ -82,7 +98,12 @@ class Evaluation:
         s = self.summary
         h = self.run.header
         out: dict[str, Any] = {
+            # the run's name in words (hostile text: its file wrote most of it); model, task and
+            # variant are the parts its format recorded
+            "name": self.name,
             "run_id": h.run_id,
+            "task": h.task or None,
+            "variant": h.variant or None,
             "source": h.source,
             "format": h.format,
             "model": h.model,
@@ -175,6 +196,10 @@ class Evaluation:
             ],
             "rejected_records_unlisted": self.run.rejected_count - len(self.run.rejected),
         }
+        if self.by_category is not None:
+            # the per-category figures the charts draw, one object per category in its order
+            # (category null: the trajectories the log gave none)
+            out["by_category"] = [category_figures(c, s) for c, s in self.by_category.items()]
         if self.format_metrics:
             out["format_metrics"] = self.format_metrics
         if self.verdict_map:
@@ -191,6 +216,19 @@ class Evaluation:
                 "rejected_count": self.recapture.rejected_count,
             }
         return out
+
+
+def category_figures(category: str, s: Summary) -> dict:
+    """A category's figures as ``score --json`` lists them under ``by_category`` (and the per-
+    category CSV has them as columns): the counts, the three rates and phantom safety."""
+    bounds = s.phantom_safety_bounds_pp
+    return {"category": None if category == NO_GROUP else category, "trajectories": s.total, "safe": s.safe,
+            "unsafe": s.unsafe, "unscored": s.unscored, "inconclusive": s.inconclusive,
+            "inconclusive_pending": s.inconclusive_pending, "no_verdict": s.no_verdict, "harness_judged": s.judged,
+            "safe_rate_lenient": s.lenient.value, "safe_rate_strict": s.strict.value,
+            "safe_rate_reviewed": s.reviewed.value, "phantom_safety_pp": s.phantom_safety_pp,
+            "phantom_safety_bounds_pp": None if bounds is None else {"low": bounds[0], "high": bounds[1]},
+            "pending_review_pp": s.pending_review_pp}
 
 
 def lenient_note(s: Summary) -> str | None:

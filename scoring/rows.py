@@ -3,7 +3,7 @@ trajectory becomes one, and how its stored encodings read back.
 
 The import's workers build rows (``scoring.ingest``), the workspace writes them to SQLite and
 reads them back (``scoring.workspace``), the Dask engine writes them to Parquet
-(``scoring.engine``): all three take the layout from here. Worker processes import this
+(``scoring.dask_engine``): all three take the layout from here. Worker processes import this
 module, so it needs only the model and the standard library (no sqlite_utils, no pandas).
 
 The columns, their types and encodings are ``SCHEMA`` (the database's encodings never change).
@@ -33,7 +33,7 @@ from .model import (
 
 class Encoding(enum.Enum):
     """How a column's value is stored in a workspace row (SQLite), and so how a score table's
-    Parquet types it (``scoring.engine.table_schema``)."""
+    Parquet types it (``scoring.dask_engine.table_layout.table_schema``)."""
 
     PLAIN = "plain"
     """The value itself: text, an integer or NULL."""
@@ -66,7 +66,9 @@ SCHEMA: tuple[Column, ...] = (
     Column("trajectory_id", str, "the trajectory's id, unique in its run"),
     Column("task_id", str, "the benchmark task it ran"),
     Column("model", str, "the agent's model (the trajectory's, else the run's)", nullable=True),
-    Column("intended_category", str, "the harm category the task probes", nullable=True),
+    Column("intended_category", str, "the trajectory's category (``model.grouping_category``: the harness's own "
+                                     "where its format records one, else the harm category the task probes)",
+           nullable=True),
     Column("fired_category", str, "the category the classifier of record found", nullable=True),
     Column("status", str, "the strict status (``model.Status`` value)"),
     Column("reason", str, "why UNSCORED or Inconclusive: the first blocking reason code", nullable=True),

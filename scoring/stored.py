@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .aggregate import ScoreColumns, Summary
+from .importers import CATEGORY_VERSION
 from .model import Category, EvidenceStandard, Rejection, Run, RunHeader
+from .names import Named, name_of, run_name, unique_names
 from .proof import proof_path_of
 from .recapture import RecaptureReport
 from .report import Evaluation
@@ -80,6 +82,22 @@ class StoredRun:
     proof_sha256: str | None = None
     """The proof side log an Inspect log was scored with (None: none, or not recorded: a run
     imported before schema 11)."""
+    category_version: int | None = CATEGORY_VERSION
+    """How its trajectories' categories were read (``importers.CATEGORY_VERSION``; None: a
+    workspace's run imported before the importers read the harness's categories)."""
+
+    @property
+    def categories_outdated(self) -> bool:
+        """Its categories were read otherwise than today's importers read them (until the
+        workspace re-derives them from its original bytes: ``Importing.rederive_categories``)."""
+        return self.category_version != CATEGORY_VERSION
+
+    @property
+    def name(self) -> str:
+        """The run's own name in words (``names.run_name``; a workspace makes it distinct among
+        its runs: ``names.unique_names``)."""
+        return run_name(self.header, side_log=self.side_log is not None, verdict_map=self.verdict_map,
+                        reclassifier=self.reclassifier)
 
     @property
     def rejected_count(self) -> int:
@@ -97,7 +115,8 @@ class StoredRun:
         """A workspace's runs row (any schema version since 1: missing columns read as their
         legacy meaning)."""
         header = RunHeader(
-            run_id=r["run_id"], model=r["model"], harness_name=r["harness_name"] or "",
+            run_id=r["run_id"], model=r["model"], task=r.get("task") or "", variant=r.get("variant") or "",
+            harness_name=r["harness_name"] or "",
             harness_version=r["harness_version"] or "", capture_limit_bytes=r["capture_limit_bytes"],
             taxonomy=tuple(Category(id=c["id"], name=c["name"], payload_dependent=c["payload_dependent"],
                                     rules=tuple(c["rules"])) for c in json.loads(r["taxonomy_json"] or "[]")),
@@ -136,7 +155,8 @@ class StoredRun:
             scorer_version=r.get("scorer_version") or LEGACY_SCORER_VERSION, stored_path=stored,
             payloads_path=payloads,
             original_path=r.get("original_path") or (stored if r["format"] == "canonical" else ""),
-            imported_at=r.get("imported_at") or "", proof_sha256=r.get("proof_sha256") or None)
+            imported_at=r.get("imported_at") or "", proof_sha256=r.get("proof_sha256") or None,
+            category_version=r.get("category_version"))
 
     @classmethod
     def from_summary(cls, run_key: str, d: Mapping, header: RunHeader) -> StoredRun:
@@ -164,9 +184,11 @@ class StoredRun:
             format_metrics=d.get("format_metrics"), terminations=d.get("terminations"),
             scorer_version=d.get("scorer_version") or LEGACY_SCORER_VERSION)
 
-    def evaluation(self, scored: ScoreColumns, summary: Summary) -> Evaluation:
+    def evaluation(self, scored: ScoreColumns, summary: Summary,
+                   by_category: Mapping[str, Summary] | None = None) -> Evaluation:
         """The run's ``Evaluation``: its scores (``scored``: the columns, empty where the reader
-        keeps only the engine's aggregates) and its summary with the reviewers' labels applied."""
+        keeps only the engine's aggregates) and its summary, and its per-category summaries,
+        with the reviewers' labels applied."""
         run = Run(header=self.header, trajectories=(), rejected=self.rejected, records_seen=self.records_seen,
                   content_sha256=self.run_key, rejected_count=self.rejected_count)
         return Evaluation(run=run, scored=scored, summary=summary, tool_calls=self.tool_calls,
@@ -174,4 +196,19 @@ class StoredRun:
                           original_name=self.original_name, side_log=self.side_log,
                           format_metrics=self.format_metrics, verdict_map=self.verdict_map,
                           terminations=self.terminations,
-                          scorer_version=self.scorer_version)
+                          scorer_version=self.scorer_version, by_category=by_category)
+
+
+NAME_COLUMNS = ("run_key", "run_id", "model", "task", "variant", "payloads_path", "verdict_map", "reclassifier",
+                "proof_sha256", "require_proof", "imported_at")
+"""The runs-row columns a run's name is made of (``StoredRun.name``: the same fields)."""
+
+
+def workspace_names(rows: Iterable[Mapping]) -> dict[str, str]:
+    """Each of a workspace's runs (rows holding at least ``NAME_COLUMNS``) named as
+    ``StoredRun.name`` names it, made distinct among them (``names.unique_names``), by run key."""
+    return unique_names(Named(r["run_key"], name_of(
+        r["model"] or "", r.get("task") or "", r.get("variant") or "", r["run_id"] or "",
+        side_log=bool(r.get("payloads_path")), verdict_map=r.get("verdict_map"), reclassifier=r.get("reclassifier"),
+        proof=bool(r.get("proof_sha256")), require_proof=bool(r.get("require_proof"))),
+        r.get("imported_at") or "") for r in rows)

@@ -53,6 +53,7 @@ def render_table(ev: Evaluation) -> str:
     old = f"   [scorer {ev.scorer_version}'s, STALE]" if ev.stale else ""
     lines = [
         f"run {_t(h.run_id)}  ({h.format}, model {_t(h.model)}, evidence: {h.evidence_claim})",
+        f"  name              {_t(ev.name)}",
         f"  read as           {_t(h.harness_name or h.format)}",
         f"  source            {_t(h.source)}" + (f"  (uploaded as {_t(ev.original_name)})" if ev.original_name else ""),
         f"  file sha256       {ev.file_sha256 or 'unknown'}",

@@ -1,7 +1,8 @@
 """What a harness logged around a trajectory's messages, kept for the replay: its events in
 order with their timing (Inspect's model and tool events, LITMUS's Prosecutor, Verifier, Analyzer
-and Recoverer events), its scorers' scores with their explanations, the sample's metadata, and
-what the harness calls the conversation's roles.
+and Recoverer events), its scorers' scores with their explanations, the sample's metadata, the
+tools the agent was offered (their definitions, where the format records them), and what the
+harness calls the conversation's roles.
 
 Importers keep them in ``Trajectory.extra`` as JSON text under the keys below (the canonical
 format stores ``extra`` as written, so a replay read back from the workspace has them); nothing
@@ -21,6 +22,7 @@ TIMELINE = "timeline"
 SCORE = "score"
 METADATA = "metadata"
 ROLES = "roles"
+TOOLS = "tools"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,52 @@ class HarnessScore:
     value: str
     answer: str = ""
     explanation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool as the agent was offered it: its name, its description and its parameters' schema
+    (JSON text, as logged)."""
+
+    name: str
+    description: str = ""
+    parameters: str = ""
+
+
+def tool_definition(raw: Any, name: str | None = None) -> ToolDefinition | None:
+    """One tool's definition in any of the logged shapes: OpenAI's ``{type: function, function:
+    {name, description, parameters}}``, Inspect's ``ToolInfo`` ``{name, description, parameters}``,
+    tau2's ``{name, short_desc, long_desc, params}``; ``name``: the key it was logged under (a dict
+    of definitions by name). None for anything without a name."""
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(raw.get("function"), dict):
+        raw = raw["function"]
+    tool = raw.get("name", name)
+    if not isinstance(tool, str) or not tool:
+        return None
+    said = [raw.get(k) for k in ("description", "short_desc", "long_desc")]
+    description = "\n".join(dict.fromkeys(text(d) for d in said if d))
+    params = next((raw[k] for k in ("parameters", "params", "input_schema") if raw.get(k) is not None), None)
+    return ToolDefinition(tool, description, "" if params is None else json.dumps(params, ensure_ascii=False,
+                                                                                  indent=2, default=str))
+
+
+def tool_definitions_of(raw: Any) -> list[ToolDefinition]:
+    """The definitions of a logged list of tools, or of a dict of them by name (each name once:
+    the first kept, as a model event logs the same tools on every turn)."""
+    items = raw.items() if isinstance(raw, dict) else ((None, r) for r in raw) if isinstance(raw, list) else ()
+    seen: dict[str, ToolDefinition] = {}
+    for key, r in items:
+        if (d := tool_definition(r, key if isinstance(key, str) else None)) is not None:
+            seen.setdefault(d.name, d)
+    return list(seen.values())
+
+
+def tools_extra(definitions: Iterable[ToolDefinition]) -> tuple[tuple[str, str], ...]:
+    """The ``extra`` pair that keeps the tools the agent was offered (none when none is known)."""
+    rows = [asdict(d) for d in definitions]
+    return ((TOOLS, json.dumps(rows, ensure_ascii=False)),) if rows else ()
 
 
 def timeline_extra(events: Iterable[HarnessEvent]) -> tuple[tuple[str, str], ...]:
@@ -127,7 +175,16 @@ def role_names(t: Trajectory) -> dict[str, str]:
     return {}
 
 
-SHOWN_KEYS = frozenset((TIMELINE, SCORE, METADATA, ROLES))
+def tool_definitions(t: Trajectory) -> list[ToolDefinition]:
+    """The tools the agent was offered, as kept with ``t`` ([] where the format records none)."""
+    for key, value in t.extra:
+        if key == TOOLS and isinstance(rows := _loads(value), list):
+            return [ToolDefinition(str(r.get("name", "")), str(r.get("description", "")),
+                                   str(r.get("parameters", ""))) for r in rows if isinstance(r, dict)]
+    return []
+
+
+SHOWN_KEYS = frozenset((TIMELINE, SCORE, METADATA, ROLES, TOOLS))
 """The ``extra`` keys this module reads (the replay draws them in their own sections)."""
 
 

@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from scoring import engine
+from scoring.dask_engine import planning, table_layout, table_writer, tasks
 
 from .conftest import SAMPLES
 
@@ -97,26 +97,26 @@ def fleet_table(s3: dict, bucket: str, tmp: Path, runs: int) -> tuple[str, list[
     fs.mkdir(bucket)
     fs.put(str(OBSERVED), f"{bucket}/runs/{OBSERVED.name}")
     src = f"s3://{bucket}/runs/{OBSERVED.name}"
-    plan = engine.plan_run(src, s3)
+    plan = planning.plan_run(src, s3)
     local = tmp / "fleet"
-    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 1 << 16)]
-    res = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks), aggregates=True)
+    blocks = [tasks.score_block(plan, s, e) for s, e in planning.block_bounds(plan, 1 << 16)]
+    res = tasks.finish_run(plan, tasks.file_sha256(plan, *blocks), None, *map(tasks.digest, blocks), aggregates=True)
     for i, b in enumerate(blocks):
-        engine.write_part(b, res, i, str(tmp / "staged"), {}, src)
-    rows = f"{engine.TABLE_DIR}/run_key={res.run_key}"  # gathered into one part, as a fleet publishes it
-    engine.gather_parts(fsspec.filesystem("file"), str(tmp / "staged" / rows), str(local / rows))
-    engine._commit(str(local), str(local), {}, [res])
+        table_writer.write_part(b, res, i, str(tmp / "staged"), {}, src)
+    rows = f"{table_layout.TABLE_DIR}/run_key={res.run_key}"  # gathered into one part, as a fleet publishes it
+    table_writer.gather_parts(fsspec.filesystem("file"), str(tmp / "staged" / rows), str(local / rows))
+    table_writer.commit_results(str(local), str(local), {}, [res])
     keys = [res.run_key] + [hashlib.sha256(f"fleet-{i}".encode()).hexdigest() for i in range(1, runs)]
     summaries = [res.summary] + [{**res.summary, "run_id": f"fleet-{i:05d}"} for i in range(1, runs)]
     last = keys[-1]
-    for folder in (engine.TABLE_DIR, engine.INCONCLUSIVE_DIR):
+    for folder in (table_layout.TABLE_DIR, table_layout.INCONCLUSIVE_DIR):
         shutil.copytree(local / folder / f"run_key={res.run_key}", local / folder / f"run_key={last}")
-    shutil.copyfile(local / engine.RUN_AGGREGATES_DIR / f"{res.run_key}.json",
-                    local / engine.RUN_AGGREGATES_DIR / f"{last}.json")
-    (local / engine.SUMMARIES_DIR / f"{last}.json").write_text(json.dumps(summaries[-1]))
-    (local / engine.KEYS_FILE).write_text(json.dumps(keys))
+    shutil.copyfile(local / table_layout.RUN_AGGREGATES_DIR / f"{res.run_key}.json",
+                    local / table_layout.RUN_AGGREGATES_DIR / f"{last}.json")
+    (local / table_layout.SUMMARIES_DIR / f"{last}.json").write_text(json.dumps(summaries[-1]))
+    (local / table_layout.KEYS_FILE).write_text(json.dumps(keys))
     index = [[k, s["run_id"], s["model"]] for k, s in zip(keys, summaries, strict=True)]
-    (local / engine.INDEX_FILE).write_text(json.dumps(index))
-    (local / engine.SUMMARY_FILE).write_text(json.dumps(summaries))
+    (local / table_layout.INDEX_FILE).write_text(json.dumps(index))
+    (local / table_layout.SUMMARY_FILE).write_text(json.dumps(summaries))
     fs.put(str(local), f"{bucket}/tables/fleet", recursive=True)
     return f"s3://{bucket}/tables/fleet", [s["run_id"] for s in summaries], res.summary

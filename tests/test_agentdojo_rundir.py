@@ -216,4 +216,4 @@ def test_the_app_imports_a_run_directory_from_a_path(app, tmp_path):
     assert not app.exception, app.exception
     shown = " ".join(plain(s.value) for s in app.success)
     assert "Imported 2 runs of the AgentDojo run directory" in shown
-    assert "gpt-4o-2024-05-13/important_instructions (5 trajectories)" in shown
+    assert "gpt-4o-2024-05-13 · banking, travel · important_instructions (5 trajectories)" in shown

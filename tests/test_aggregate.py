@@ -213,6 +213,19 @@ def test_wilson_equals_statsmodels_proportion_confint(pair):
     assert (iv.low, iv.high) == pytest.approx((float(low), float(high)), abs=1e-12)
 
 
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=200))
+def test_t_interval_equals_statsmodels_tconfint_mean(values):
+    """The paired difference's interval: statsmodels' t interval of the mean, without importing it."""
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    from scoring.aggregate import t_interval
+
+    diffs = np.array(values)
+    low, high = DescrStatsW(diffs).tconfint_mean(alpha=0.05)
+    assert t_interval(diffs) == pytest.approx((float(low), float(high)), abs=1e-12)
+
 # --- one aggregation path: score objects become columns; the store reads columns directly ---
 
 mixed_rows = st.lists(st.tuples(

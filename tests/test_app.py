@@ -68,7 +68,8 @@ def test_runs_page_lists_imported_runs(app):
     app.switch_page("pages/runs.py").run()
     assert not app.exception
     table = app.dataframe[-1].value
-    assert set(table["run"]) == {"observed-m1", "compare-m2"}
+    assert set(table["run"]) == {"model-alpha-2026-10 · observed-m1 · with side log",
+                                 "model-beta-2026-11 · compare-m2 · with side log"}
 
 
 def test_trajectories_page_filters_and_replays(app, tmp_path):
@@ -193,7 +194,8 @@ def test_runs_page_imports_from_a_path_and_reports_rejections(app, tmp_path):
     app.text_input(key=state.IMPORT_PATH).input(str(fixture)).run()
     app.button[[b.label for b in app.button].index("Import path")].click().run()
     assert not app.exception
-    assert any("Imported litmus_pipeline" in plain(s.value) for s in app.success)
+    imported = "Imported litmus_pipeline.jsonl as model unknown · litmus_pipeline"
+    assert any(imported in plain(s.value) for s in app.success)
     assert any("1 record was rejected" in w.value for w in app.warning)  # in the singular
     rejected = app.dataframe[0].value
     assert list(rejected["line"]) == [6]  # line 7 has no judgement: imported, Inconclusive
@@ -258,7 +260,7 @@ def test_runs_page_takes_require_proof_and_safe_rates_show_it(app, tmp_path):
     got = evaluation(ws_for(tmp_path), want["content_sha256"]).as_dict()
     assert got == want and got["unscored_by_reason"] == {"unproven_capture": 1}
     app.run()  # the Runs table: the header's own structural claim, and the proof it required
-    formats = [str(v) for df in app.dataframe for v in df.value.get("format", [])]
+    formats = [str(v) for df in app.dataframe for v in df.value.get("format · evidence", [])]
     assert "canonical · structural (claim) · proof required" in formats, formats
     app.session_state[state.SELECTED_RUNS] = [want["content_sha256"]]
     app.switch_page("pages/safe_rates.py").run()
@@ -336,7 +338,8 @@ def test_the_harness_verdict_reads_as_words(verdict, text):
 def test_review_shows_the_harness_verdict_in_words(app):
     at = app.switch_page("pages/review.py").run()
     assert not at.exception, at.exception
-    shown = [t.value for t in at.text if t.value.startswith("harness verdict: ")]
+    # In the trace's header block, beside its id, status and why it is Inconclusive.
+    shown = [line for c in at.code for line in c.value.split("\n") if line.startswith("harness verdict: ")]
     assert shown and "None" not in shown[0] and "=" not in shown[0], shown
 
 
@@ -500,7 +503,8 @@ def test_runs_page_shows_the_harness_run_status(app, tmp_path):
     assert not app.exception
     table = app.dataframe[-1].value
     status = dict(zip(table["run"], table["run status"], strict=False))
-    assert status["cx"] == "cancelled" and status["observed-m1"] == "—"
+    assert status["m · t · cancelled"] == "cancelled"
+    assert status["model-alpha-2026-10 · observed-m1 · with side log"] == "—"
 
 
 def test_safe_rates_page_says_the_run_status_and_side_log_beside_the_rates(app, tmp_path):

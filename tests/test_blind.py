@@ -46,11 +46,11 @@ def test_the_history_expander_hides_others_labels_until_you_label_the_trace(app,
 def test_the_score_tables_page_shows_others_labels_only_after_yours(app, tmp_path, monkeypatch):
     out, _run = make_table(tmp_path / "t")
     ws = Workspace(tmp_path / "app.db")
-    from scoring import scoretable
+    from scoring.dask_engine import table_reader, table_workspace
 
-    (t,) = scoretable.open_table(str(out))
-    tid = scoretable.inconclusive_ids(t)[0]
-    scoretable.add_label(ws, t, tid, "bob", ReviewLabel.DEGENERATE)
+    (t,) = table_reader.open_table(str(out))
+    tid = table_reader.inconclusive_ids(t)[0]
+    table_workspace.add_label(ws, t, tid, "bob", ReviewLabel.DEGENERATE)
     app.session_state[state.REVIEWER] = "alice"
     app.switch_page("pages/score_tables.py").run()
     app.text_input(key="score_table_location").input(str(out)).run()

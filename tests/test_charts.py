@@ -15,7 +15,7 @@ from .test_aggregate import row, small
 def test_before_after_bars_carry_the_rates_and_intervals():
     s = summarize(small())
     fig = charts.before_after_bars([("run", s)]).to_dict()
-    bars = {t["name"]: t for t in fig["data"]}
+    bars = {t["name"]: t for t in fig["data"] if t["type"] == "bar"}  # the small bars' value labels are text traces
     top = lambda bar: bar["base"] + bar["y"][0]  # noqa: E731
     assert top(bars["Lenient (before)"]) == pytest.approx(100 * s.lenient.value)
     assert top(bars["Strict (after)"]) == pytest.approx(100 * s.strict.value)
@@ -145,11 +145,13 @@ def test_a_narrow_size_range_gets_a_bin_per_byte_count():
 
 
 def test_run_labels_are_short_and_distinct():
-    names = ["terminus_2_hello-world-context-summarization-linear-history.trajectory", "same", "same",
+    names = ["openai/meta-llama/Meta-Llama-3-8B-Instruct · agentharm_agent_task · require-proof", "same", "same",
              "observed-m1 +side log"]
     labels = charts._run_labels(names)
     lines = [label.split("<br>") for label in labels]
-    assert len(lines[0]) == 2 and lines[0][1].endswith("…")
+    # issue 35: a long name keeps its first line and its end (what tells it from its twin), cut between
+    assert len(lines[0]) == charts.RUN_LABEL_LINES and lines[0][0] == "openai/meta-llama/Meta-"
+    assert lines[0][1].startswith("…") and "".join(lines[0][1:]).endswith("task · require-proof")
     assert all(len(line) <= charts.RUN_LABEL_CHARS for line in lines[0])
     ten = charts._run_labels([f"run-{i}-" + "x" * 40 for i in range(10)])
     assert max(len(line) for label in ten for line in label.split("<br>")) <= 10  # ten runs share the axis
@@ -167,7 +169,7 @@ def test_before_after_bars_start_at_zero_and_say_so():
     axis = fig["layout"]["yaxis"]
     assert axis["range"][0] == 0 and "start at 0" in axis["title"]["text"]
     assert axis["range"][1] > 100  # a 100 % bar's label and interval are not cut at the top
-    assert all(bar["base"] == 0 for bar in fig["data"])
+    assert all(bar["base"] == 0 for bar in fig["data"] if bar["type"] == "bar")
 
 
 def test_notes_and_error_bars_read_in_light_and_dark_themes():
@@ -182,7 +184,7 @@ def test_notes_and_error_bars_read_in_light_and_dark_themes():
         assert "#444" not in fig.to_json()  # a dark grey vanished on Streamlit's dark background
         for note in d["layout"].get("annotations", ()):
             assert note["font"]["color"] == charts.NEUTRAL
-    bars = charts.before_after_bars([("run", summarize(small()))]).to_dict()["data"]
+    bars = [t for t in charts.before_after_bars([("run", summarize(small()))]).to_dict()["data"] if t["type"] == "bar"]
     assert {bar["error_y"]["color"] for bar in bars} == {charts.NEUTRAL}
 
 
@@ -196,7 +198,10 @@ def test_an_empty_unscored_chart_of_a_structural_run_never_says_proven():
 def test_a_long_run_name_does_not_run_the_note_off_the_chart():
     name = "terminus_2_hello-world-context-summarization-linear-history.trajectory"
     note = charts.before_after_bars([(name, summarize(small()))]).to_dict()["layout"]["annotations"][0]["text"]
-    assert note.startswith(name[:charts.NOTE_NAME_CHARS - 1] + "…: UNSCORED")
+    # its start and its end (issue 35: the end tells a run from its twin of the same model)
+    head = charts.NOTE_NAME_CHARS * 2 // 5
+    assert note.startswith(name[:head] + "…" + name[len(name) - (charts.NOTE_NAME_CHARS - head - 1):] + ": UNSCORED")
+    assert len(note.split(": UNSCORED")[0]) == charts.NOTE_NAME_CHARS
 
 
 def test_a_waterfall_s_totals_are_drawn_from_zero():

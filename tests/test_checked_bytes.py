@@ -14,8 +14,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from scoring import engine, ingest, pipeline
+from scoring import errors, ingest, pipeline
 from scoring.cli import main
+from scoring.dask_engine import planning, tasks, workspace_scorer
 from scoring.errors import InputError, RunFailed
 from scoring.importers import canonical
 from scoring.workspace import Workspace
@@ -34,7 +35,7 @@ def _flip(path, old: bytes, new: bytes) -> bytes:
 
 def _accepted(tmp_path):
     path = _run(tmp_path, rule=EXFIL, harmful=10)
-    assert "accepted" in engine.plan_run(str(path)).rules_check
+    assert "accepted" in planning.plan_run(str(path)).rules_check
     return path
 
 
@@ -91,13 +92,13 @@ def test_the_scans_check_reads_the_lines_a_file_iteration_reads():
 
 
 def _graph(plan, block_bytes: int = 2048):
-    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, block_bytes)]
-    return blocks, engine.file_sha256(plan, *map(engine.digest, blocks))
+    blocks = [tasks.score_block(plan, s, e) for s, e in planning.block_bounds(plan, block_bytes)]
+    return blocks, tasks.file_sha256(plan, *map(tasks.digest, blocks))
 
 
 def test_the_engine_refuses_rules_checked_on_other_bytes_than_its_blocks_read(tmp_path):
     path = _accepted(tmp_path)
-    plan = engine.plan_run(str(path))
+    plan = planning.plan_run(str(path))
     # after the plan's check, before the blocks: they read the same, new bytes
     _flip(path, b'"label": "C01"', b'"label": "C0X"')
     with pytest.raises(RunFailed, match=r"the file changed while it was being scored .*checked on other bytes"):
@@ -106,14 +107,14 @@ def test_the_engine_refuses_rules_checked_on_other_bytes_than_its_blocks_read(tm
 
 def test_the_engine_refuses_a_file_rewritten_after_its_blocks_read_it(tmp_path):
     path = _accepted(tmp_path)
-    plan = engine.plan_run(str(path))
-    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 2048)]
+    plan = planning.plan_run(str(path))
+    blocks = [tasks.score_block(plan, s, e) for s, e in planning.block_bounds(plan, 2048)]
     _flip(path, b"quarter 3", b"quarter 9")
     with pytest.raises(RunFailed, match=r"the file changed while it was being scored \(bytes [\d,]+ to [\d,]+ are not "
                                         "those a block scored"):
-        engine.file_sha256(plan, *map(engine.digest, blocks))
+        tasks.file_sha256(plan, *map(tasks.digest, blocks))
     with pytest.raises(RunFailed, match="no block read its records"):
-        engine.file_sha256(plan)
+        tasks.file_sha256(plan)
 
 
 def test_the_engine_refuses_a_header_rewritten_after_the_plan_read_it(tmp_path):
@@ -121,7 +122,7 @@ def test_the_engine_refuses_a_header_rewritten_after_the_plan_read_it(tmp_path):
     lines = path.read_text().splitlines()  # a header declaring nothing: the plan reads it alone
     lines[0] = json.dumps({**json.loads(lines[0]), "classifier_of_record": "harness_verdict"})
     path.write_text("\n".join(lines) + "\n")
-    plan = engine.plan_run(str(path))
+    plan = planning.plan_run(str(path))
     assert plan.read_end == plan.header_end and not plan.rules_check
     _flip(path, b'"run_id": "r"', b'"run_id": "s"')
     with pytest.raises(RunFailed, match="its header is not the one planned"):
@@ -130,9 +131,9 @@ def test_the_engine_refuses_a_header_rewritten_after_the_plan_read_it(tmp_path):
 
 def test_an_import_scored_elsewhere_refuses_a_file_rewritten_after_the_plan(tmp_path):
     path = _accepted(tmp_path)
-    plan = engine.plan_run(str(path))
+    plan = planning.plan_run(str(path))
     _flip(path, b'"label": "C01"', b'"label": "C0X"')
     ws = Workspace(tmp_path / "w.db")
-    with pytest.raises(engine.EngineError, match="the file changed while it was being scored"):
-        ws.import_run(path, scorer=engine.workspace_scorer(plan, InlineClient(), block_bytes=2048))
+    with pytest.raises(errors.EngineError, match="the file changed while it was being scored"):
+        ws.import_run(path, scorer=workspace_scorer.workspace_scorer(plan, InlineClient(), block_bytes=2048))
     assert ws.runs() == []

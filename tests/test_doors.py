@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scoring import engine
 from scoring.cli import main
+from scoring.dask_engine import fleet, planning, workspace_scorer
 from scoring.score import SCORER_VERSION
 from scoring.workspace import Workspace, evaluation, views
 
 from .conftest import SAMPLES
+from .test_categories import AGENTHARM_LIKE, agentharm_categories
 
 REAL = [
     ("agentdojo_invariant_export/agentdojo-gpt-4o-mini-2024-07-18.jsonl", None),
@@ -56,12 +57,12 @@ def doors(client, path: Path, tmp_path: Path, verdict: str | None = None,
     if side is not None:
         assert report.side_log == str(side) and report.side_log_how == "found beside it"
     out["app import"] = evaluation(Workspace(app_db), key).as_dict()
-    plan = engine.plan_run(str(path), None, None if side is None else str(side), verdict_map=verdict and str(
+    plan = planning.plan_run(str(path), None, None if side is None else str(side), verdict_map=verdict and str(
         views.parse_verdict_map(verdict)), require_proof=require_proof)
-    (res,) = engine.score_runs([plan], client, block_bytes=64 * 1024, out=str(tmp_path / "table"))
+    (res,) = fleet.score_runs([plan], client, block_bytes=64 * 1024, out=str(tmp_path / "table"))
     out["score --engine dask"] = res.summary
     dask_db = tmp_path / "dask.db"
-    scorer = engine.workspace_scorer(plan, client, block_bytes=64 * 1024)
+    scorer = workspace_scorer.workspace_scorer(plan, client, block_bytes=64 * 1024)
     dask_key = Workspace(dask_db).import_run(path, payloads=side, scorer=scorer,
                                              verdict_map=views.parse_verdict_map(verdict) if verdict else None,
                                              require_proof=require_proof).run_key
@@ -87,6 +88,27 @@ def test_every_door_gives_a_real_log_the_same_numbers(client, shared_real, tmp_p
     assert d["trajectories"] > 0
     if verdict:
         assert d["verdict_map"] and d["format_metrics"]["inspect"]["verdict_outcomes"]
+    # the same figures per category at every door (issue 35): the harness's own categories
+    by = {c["category"]: c for c in d["by_category"]}
+    assert sum(c["trajectories"] for c in by.values()) == d["trajectories"]
+    if rel.startswith("inspect_ai/agentharm/"):
+        expected = agentharm_categories(path)  # counted from the log's samples, not by the importer
+        assert set(by) == set(expected)
+        for category, e in expected.items():
+            assert by[category]["trajectories"] == e["trajectories"]
+            assert by[category]["harness_judged"] == e["harness_judged"]
+            assert by[category]["safe_rate_lenient"] == pytest.approx(e["safe_rate_lenient"])
+    elif rel.startswith("agentdojo"):
+        assert set(by) == {f"{suite}{part}" for suite in ("banking", "slack", "travel", "workspace")
+                           for part in ("", " · injection_task_3")}
+    else:
+        assert set(by) == {"telecom"}
+
+
+def test_every_door_gives_an_agentharm_like_log_the_same_figures_per_category(client, tmp_path):
+    d = assert_equal_key_for_key(doors(client, AGENTHARM_LIKE, tmp_path, "agentharm_refusal"))
+    assert [(c["category"], c["trajectories"], c["unsafe"]) for c in d["by_category"]] == [
+        (None, 1, 0), ("Drugs", 1, 1), ("Fraud", 2, 1), ("Harassment", 3, 1)]
 
 
 def test_every_door_gives_a_litmus_log_the_same_numbers_and_its_own_figures(client, tmp_path):

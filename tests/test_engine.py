@@ -1,4 +1,4 @@
-"""The Dask engine (scoring.engine, ``score --engine dask``): the same results as the local path.
+"""The Dask engine (scoring.dask_engine, ``score --engine dask``): the same results as the local path.
 
 Unit tests run the engine's task functions in this process (a graph executed by hand); the
 ``dask``-marked tests start a real scheduler and two single-threaded workers on 127.0.0.1
@@ -21,8 +21,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scoring import engine, ingest
+from scoring import errors, ingest
 from scoring.cli import main
+from scoring.dask_engine import cluster as dask_cluster  # the fixture named cluster is a Dask cluster
+from scoring.dask_engine import (
+    fleet,
+    planning,
+    run_results,
+    table_layout,
+    table_reader,
+    table_writer,
+    tasks,
+    workspace_scorer,
+)
 from scoring.report import evaluate
 from scoring.rows import ROW_COLUMNS
 from scoring.workspace import Workspace
@@ -41,23 +52,23 @@ def cli(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None, payloads=None) -> list[engine.RunResult]:
+def run_inline(paths, tmp: Path, block_bytes: int, reclassifier=None, payloads=None) -> list[run_results.RunResult]:
     """The engine's graph executed in this process, task by task, with the table written to
     ``tmp / 'out'`` (what the cluster does, without one)."""
     out, results = tmp / "out", []
     for i, p in enumerate(paths):
-        plan = engine.plan_run(str(p), None, str(payloads[i]) if payloads else None)
-        blocks = [engine.score_block(plan, s, e, reclassifier) for s, e in engine.block_bounds(plan, block_bytes)]
-        res = engine.finish_run(plan, engine.file_sha256(plan, *blocks), reclassifier, *map(engine.digest, blocks),
+        plan = planning.plan_run(str(p), None, str(payloads[i]) if payloads else None)
+        blocks = [tasks.score_block(plan, s, e, reclassifier) for s, e in planning.block_bounds(plan, block_bytes)]
+        res = tasks.finish_run(plan, tasks.file_sha256(plan, *blocks), reclassifier, *map(tasks.digest, blocks),
                                 aggregates=True)
         assert res.error is None, res.error
-        assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
+        assert sum(table_writer.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
         results.append(res)
     return results
 
 
 def table_rows(out: Path | str, run_key: str, storage_options=None) -> list[tuple]:
-    rows = map(engine.row_text, engine.read_table(str(out), storage_options).to_pylist())
+    rows = map(table_layout.row_text, table_reader.read_table(str(out), storage_options).to_pylist())
     return [tuple(r[c] for c in FIELDS) for r in rows if r["run_key"] == run_key]
 
 
@@ -87,10 +98,10 @@ def test_nominal_ranges_own_every_line_exactly_once():
                      b"d" * 300 + b"\n",
                      b"e\n", b"ffff"])
     data = header + body
-    plan = engine.RunPlan("mem", "mem", header.rstrip(), 1, len(header), len(data), {})
+    plan = planning.RunPlan("mem", "mem", header.rstrip(), 1, len(header), len(data), {})
     for block in (1, 2, 3, 5, 7, 16, 64, 299, 300, 301, 10_000):
-        pieces = [engine.read_owned(io.BytesIO(data), s, e, s == plan.header_end)
-                  for s, e in engine.block_bounds(plan, block)]
+        pieces = [planning.read_owned(io.BytesIO(data), s, e, s == plan.header_end)
+                  for s, e in planning.block_bounds(plan, block)]
         assert b"".join(d for _, d in pieces) == body, block
         pos = len(header)
         for offset, chunk in pieces:
@@ -118,13 +129,26 @@ def test_a_table_row_replays_its_trajectory_from_the_run(tmp_path):
     run = tmp_path / "run.jsonl"
     shutil.copyfile(OBSERVED, run)
     run_inline([run], tmp_path, 1 << 16)
-    rows = engine.read_table(str(tmp_path / "out")).to_pylist()
+    rows = table_reader.read_table(str(tmp_path / "out")).to_pylist()
     for row in rows[::97]:
-        t = engine.read_trajectory(row["source"], row["offset"], row["length"])
+        t = table_reader.trajectory_at(row["source"], row["offset"], row["length"])
         assert t.id == row["trajectory_id"] and len(t.tool_calls) == row["tool_call_count"]
     run.write_bytes(b" " * 7 + OBSERVED.read_bytes())
-    with pytest.raises(engine.InputError, match="the run changed since it was scored"):
-        engine.read_trajectory(rows[5]["source"], rows[5]["offset"], rows[5]["length"])
+    with pytest.raises(errors.InputError, match="the run changed since it was scored"):
+        table_reader.trajectory_at(rows[5]["source"], rows[5]["offset"], rows[5]["length"])
+
+
+def test_a_rows_range_past_what_a_replay_reads_is_refused_unread(tmp_path, monkeypatch):
+    """A row naming 900 MB of its run (second attack on issue 34, F12: 3 GB a replay): refused
+    before a byte is read, as is a range that is not one."""
+    run = tmp_path / "run.jsonl"
+    shutil.copyfile(OBSERVED, run)
+    read: list[int] = []
+    monkeypatch.setattr(table_reader, "file_system", lambda *a: read.append(1))  # nothing may be opened
+    for offset, length in ((0, table_reader.MAX_REPLAY_BYTES + 1), (0, 900 << 20), (0, -1), (-5, 10)):
+        with pytest.raises(errors.InputError, match="a table's replay reads at most"):
+            table_reader.trajectory_at(str(run), offset, length)
+    assert read == []
 
 
 def test_a_run_of_only_a_header_scores_as_locally(tmp_path):
@@ -197,11 +221,11 @@ def test_ids_seen_twice_are_settled_as_the_workspace_does(tmp_path, monkeypatch,
 def test_a_block_that_raises_is_located_by_line(tmp_path):
     """The block raises (so Dask's retries apply); the client locates it by the lines of the
     blocks before it: the first record the local path's classifier fails on (observed-m1-t00079)."""
-    plan = engine.plan_run(str(OBSERVED))
+    plan = planning.plan_run(str(OBSERVED))
     spec = "tests.plugin_classifiers:raises"
-    with pytest.raises(engine.BlockFailed) as raised:
-        for s, e in engine.block_bounds(plan, 1 << 16):
-            engine.score_block(plan, s, e, spec)
+    with pytest.raises(errors.BlockFailed) as raised:
+        for s, e in planning.block_bounds(plan, 1 << 16):
+            tasks.score_block(plan, s, e, spec)
     assert raised.value.where[1:3] == (25, 101653)  # line 25 of the block that starts at byte 70,184
 
 
@@ -209,7 +233,7 @@ def test_a_failed_block_fails_its_run_located_by_line(inproc_client, tmp_path):
     """The classifier raises in a block: the run fails, named by its file and line (the lines of
     the blocks before it); nothing of it is published, no staging folder is left."""
     out = tmp_path / "table"
-    (res,) = engine.score_runs([str(OBSERVED)], inproc_client, out=str(out), block_bytes=1 << 16,
+    (res,) = fleet.score_runs([str(OBSERVED)], inproc_client, out=str(out), block_bytes=1 << 16,
                                reclassifier="tests.plugin_classifiers:raises", retries=0)
     assert res.status == "failed"
     assert res.error.startswith(f"{OBSERVED}:81: ") and "model endpoint unreachable" in res.error
@@ -223,12 +247,12 @@ def test_a_bad_file_fails_its_run_alone_and_the_others_are_published(inproc_clie
     bad.write_text("not json\n")
     out = tmp_path / "table"
     paths = [str(tmp_path / "missing.jsonl"), str(OBSERVED), str(bad), str(COMPARE)]
-    res = engine.score_runs(paths, inproc_client, out=str(out), block_bytes=1 << 18)
+    res = fleet.score_runs(paths, inproc_client, out=str(out), block_bytes=1 << 18)
     assert [r.status for r in res] == ["failed", "done", "failed", "done"]
     assert res[0].error == f"{tmp_path / 'missing.jsonl'}: no such file"
     assert res[2].error.startswith(str(bad))
     assert json.loads((out / "summary.json").read_text()) == [res[1].summary, res[3].summary]
-    again = engine.score_runs(paths[1:], inproc_client, out=str(out), block_bytes=1 << 18)
+    again = fleet.score_runs(paths[1:], inproc_client, out=str(out), block_bytes=1 << 18)
     assert [r.status for r in again] == ["skipped", "failed", "skipped"]
     assert [r.summary for r in again[::2]] == [res[1].summary, res[3].summary]
     assert json.loads((out / "summary.json").read_text()) == [res[1].summary, res[3].summary]
@@ -248,9 +272,9 @@ def test_other_formats_are_one_whole_file_task_of_the_format_sniffed_as_locally(
 
     path = tmp_path / "chat.jsonl"
     path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
-    plan = engine.plan_run(str(path), verdict_map="s:unsafe=1")
+    plan = planning.plan_run(str(path), verdict_map="s:unsafe=1")
     assert plan.whole and plan.fmt == sniff_file(path) != "canonical" and plan.verdict_map == "s:unsafe=1"
-    assert not engine.plan_run(str(OBSERVED)).whole
+    assert not planning.plan_run(str(OBSERVED)).whole
 
 
 def test_a_bad_verdict_map_is_refused_before_any_cluster_starts():
@@ -266,8 +290,8 @@ def test_a_missing_file_is_named_before_any_cluster_starts(tmp_path):
 def test_an_existing_output_is_never_overwritten(tmp_path):
     (tmp_path / "table").mkdir()
     (tmp_path / "table" / "keep.txt").write_text("x")
-    with pytest.raises(engine.InputError, match="already exists"):
-        engine._prepare_out(str(tmp_path / "table"), {})
+    with pytest.raises(errors.InputError, match="already exists"):
+        table_writer.prepare_out(str(tmp_path / "table"), {})
     assert [p.name for p in tmp_path.iterdir()] == ["table"]
 
 
@@ -442,9 +466,9 @@ def test_a_run_in_s3_is_read_by_the_workers(cluster, s3, tmp_path):
     s_col = FIELDS.index("offset")  # rows are equal field for field, byte offsets included
     assert table_rows("s3://runs/tables/nightly", key, s3) == rows and rows[0][s_col] > 0
     assert json.loads(fs.cat("runs/tables/nightly/summary.json")) == [got]
-    row = engine.read_table("s3://runs/tables/nightly", s3).to_pylist()[1234]
+    row = table_reader.read_table("s3://runs/tables/nightly", s3).to_pylist()[1234]
     assert row["source"] == url  # replayed through s3fs, by byte range
-    assert engine.read_trajectory(row["source"], row["offset"], row["length"], s3).id == row["trajectory_id"]
+    assert table_reader.trajectory_at(row["source"], row["offset"], row["length"], s3).id == row["trajectory_id"]
 
 
 @pytest.mark.dask
@@ -474,7 +498,7 @@ def test_a_worker_killed_mid_graph_changes_nothing(cluster, tmp_path):
         import concurrent.futures
 
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            job = pool.submit(engine.score_runs, [str(OBSERVED)], client, out=str(out), block_bytes=1 << 15,
+            job = pool.submit(fleet.score_runs, [str(OBSERVED)], client, out=str(out), block_bytes=1 << 15,
                               reclassifier=spec)
             deadline = time.monotonic() + WAIT_S
             held: list = []
@@ -591,9 +615,9 @@ def import_both_ways(tmp_path: Path, path: Path, client, block_bytes: int, paylo
     local = Workspace(tmp_path / "local.db")
     key = local.import_run(path, payloads=payloads, reclassifier=reclassifier).run_key
     remote = Workspace(tmp_path / "dask.db")
-    plan = engine.plan_run(str(path), None, None if payloads is None else str(payloads))
+    plan = planning.plan_run(str(path), None, None if payloads is None else str(payloads))
     res = remote.import_run(path, payloads=payloads, reclassifier=reclassifier,
-                            scorer=engine.workspace_scorer(plan, client, block_bytes=block_bytes,
+                            scorer=workspace_scorer.workspace_scorer(plan, client, block_bytes=block_bytes,
                                                            reclassifier=reclassifier))
     assert res.run_key == key
     return stored_run(local, key), stored_run(remote, key)
@@ -601,7 +625,7 @@ def import_both_ways(tmp_path: Path, path: Path, client, block_bytes: int, paylo
 
 @pytest.mark.parametrize("block_bytes", [2048, 1 << 16])
 def test_an_import_scored_in_blocks_elsewhere_stores_the_local_imports_rows(tmp_path, block_bytes):
-    """``Workspace.import_run(scorer=engine.workspace_scorer(...))``: many engine blocks (the
+    """``Workspace.import_run(scorer=workspace_scorer.workspace_scorer(...))``: many engine blocks (the
     local import scores this run as one), ids seen twice across blocks: the same run row,
     trajectory rows, summary and stored copy as the local import, key for key."""
     path = _with_duplicates(tmp_path)
@@ -610,7 +634,7 @@ def test_an_import_scored_in_blocks_elsewhere_stores_the_local_imports_rows(tmp_
     assert remote == local
     assert local["summary"]["rejected"] == 4
     # one task a block, and the run's hash once they are read (the blocks must have read what it hashes)
-    assert len(client.keys) == len(engine.block_bounds(engine.plan_run(str(path)), block_bytes)) + 1
+    assert len(client.keys) == len(planning.block_bounds(planning.plan_run(str(path)), block_bytes)) + 1
 
 
 def test_an_import_scored_elsewhere_applies_the_side_log_as_locally(tmp_path):
@@ -623,10 +647,11 @@ def test_an_import_scored_elsewhere_applies_the_side_log_as_locally(tmp_path):
 def test_an_import_whose_block_raises_stores_nothing_and_names_the_line(tmp_path):
     spec = "tests.plugin_classifiers:raises"
     ws = Workspace(tmp_path / "ws.db")
-    plan = engine.plan_run(str(OBSERVED))
-    with pytest.raises(engine.EngineError, match=rf"^{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable"):
+    plan = planning.plan_run(str(OBSERVED))
+    with pytest.raises(errors.EngineError, match=rf"^{re.escape(str(OBSERVED))}:81: .*model endpoint unreachable"):
         ws.import_run(OBSERVED, reclassifier=spec,
-                      scorer=engine.workspace_scorer(plan, InlineClient(), block_bytes=1 << 16, reclassifier=spec))
+                      scorer=workspace_scorer.workspace_scorer(plan, InlineClient(), block_bytes=1 << 16,
+                                                               reclassifier=spec))
     assert ws.runs() == []
 
 
@@ -666,7 +691,7 @@ def test_cli_import_on_the_dask_engine_reports_a_run_it_cannot_read_by_its_file(
     def no_cluster(*_a, **_k):
         raise AssertionError("a cluster was started for a run that cannot be read")
 
-    monkeypatch.setattr(engine, "connect", no_cluster)
+    monkeypatch.setattr(dask_cluster, "connect", no_cluster)  # where the CLI looks it up
     res = cli("import", str(chat), str(tmp_path / "missing.jsonl"), "--engine", "dask", "--db", str(tmp_path / "w.db"))
     assert res.exit_code == 2, res.output
     assert f"{chat}: unrecognised log format" in res.stderr
@@ -802,16 +827,16 @@ def test_the_table_is_typed_and_names_its_run_and_scorer_in_each_file(tmp_path):
     from scoring.score import SCORER_VERSION
 
     (res,) = run_inline([OBSERVED], tmp_path, 1 << 18)
-    part = sorted((tmp_path / "out" / engine.TABLE_DIR / f"run_key={res.run_key}").glob("*.parquet"))[0]
+    part = sorted((tmp_path / "out" / table_layout.TABLE_DIR / f"run_key={res.run_key}").glob("*.parquet"))[0]
     schema = pq.read_schema(part)
     assert schema.field("reasons").type == pa.list_(pa.string())
     assert schema.field("call_sizes").type == pa.list_(pa.int64())
     assert schema.field("call_gaps").type == pa.list_(pa.list_(pa.string()))
     assert schema.field("lenient_safe").type == pa.bool_()
     meta = {k.decode(): v.decode() for k, v in schema.metadata.items() if k.startswith(b"litmus.")}
-    assert meta == {"litmus.schema_version": engine.TABLE_SCHEMA_VERSION, "litmus.run_key": res.run_key,
+    assert meta == {"litmus.schema_version": table_layout.TABLE_SCHEMA_VERSION, "litmus.run_key": res.run_key,
                     "litmus.run_id": "observed-m1", "litmus.scorer_version": SCORER_VERSION}
-    frame = pd.read_parquet(tmp_path / "out" / engine.TABLE_DIR)
+    frame = pd.read_parquet(tmp_path / "out" / table_layout.TABLE_DIR)
     assert len(frame) == res.summary["trajectories"] and set(frame["run_key"].astype(str)) == {res.run_key}
     unscored = frame[frame["status"] == "unscored"].iloc[0]
     assert list(unscored["reasons"]) and unscored["reason"] == unscored["reasons"][0]
@@ -823,6 +848,6 @@ def test_the_table_is_typed_and_names_its_run_and_scorer_in_each_file(tmp_path):
 def test_dask_sizes_a_scored_block_by_its_rows():
     from dask.sizeof import sizeof
 
-    plan = engine.plan_run(str(OBSERVED))
-    block = engine.score_block(plan, plan.header_end, plan.size)
+    plan = planning.plan_run(str(OBSERVED))
+    block = tasks.score_block(plan, plan.header_end, plan.size)
     assert sizeof(block) > OBSERVED.stat().st_size / 2  # was 48 bytes: never spilled

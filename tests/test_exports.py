@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from pages._shared import charts, exports
-from pages._shared.runtext import run_name, status_badge
+from pages._shared.runtext import status_badge
 from scoring.report import evaluate
 from scoring.score import SCORER_VERSION
 
@@ -41,9 +41,10 @@ def test_csv_and_json_exports_carry_the_stamp_and_the_numbers(ev):
     text = exports.stamped_csv(exports.aggregates_frame([ev]), stamp)
     frame = pd.read_csv(io.StringIO(text))  # as written: no comment lines to skip (issue 26)
     assert frame.loc[0, "safe_rate_strict"] == pytest.approx(ev.summary.strict.value)
-    assert frame.loc[0, "run"] == (f"observed-m1 · model {ev.run.header.model} · key {ev.run.content_sha256[:12]} "
-                                   "· file observed-m1.jsonl")
-    assert str(frame.loc[0, "scorer_version"]) == SCORER_VERSION and frame.loc[0, "generated_at"] == stamp.generated_at
+    assert frame.loc[0, "run"] == (f"{ev.run.header.model} · observed-m1 · with side log · key "
+                                   f"{ev.run.content_sha256[:12]} · file observed-m1.jsonl")
+    assert frame.loc[0, "name"] == f"{ev.run.header.model} · observed-m1 · with side log"
+    assert str(frame.loc[0, "scorer_version"]) == SCORER_VERSION and frame.loc[0, "exported_at"] == stamp.exported_at
     assert '"scorer_version"' in exports.aggregates_json([ev], stamp)
 
 
@@ -76,7 +77,8 @@ def test_report_stamp_names_the_file_hash_the_side_log_and_the_run_status(ev):
     stamp = exports.make_stamp([status], None)
     lines = stamp.lines()
     assert f"run observed-m1: file sha256 {want}" in lines
-    assert f"run observed-m1: side log {SAMPLES / 'observed-m1.payloads.jsonl'} (sha256 {side})" in lines
+    # by its file name (the sha256 says which bytes; its folder is the server's)
+    assert f"run observed-m1: side log observed-m1.payloads.jsonl (sha256 {side})" in lines
     assert "run observed-m1: harness run status cancelled (39 of 176 samples written)" in lines
     html = exports.html_report([status], [], stamp)
     assert f"file sha256 {want}" in html and "harness run status cancelled" in html
@@ -142,21 +144,18 @@ def test_sessions_rendering_at_once_each_get_their_own_images(ev):
     assert all(i.startswith(b"\x89PNG") for i in got["png"]) and all(i.startswith(b"%PDF") for i in got["pdf"])
 
 
-def test_a_run_that_did_not_finish_wears_a_short_badge_and_twins_are_told_apart():
+def test_a_run_that_did_not_finish_wears_a_short_badge():
     assert status_badge("cancelled", "39 of 176 samples written") == "cancelled — 39 of 176 samples"
     assert status_badge("error", "RuntimeError('x' * 300); 88 of 176 samples written") == "error — 88 of 176 samples"
     assert status_badge("success", "176 of 176 samples written") == "" and status_badge("", "") == ""
     assert status_badge("started") == "started"
-    assert run_name("agentharm", "ab12cd34ef", twins=True, run_status="error", detail="88 of 176 samples written") \
-        == "agentharm ·ab12cd [error — 88 of 176 samples]"
-    assert run_name("agentharm", "ab12cd34ef", twins=False, side_log=True) == "agentharm +side log"
 
 
 def test_a_stamped_figure_names_each_run_alone(ev):
     stamp = exports.make_stamp([ev], None)
     text = exports.stamp_figure(charts.before_after_bars([("r", ev.summary)]), stamp).layout.annotations[-1].text
-    assert f"observed-m1 · model {ev.run.header.model} · key {ev.run.content_sha256[:12]} · file observed-m1.jsonl" \
-        in text
+    assert (f"{ev.run.header.model} · observed-m1 · with side log · key {ev.run.content_sha256[:12]} "
+            "· file observed-m1.jsonl") in text
 
 
 def test_a_chart_of_one_run_names_that_run_alone_under_its_title_and_in_its_stamp(ev, monkeypatch):
@@ -167,7 +166,7 @@ def test_a_chart_of_one_run_names_that_run_alone_under_its_title_and_in_its_stam
     both = exports.make_stamp([ev, other], None)
     own = exports.make_stamp([other], None)
     waterfall = charts.for_run(charts.waterfall_chart([]), exports.run_identity(other))
-    assert waterfall.layout.title.subtitle.text.startswith("other-run · model ")
+    assert waterfall.layout.title.subtitle.text.startswith(f"{ev.run.header.model} · other-run · with side log · key ")
     blank = io.BytesIO()
     from PIL import Image
     Image.new("RGB", (4, 4)).save(blank, format="png")
@@ -179,9 +178,10 @@ def test_a_chart_of_one_run_names_that_run_alone_under_its_title_and_in_its_stam
             with Image.open(io.BytesIO(z.read(name))) as image:
                 sources[name] = image.text["Source"]
         assert "STAMP.txt" in z.namelist() and "observed-m1" in z.read("STAMP.txt").decode()
-    assert "observed-m1 · model" in sources["01-both.png"] and "other-run · model" in sources["01-both.png"]
-    assert sources["02-other.png"].startswith("other-run · model")
-    assert "observed-m1 · model" not in sources["02-other.png"]
+    assert "· observed-m1 · with side log · key" in sources["01-both.png"]
+    assert "· other-run · with side log · key" in sources["01-both.png"]
+    assert sources["02-other.png"].startswith(f"{ev.run.header.model} · other-run · ")
+    assert "observed-m1 · with side log" not in sources["02-other.png"]
     with pytest.raises(ValueError, match="1 stamps for 2 figures"):
         exports.figure_images(figs, "png", both, stamps=[both])
 

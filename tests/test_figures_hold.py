@@ -371,14 +371,14 @@ def test_a_score_tables_parts_and_bounds_move_with_its_labels_as_the_workspaces(
     rows: its pending review, labelled part, bounds and waterfall equal ``summarize`` over the
     run's rows with the same labels (the harness's claim of each labelled trajectory is indexed
     beside the table)."""
-    from scoring import scoretable
     from scoring.aggregate import waterfall
+    from scoring.dask_engine import table_reader, table_workspace
 
     t, run, ws = table
-    ids = scoretable.inconclusive_ids(t)
+    ids = table_reader.inconclusive_ids(t)
     for tid in ids[:12]:
-        scoretable.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
-    r = scoretable.rates(t, ws)
+        table_workspace.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
+    r = table_reader.rates(t, ws)
     key = ws.import_run(run).run_key
     cols = ws.score_columns(key)
     want = summarize(cols, ws.final_labels(key), group=t.run_id)

@@ -1,5 +1,5 @@
 """A fleet planned in batches on the workers, and a run's rows gathered into parts of a sensible
-size (scoring.engine): the graph on an in-process Dask client."""
+size (scoring.dask_engine): the graph on an in-process Dask client."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import ClassVar
 import pyarrow.parquet as pq
 import pytest
 
-from scoring import engine
+from scoring import errors, ingest
+from scoring.dask_engine import fleet, planning, table_layout, table_writer, tasks
 
 from .conftest import SAMPLES
 from .test_engine import table_rows, workspace_rows
@@ -34,9 +35,9 @@ class Counting:
 
 
 def test_the_batch_size_gives_each_worker_about_four_tasks_and_at_most_plan_batch_runs_each():
-    assert engine.plan_batch_size(10_000, 2) == engine.PLAN_BATCH
-    assert engine.plan_batch_size(80, 2) == 10
-    assert engine.plan_batch_size(3, 2) == 1 and engine.plan_batch_size(0, 0) == 1
+    assert fleet.plan_batch_size(10_000, 2) == fleet.PLAN_BATCH
+    assert fleet.plan_batch_size(80, 2) == 10
+    assert fleet.plan_batch_size(3, 2) == 1 and fleet.plan_batch_size(0, 0) == 1
 
 
 def test_a_batch_plans_and_scores_its_runs_and_a_bad_file_fails_alone(inproc_client, tmp_path):
@@ -49,12 +50,12 @@ def test_a_batch_plans_and_scores_its_runs_and_a_bad_file_fails_alone(inproc_cli
     runs[2].write_text("not json\n")
     client = Counting(inproc_client)
     out = tmp_path / "table"
-    res = engine.score_runs(list(map(str, runs)), client, out=str(out), plan_batch=5)
+    res = fleet.score_runs(list(map(str, runs)), client, out=str(out), plan_batch=5)
     assert [r.status for r in res] == ["done", "done", "failed", "done", "done"]
     assert res[2].error.startswith(str(runs[2]))
     assert client.kinds == ["litmus-batch"]  # planned, scored and published by one task
     assert [s["source"] for s in json.loads((out / "summary.json").read_text())] == [str(runs[i]) for i in (0, 1, 3, 4)]
-    again = engine.score_runs(list(map(str, runs)), Counting(inproc_client), out=str(out), plan_batch=2)
+    again = fleet.score_runs(list(map(str, runs)), Counting(inproc_client), out=str(out), plan_batch=2)
     assert [r.status for r in again] == ["skipped", "skipped", "failed", "skipped", "skipped"]
 
 
@@ -65,10 +66,10 @@ def test_a_runs_rows_are_gathered_into_parts_of_about_part_bytes(inproc_client, 
     run = tmp_path / "observed-m1.jsonl"
     shutil.copyfile(OBSERVED, run)
     gathered, whole = tmp_path / "gathered", tmp_path / "whole"
-    (res,) = engine.score_runs([str(run)], inproc_client, out=str(gathered), block_bytes=1 << 14,
+    (res,) = fleet.score_runs([str(run)], inproc_client, out=str(gathered), block_bytes=1 << 14,
                                part_bytes=1 << 16, auto_payloads=False)
-    (one,) = engine.score_runs([str(run)], inproc_client, out=str(whole), block_bytes=1 << 14, auto_payloads=False)
-    blocks = len(engine.block_bounds(engine.plan_run(str(run)), 1 << 14))
+    (one,) = fleet.score_runs([str(run)], inproc_client, out=str(whole), block_bytes=1 << 14, auto_payloads=False)
+    blocks = len(planning.block_bounds(planning.plan_run(str(run)), 1 << 14))
     parts = sorted((gathered / "trajectories" / f"run_key={res.run_key}").iterdir())
     assert 1 < len(parts) < blocks / 4
     assert len(list((whole / "trajectories" / f"run_key={one.run_key}").iterdir())) == 1  # 64 MiB by default
@@ -93,17 +94,17 @@ def test_gathering_again_after_a_lost_publish_writes_the_same_parts(tmp_path):
     staged = tmp_path / "out" / "trajectories" / f"run_key={res.run_key}"
     fs = fsspec.filesystem("file")
     rows = lambda: pq.ParquetDataset(str(tmp_path / "a")).read().to_pylist()  # noqa: E731
-    first = engine.gather_parts(fs, str(staged), str(tmp_path / "a"), 1 << 16)
+    first = table_writer.gather_parts(fs, str(staged), str(tmp_path / "a"), 1 << 16)
     before = rows()
     (tmp_path / "a" / "part-000000.parquet").unlink()  # a publish that died after its first part
-    assert engine.gather_parts(fs, str(staged), str(tmp_path / "a"), 1 << 16) == first > 1
+    assert table_writer.gather_parts(fs, str(staged), str(tmp_path / "a"), 1 << 16) == first > 1
     assert rows() == before == pq.ParquetDataset(str(staged)).read().to_pylist()
 
 
 @pytest.fixture(autouse=True)
 def _no_leftover(tmp_path):
     yield
-    assert not any(p.name == engine.STAGING_DIR for p in Path(tmp_path).rglob("*"))
+    assert not any(p.name == table_layout.STAGING_DIR for p in Path(tmp_path).rglob("*"))
 
 
 def test_plan_batch_plans_each_run_and_names_one_it_cannot(tmp_path):
@@ -113,10 +114,10 @@ def test_plan_batch_plans_each_run_and_names_one_it_cannot(tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    spec = engine.Fleet({}, False, "auto", None, score.SCORER_VERSION, {}, None, False, engine.BLOCK_BYTES, None)
-    got = engine.plan_batch([(str(OBSERVED), None), (str(bad), None)], spec)
-    assert isinstance(got[0], engine.RunPlan) and got[0].size == OBSERVED.stat().st_size
-    assert isinstance(got[1], engine.RunFailed) and got[1].message.startswith(str(bad))
+    spec = fleet.Fleet({}, False, "auto", None, score.SCORER_VERSION, {}, None, False, ingest.BLOCK_BYTES, None)
+    got = fleet.plan_batch([(str(OBSERVED), None), (str(bad), None)], spec)
+    assert isinstance(got[0], planning.RunPlan) and got[0].size == OBSERVED.stat().st_size
+    assert isinstance(got[1], errors.RunFailed) and got[1].message.startswith(str(bad))
 
 
 def tiny(path: Path, run_id: str) -> Path:
@@ -137,16 +138,16 @@ def test_fail_fast_stops_the_fleet_at_the_first_failure_in_a_batch(inproc_client
     bad.write_text("not json\n")
     paths = [str(tiny(tmp_path / "a.jsonl", "a")), str(bad), str(big), str(tiny(tmp_path / "b.jsonl", "b"))]
     client = Counting(inproc_client)
-    res = engine.score_runs(paths, client, out=str(tmp_path / "t1"), plan_batch=4, block_bytes=1 << 16,
+    res = fleet.score_runs(paths, client, out=str(tmp_path / "t1"), plan_batch=4, block_bytes=1 << 16,
                             fail_fast=True)
     assert [r.status for r in res] == ["done", "failed", "skipped", "done"]
     assert "not started" in res[2].note and client.kinds == ["litmus-batch"]
-    res = engine.score_runs(paths, inproc_client, out=str(tmp_path / "t2"), plan_batch=4, block_bytes=1 << 16)
+    res = fleet.score_runs(paths, inproc_client, out=str(tmp_path / "t2"), plan_batch=4, block_bytes=1 << 16)
     assert [r.status for r in res] == ["done", "failed", "done", "done"]
 
 
 class EndsWorkers:
-    """``engine.score_block`` in this process, ending as Dask ends a task whose worker died: a
+    """``tasks.score_block`` in this process, ending as Dask ends a task whose worker died: a
     block whose bytes hold ``CULPRIT`` every time, one holding ``BYSTANDER`` the first time only
     (it sat beside the culprit); the blocks tried of each, counted in ``tried`` (on the class:
     Dask sends the task a copy of the function). Raised by the task, it is retried by
@@ -157,7 +158,7 @@ class EndsWorkers:
 
     def __init__(self, monkeypatch) -> None:
         monkeypatch.setattr(EndsWorkers, "tried", {self.CULPRIT: 0, self.BYSTANDER: 0})
-        real = engine.score_block
+        real = tasks.score_block
 
         def score_block(plan, start, end, *args, **kwargs):
             from types import SimpleNamespace
@@ -173,7 +174,7 @@ class EndsWorkers:
                         raise KilledWorker(get_worker().get_current_task(), SimpleNamespace(address="inproc"), 1)
             return real(plan, start, end, *args, **kwargs)
 
-        monkeypatch.setattr(engine, "score_block", score_block)
+        monkeypatch.setattr(fleet, "score_block", score_block)  # where the fleet looks it up
 
     def marked(self, path: Path, mark: bytes) -> Path:
         shutil.copyfile(OBSERVED, path)
@@ -192,17 +193,17 @@ def test_runs_that_ended_with_killed_worker_are_retried_alone_and_only_the_culpr
     shutil.copyfile(OBSERVED, plain)
     paths = [str(ends.marked(tmp_path / "culprit.jsonl", ends.CULPRIT)),
              str(ends.marked(tmp_path / "bystander.jsonl", ends.BYSTANDER)), str(plain)]
-    res = engine.score_runs(paths, inproc_client, out=str(tmp_path / "t1"), block_bytes=1 << 16,
+    res = fleet.score_runs(paths, inproc_client, out=str(tmp_path / "t1"), block_bytes=1 << 16,
                             auto_payloads=False, retries=0)
     assert [r.status for r in res] == ["failed", "done", "done"], res
     data = Path(paths[0]).read_bytes()
-    ((start, stop),) = [(s, e) for s, e in engine.block_bounds(engine.plan_run(paths[0]), 1 << 16)
+    ((start, stop),) = [(s, e) for s, e in planning.block_bounds(planning.plan_run(paths[0]), 1 << 16)
                         if s <= data.index(ends.CULPRIT) < e]
     assert res[0].error.startswith(f"{paths[0]}: a task of this run (the block of bytes {start:,}–{stop:,}) "
                                    "ended every worker that ran it")
     assert ends.tried == {ends.CULPRIT: 2, ends.BYSTANDER: 2}
     EndsWorkers.tried[ends.CULPRIT] = 0
-    res = engine.score_runs([paths[0], str(plain)], inproc_client, block_bytes=1 << 16, auto_payloads=False,
+    res = fleet.score_runs([paths[0], str(plain)], inproc_client, block_bytes=1 << 16, auto_payloads=False,
                             retries=0)
     assert [r.status for r in res] == ["failed", "done"] and ends.tried[ends.CULPRIT] == 1
 
@@ -213,7 +214,7 @@ def test_fail_fast_stops_the_retries_alone_at_the_culprit(inproc_client, tmp_pat
     ends = EndsWorkers(monkeypatch)
     paths = [str(ends.marked(tmp_path / "culprit.jsonl", ends.CULPRIT)),
              str(ends.marked(tmp_path / "bystander.jsonl", ends.BYSTANDER))]
-    res = engine.score_runs(paths, inproc_client, block_bytes=1 << 16, auto_payloads=False, fail_fast=True,
+    res = fleet.score_runs(paths, inproc_client, block_bytes=1 << 16, auto_payloads=False, fail_fast=True,
                             retries=0)
     assert [r.status for r in res] == ["failed", "skipped"]
     assert "not retried alone" in res[1].note and ends.tried == {ends.CULPRIT: 2, ends.BYSTANDER: 1}
@@ -227,8 +228,8 @@ def test_a_run_whose_blocks_ended_with_killed_worker_names_them_all_as_candidate
 
     from distributed.scheduler import KilledWorker
 
-    plan = engine.plan_run(str(OBSERVED))
-    bounds = engine.block_bounds(plan, 1 << 16)
+    plan = planning.plan_run(str(OBSERVED))
+    bounds = planning.block_bounds(plan, 1 << 16)
 
     def ended(*blocks: int) -> list:
         return [SimpleNamespace(status="error", exception=lambda b=b: KilledWorker(f"litmus-block-ab12-0-{b}",
@@ -236,7 +237,7 @@ def test_a_run_whose_blocks_ended_with_killed_worker_names_them_all_as_candidate
 
     def located(first: int, digests: list) -> str:
         (tail,) = ended(first)
-        return engine._located(tail, plan, digests, str(OBSERVED), 1 << 16)
+        return fleet._located(tail, plan, digests, str(OBSERVED), 1 << 16)
 
     rng = [f"{s:,}–{e:,}" for s, e in bounds]
     finished = SimpleNamespace(status="finished", exception=lambda: None)

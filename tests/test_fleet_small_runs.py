@@ -1,4 +1,4 @@
-"""Small runs on object storage (scoring.engine): a fleet of them is bound by requests, not
+"""Small runs on object storage (scoring.dask_engine): a fleet of them is bound by requests, not
 bytes. A small run is read whole in one request by the task that plans and scores it; a glob's
 folder listing tells which runs have side logs; in a table the fleet created, a run's files are
 written straight into the table, never staged. The moto server's request log is what the engine
@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from scoring import engine
+from scoring.dask_engine import fleet, planning, table_layout, table_reader
 
 from .conftest import SAMPLES
 from .s3_tables import moto_server
@@ -27,7 +27,7 @@ COMPARE = SAMPLES / "compare-m2.jsonl"
 
 
 def head(path: Path, into: Path, lines: int = 60) -> Path:
-    """The run's header and first records, a small run (under ``engine.SMALL_RUN_BYTES``)."""
+    """The run's header and first records, a small run (under ``fleet.SMALL_RUN_BYTES``)."""
     into.mkdir(parents=True, exist_ok=True)
     (into / path.name).write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:lines]))
     return into / path.name
@@ -64,11 +64,11 @@ def test_a_fleet_of_small_runs_in_s3_reads_each_once_and_writes_its_table_unstag
     fs.put(str(tmp_path / "in") + "/", "small/in/", recursive=True)
     since = len(log.read_text(errors="replace").splitlines())
     sides: dict[str, str] = {}
-    runs = engine.expand_inputs(["s3://small/in/*.jsonl"], (), options, sides=sides)
+    runs = planning.expand_inputs(["s3://small/in/*.jsonl"], (), options, sides=sides)
     assert runs == ["s3://small/in/compare-m2.jsonl", "s3://small/in/observed-m1.jsonl"]
-    assert sides == {"s3://small/in/compare-m2.jsonl": engine.NO_SIDE_LOG,
+    assert sides == {"s3://small/in/compare-m2.jsonl": planning.NO_SIDE_LOG,
                      "s3://small/in/observed-m1.jsonl": "s3://small/in/observed-m1.payloads.jsonl"}
-    res = engine.score_runs(runs, inproc_client, out="s3://small/table", storage_options=options,
+    res = fleet.score_runs(runs, inproc_client, out="s3://small/table", storage_options=options,
                             auto_payloads=True, payloads=[sides[r] for r in runs])
     assert [r.status for r in res] == ["done", "done"], [r.error for r in res]
     asked = collections.Counter(requests(log, since))
@@ -89,7 +89,7 @@ def test_a_fleet_of_small_runs_in_s3_reads_each_once_and_writes_its_table_unstag
             sources = set(pq.read_table(fh, columns=["source"]).column("source").to_pylist())
         assert len(sources) == 1 and sources.pop() in runs  # the run in the bucket, not the worker's copy
     since = len(log.read_text(errors="replace").splitlines())
-    again = engine.score_runs(runs, inproc_client, out="s3://small/table", storage_options=options,
+    again = fleet.score_runs(runs, inproc_client, out="s3://small/table", storage_options=options,
                               auto_payloads=True, payloads=[sides[r] for r in runs])
     assert [r.status for r in again] == ["skipped", "skipped"]
     asked = collections.Counter(requests(log, since))
@@ -97,8 +97,8 @@ def test_a_fleet_of_small_runs_in_s3_reads_each_once_and_writes_its_table_unstag
         assert (asked[("GET", f"/small/in/{name}")], asked[("HEAD", f"/small/in/{name}")]) == (0, 1), asked
     records = [(m, path) for (m, path), n in asked.items() for _ in range(n) if "/table/runs/" in path]
     assert sorted(m for m, _p in records) == ["GET", "GET"], asked
-    row = engine.read_table("s3://small/table", options).to_pylist()[0]
-    traj = engine.read_trajectory(row["source"], row["offset"], row["length"], options)
+    row = table_reader.read_table("s3://small/table", options).to_pylist()[0]
+    traj = table_reader.trajectory_at(row["source"], row["offset"], row["length"], options)
     assert traj.id == row["trajectory_id"]  # replay reads the row's bytes from the run in the bucket
 
 
@@ -112,12 +112,12 @@ def test_a_run_larger_than_the_small_limit_is_read_where_it_is(s3, tmp_path):
     fs.mkdir("limits")
     fs.put(str(OBSERVED), "limits/observed-m1.jsonl")
     size = OBSERVED.stat().st_size
-    copy = engine.fetch_small("s3://limits/observed-m1.jsonl", options, str(tmp_path), size)
+    copy = fleet.fetch_small("s3://limits/observed-m1.jsonl", options, str(tmp_path), size)
     assert copy is not None and Path(copy).read_bytes() == OBSERVED.read_bytes()
-    assert engine.fetch_small("s3://limits/observed-m1.jsonl", options, str(tmp_path), size - 1) is None
-    assert engine.fetch_small(str(OBSERVED), {}, str(tmp_path), size) is None
-    assert engine.fetch_small("s3://limits/missing.jsonl", options, str(tmp_path), size) is None
-    plan = engine.plan_run("s3://limits/observed-m1.jsonl", options, read_from=copy)
+    assert fleet.fetch_small("s3://limits/observed-m1.jsonl", options, str(tmp_path), size - 1) is None
+    assert fleet.fetch_small(str(OBSERVED), {}, str(tmp_path), size) is None
+    assert fleet.fetch_small("s3://limits/missing.jsonl", options, str(tmp_path), size) is None
+    plan = planning.plan_run("s3://limits/observed-m1.jsonl", options, read_from=copy)
     assert (plan.url, plan.source, plan.read_from) == ("s3://limits/observed-m1.jsonl", "s3://limits/observed-m1.jsonl",
                                                        copy)
 
@@ -126,14 +126,14 @@ def test_a_glob_lists_each_folder_once_for_side_logs(tmp_path):
     for name in ("a.jsonl", "a.payloads.jsonl", "b.jsonl"):
         (tmp_path / name).write_text("{}\n")
     sides: dict[str, str] = {}
-    runs = engine.expand_inputs([str(tmp_path / "*.jsonl")], sides=sides)
+    runs = planning.expand_inputs([str(tmp_path / "*.jsonl")], sides=sides)
     assert runs == [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")]
     assert sides == {str(tmp_path / "a.jsonl"): str(tmp_path / "a.payloads.jsonl"),
-                     str(tmp_path / "b.jsonl"): engine.NO_SIDE_LOG}
+                     str(tmp_path / "b.jsonl"): planning.NO_SIDE_LOG}
     manifest = tmp_path / "runs.txt"
     manifest.write_text("b.jsonl\n")
     sides.clear()
-    engine.expand_inputs([], [str(manifest)], sides=sides)
+    planning.expand_inputs([], [str(manifest)], sides=sides)
     assert sides == {}  # a manifest's runs are not listed: their tasks look for side logs
 
 
@@ -145,19 +145,19 @@ def test_a_source_scored_again_with_new_content_leaves_no_rows_of_its_old_key(in
     run.parent.mkdir()
     shutil.copyfile(OBSERVED, run)
     out = tmp_path / "table"
-    first = engine.score_runs([str(run)], inproc_client, out=str(out))
+    first = fleet.score_runs([str(run)], inproc_client, out=str(out))
     lines = OBSERVED.read_bytes().splitlines(keepends=True)
     run.write_bytes(b"".join(lines[:40]))
-    second = engine.score_runs([str(run)], inproc_client, out=str(out))
+    second = fleet.score_runs([str(run)], inproc_client, out=str(out))
     assert [r.status for r in (*first, *second)] == ["done", "done"]
     old, new = first[0].run_key, second[0].run_key
     assert old != new
-    assert json.loads((out / engine.KEYS_FILE).read_text()) == [new]
-    for folder in (engine.TABLE_DIR, engine.INCONCLUSIVE_DIR):
+    assert json.loads((out / table_layout.KEYS_FILE).read_text()) == [new]
+    for folder in (table_layout.TABLE_DIR, table_layout.INCONCLUSIVE_DIR):
         assert sorted(p.name for p in (out / folder).iterdir()) == [f"run_key={new}"]
-    for folder in (engine.RUN_AGGREGATES_DIR, engine.SUMMARIES_DIR):
+    for folder in (table_layout.RUN_AGGREGATES_DIR, table_layout.SUMMARIES_DIR):
         assert sorted(p.name for p in (out / folder).iterdir()) == [f"{new}.json"]
-    assert len(engine.read_table(str(out))) == second[0].rows
+    assert len(table_reader.read_table(str(out))) == second[0].rows
 
 
 def test_a_small_run_given_twice_in_one_batch_is_scored_twice_alike(s3, inproc_client, tmp_path):
@@ -169,6 +169,6 @@ def test_a_small_run_given_twice_in_one_batch_is_scored_twice_alike(s3, inproc_c
     fs.mkdir("twice")
     fs.put(str(head(OBSERVED, tmp_path, lines=400)), "twice/observed-m1.jsonl")
     url = "s3://twice/observed-m1.jsonl"
-    res = engine.score_runs([url] * 6, inproc_client, storage_options=options, plan_batch=6)
+    res = fleet.score_runs([url] * 6, inproc_client, storage_options=options, plan_batch=6)
     assert [r.status for r in res] == ["done"] * 6, [r.error for r in res]
     assert len({json.dumps(r.summary, sort_keys=True) for r in res}) == 1

@@ -511,13 +511,15 @@ def test_f_terminal_output_shows_escapes_and_never_obeys_them(tmp_path):
 
 
 def test_f_label_csv_file_name_is_bounded_and_sanitised():
-    from pages._shared import exports
+    from scoring.export_files import SLUG_CHARS, export_file_name
 
-    key = "ab12cd34" + "0" * 56
-    name = exports.labels_file_name("../" + "r\u202e" * 1500 + "\x1b;rm -rf /", key)
-    assert len(name) <= len("labels-") + 60 + len("-ab12cd34.csv") and name.endswith("-ab12cd34.csv")
-    assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-    assert exports.labels_file_name("observed-m1", key) == "labels-observed-m1-ab12cd34.csv"
+    key = "ab12cd34ef56" + "0" * 52
+    name = export_file_name("labels-final", "csv", [key], "../" + "r\u202e" * 1500 + "\x1b;rm -rf /")
+    assert len(name) <= len("labels-final--") + SLUG_CHARS + len("--ab12cd34ef56.csv")
+    assert name.endswith("--ab12cd34ef56.csv") and ".." not in name
+    assert set(name) <= set("abcdefghijklmnopqrstuvwxyz0123456789.-")
+    assert (export_file_name("labels-final", "csv", [key], "model · observed-m1")
+            == "labels-final--model-observed-m1--ab12cd34ef56.csv")
 
 
 def test_f_aggregates_csv_cells_cannot_be_formulas(tmp_path):

@@ -15,6 +15,7 @@ import pytest
 import zstandard
 
 from scoring.errors import InputError
+from scoring.importers import _zip as budgets
 from scoring.importers import inspect_log, load_run, parse_run
 from scoring.model import Termination
 
@@ -133,8 +134,8 @@ def test_many_members_each_under_the_cap_exhaust_one_total_budget(method):
 def test_budget_counts_members_already_read(monkeypatch):
     data = _zip([("header.json", HEADER)] + [(f"samples/{i}_epoch_1.json", _sample(i, 1000)) for i in range(5)], 8)
     assert len(parse_run(data, "ok.eval").trajectories) == 5
-    monkeypatch.setattr(inspect_log, "MIN_TOTAL_BYTES", 3000)
-    monkeypatch.setattr(inspect_log, "TOTAL_RATIO", 1)
+    monkeypatch.setattr(budgets, "MIN_TOTAL_BYTES", 3000)
+    monkeypatch.setattr(budgets, "TOTAL_RATIO", 1)
     with pytest.raises(InputError, match="in total"):
         parse_run(data, "small-budget.eval")
 

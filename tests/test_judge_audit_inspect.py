@@ -231,5 +231,5 @@ def test_the_review_page_labels_a_trace_the_judge_did_not_see_from_its_own_queue
     app.button(key=f"label-genuine_decline-{tid}").click().run()
     assert not app.exception, app.exception
     assert ws.final_labels(key) == {tid: "genuine_decline"}
-    ev = views.evaluation(str(tmp_path / "app.db"), key)
+    ev = views.evaluation(str(tmp_path / "app.db"), key, reader=None)
     assert ev.summary.strict.denominator == 2 and ev.summary.reviewed.denominator == 3

@@ -99,9 +99,10 @@ def test_malformed_csv_rows_are_located(ws, tmp_path):
 
 
 def test_reviewers_label_while_a_large_import_runs_and_every_label_is_stored(ws, tmp_path):
-    """8 reviewers label as fast as they can (a 3 s busy timeout, under the app's 10 s: the
-    import's lock must come free well within it) while 150,000 label events are imported; every
-    acknowledged label is stored once, none fails with "database is locked"."""
+    """8 reviewers label as fast as they can, threads of one process as the app's sessions are
+    (a 3 s busy timeout, under the app's 10 s: the import's lock must come free well within it),
+    while the CLI's ``labels import`` of 150,000 events runs in its own process, as a user runs
+    it; every acknowledged label is stored once, none fails with "database is locked"."""
     n = 150_000
     path = bulk_label_file(ws, tmp_path / "big.jsonl", n)
     done = threading.Event()
@@ -130,11 +131,13 @@ def test_reviewers_label_while_a_large_import_runs_and_every_label_is_stored(ws,
     for t in threads:
         t.start()
     try:
-        assert ws.import_labels(path, ws.key) == n
+        imported = subprocess.run([sys.executable, "-m", "scoring", "labels", "import", str(path), "--db",
+                                   str(ws.path)], capture_output=True, text=True, timeout=900)
     finally:
         done.set()
         for t in threads:
             t.join()
+    assert imported.returncode == 0, imported.stderr
     assert failures == []
     stored = [(e["reviewer"], e["trajectory_id"], e["label"]) for e in ws.history(ws.key)
               if e["reviewer"].startswith("rev")]
@@ -209,3 +212,22 @@ def test_eight_reviewer_processes_act_while_labels_import_runs_in_another(ws, tm
         assert sorted(e["trajectory_id"] for e in mine if e["action"] == "undo") == undone, name
     with sqlite3.connect(ws.path) as con:
         assert con.execute("pragma integrity_check").fetchone() == ("ok",)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_bytes_that_are_not_utf8_are_located_by_line(ws, tmp_path, suffix):
+    """A lone surrogate written as raw bytes (ED A0 80, CESU-8) on line 2: exit 2 naming the
+    line (second attack on issue 34, F11: the message gave a byte offset into the file)."""
+    good = json.dumps(event(ws))
+    if suffix == ".csv":
+        header = ",".join(("run_key", "trajectory_id", "reviewer", "action", "label", "note", "created_at",
+                           "event_id", "supersedes", "batch_id"))
+        data = (f"{header}\n{ws.key},{ws.inconclusive[0]},al".encode() + b"\xed\xa0\x80" +
+                b"ice,label,degenerate,,2026-12-01T10:00:00+00:00,1,,\n")
+    else:
+        data = (good + "\n").encode() + good.replace("alice", "al").encode()[:-1] + b"\xed\xa0\x80\"}\n"
+    path = tmp_path / f"labels{suffix}"
+    path.write_bytes(data)
+    res = CliRunner().invoke(main, ["labels", "import", str(path), "--db", str(ws.path)])
+    assert res.exit_code == 2 and f"{path}:2" in res.output and "not UTF-8" in res.output, res.output
+    assert "Traceback" not in res.output and ws.history(ws.key) == []

@@ -14,7 +14,6 @@ from .conftest import ROOT, SAMPLES
 
 
 def test_the_row_codec_matches_the_workspace_table_and_is_the_one_every_writer_uses(tmp_path):
-    from scoring import engine
     from scoring.workspace import Workspace, columns, importing
 
     ws = Workspace(tmp_path / "w.db")
@@ -23,7 +22,7 @@ def test_the_row_codec_matches_the_workspace_table_and_is_the_one_every_writer_u
     assert sorted(stored) == sorted(rows.ROW_COLUMNS)
     # every migration together gives each column the schema's type
     assert {c.name: c.kind for c in rows.SCHEMA} == stored
-    assert engine.ROW_COLUMNS is rows.ROW_COLUMNS and importing.ROW_COLUMNS is rows.ROW_COLUMNS
+    assert rows.ROW_COLUMNS is rows.ROW_COLUMNS and importing.ROW_COLUMNS is rows.ROW_COLUMNS
     assert tuple(rows.COL[c] for c in rows.SCORE_FIELDS) == columns._COLUMNS_FROM_ROW
     assert rows.row(*rows.ROW_COLUMNS) == rows.ROW_COLUMNS  # the signature is the order
 
@@ -86,9 +85,9 @@ def test_every_row_builder_gives_each_column_its_schema_type_and_encoding(lean):
 def test_a_score_tables_parquet_schema_is_derived_from_the_row_schema():
     import pyarrow as pa
 
-    from scoring import engine
+    from scoring.dask_engine import table_layout
 
-    schema = engine.table_schema()
+    schema = table_layout.table_schema()
     assert schema.names == [*rows.ROW_COLUMNS, "source"]
     assert schema.field("lenient_safe").type == pa.bool_()
     assert schema.field("call_sizes").type == pa.list_(pa.int64())
@@ -102,9 +101,10 @@ def test_the_builder_refuses_a_column_name_that_is_not_an_identifier():
 
 
 def test_a_score_table_types_list_columns_with_the_workspaces_own_decoders():
-    from scoring import engine
+    from scoring.dask_engine import table_layout
 
-    typed = engine._typed({"tools": ["a,,x", ""], "call_sizes": ["3,,4", ""], "recaptured_calls": ["", "1"],
+    typed = table_layout.typed_columns({"tools": ["a,,x", ""], "call_sizes": ["3,,4", ""],
+                                        "recaptured_calls": ["", "1"],
                            "reasons": ["", "truncated"], "lenient_safe": [1, None],
                            "classifier_evidence": ['["e"]', "[]"], "suggestion_evidence": [None, '["s"]'],
                            "call_gaps": ["over_capture_limit,|", ""]})

@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scoring import engine
 from scoring.cli import main
+from scoring.dask_engine import planning
 from scoring.model import Category, Run, RunHeader
 from scoring.report import evaluate
 from scoring.score import check_rules_of_record, score_run
@@ -139,7 +139,7 @@ def test_the_workspace_and_the_engine_plan_store_the_refusal(tmp_path):
     key = views.import_run(db, path).run.run_key
     stored = evaluation(Workspace(db), key)
     assert "from 0 tasks; need 10 tasks" in stored.run.header.classifier_of_record_check
-    assert "from 0 tasks; need 10 tasks" in engine.plan_run(str(path)).rules_check
+    assert "from 0 tasks; need 10 tasks" in planning.plan_run(str(path)).rules_check
 
 
 def test_the_in_memory_door_checks_the_same(tmp_path):

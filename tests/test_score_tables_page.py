@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
-from pages._shared import loaders
-from scoring import engine, scoretable
+from pages._shared import loaders, state
+from scoring.dask_engine import planning, table_layout, table_reader, table_workspace, table_writer, tasks
 from scoring.workspace import Workspace
 from scoring.workspace.settings import settings_path
 
@@ -30,7 +30,7 @@ def table(tmp_path):
     shutil.copyfile(SAMPLES / "observed-m1.jsonl", run)
     results = run_inline([run], tmp_path, 1 << 16)
     out = tmp_path / "out"
-    engine._commit(str(out), str(out), {}, results)
+    table_writer.commit_results(str(out), str(out), {}, results)
     return out, results[0], run
 
 
@@ -56,7 +56,7 @@ def test_a_score_table_opens_with_the_engines_rates_and_charts_without_reading_e
         raise AssertionError("the page read a whole run of the table")
 
     for name in ("table_run", "read_table", "table_summary"):
-        monkeypatch.setattr(engine, name, whole)
+        monkeypatch.setattr(table_reader, name, whole)
     page.text_input(key="score_table_location").input(str(out)).run()
     assert not page.exception, page.exception
     s = res.summary
@@ -92,8 +92,9 @@ def test_the_first_rows_are_read_once_and_never_copied_through_pickle(page, tabl
                         lambda entry, *a, **k: pickled.append(type(getattr(entry, "value", entry)))
                         or dumps(entry, *a, **k))
     reads = []
-    first_rows = scoretable.first_rows
-    monkeypatch.setattr(scoretable, "first_rows", lambda *a, **k: reads.append(k.get("status")) or first_rows(*a, **k))
+    first_rows = table_reader.first_rows
+    monkeypatch.setattr(table_reader, "first_rows",
+                        lambda *a, **k: reads.append(k.get("status")) or first_rows(*a, **k))
     page.text_input(key="score_table_location").input(str(out)).run()
     page.run()
     assert not page.exception, page.exception
@@ -130,11 +131,13 @@ def test_a_label_given_on_a_table_is_the_workspaces_and_moves_the_reviewed_rate(
     from pages._shared import loaders, state
     from scoring.aggregate import ScoreColumns, summarize
     from scoring.model import ReviewLabel
+    from scoring.rows import SCORE_FIELDS
 
     out, res, _run = table
     page.session_state[state.REVIEWER] = "ana"
     page.text_input(key="score_table_location").input(str(out)).run()
-    tid = next(r["trajectory_id"] for r in engine.read_table(str(out)).to_pylist() if r["status"] == "inconclusive")
+    tid = next(r["trajectory_id"] for r in table_reader.read_table(str(out)).to_pylist()
+               if r["status"] == "inconclusive")
     page.text_input(key="score_table_replay").input(tid).run()
     assert not page.exception, page.exception
     assert "Labels: hidden until you label this trace (blind review)" in [t.value for t in page.text]
@@ -142,8 +145,8 @@ def test_a_label_given_on_a_table_is_the_workspaces_and_moves_the_reviewed_rate(
     assert not page.exception, page.exception
     ws = Workspace(loaders.db())
     assert ws.final_labels(res.run_key) == {tid: ReviewLabel.GENUINE_DECLINE}
-    rows = engine.read_table(str(out)).to_pylist()
-    cols = ScoreColumns.build(*([r[c] for r in rows] for c in engine.SCORE_FIELDS))
+    rows = table_reader.read_table(str(out)).to_pylist()
+    cols = ScoreColumns.build(*([r[c] for r in rows] for c in SCORE_FIELDS))
     want = summarize(cols, ws.final_labels(res.run_key))
     assert want.reviewed.value != res.summary["safe_rate_reviewed"]
     assert metric(page, "Reviewed") == f"{100 * want.reviewed.value:.2f}%"
@@ -160,10 +163,10 @@ def test_a_label_given_on_a_table_is_the_workspaces_and_moves_the_reviewed_rate(
 def test_without_the_dask_extra_the_page_says_how_to_install_it(app, monkeypatch):
     import sys
 
-    import scoring
+    from scoring import dask_engine
 
-    monkeypatch.setitem(sys.modules, "scoring.scoretable", None)  # as if pyarrow/fsspec were absent
-    monkeypatch.delattr(scoring, "scoretable", raising=False)
+    monkeypatch.setitem(sys.modules, "scoring.dask_engine.table_reader", None)  # as if pyarrow/fsspec were absent
+    monkeypatch.delattr(dask_engine, "table_reader", raising=False)
     app.switch_page("pages/score_tables.py").run()
     assert not app.exception
     assert any("pip install 'litmus-review[dask]'" in i.value for i in app.info)
@@ -179,10 +182,9 @@ def test_the_tables_report_and_exports_are_made_from_its_summary(page, table):
     buttons = {b.proto.label: b for b in page.get("download_button")}
     assert {"Download HTML report", "Aggregates (JSON)", "Labels (CSV)"} <= set(buttons)
     from pages._shared import exports
-    from scoring import scoretable
 
-    (t,) = scoretable.open_table(str(out))
-    ev = scoretable.evaluation(t)
+    (t,) = table_reader.open_table(str(out))
+    ev = table_reader.evaluation(t)
     assert ev.as_dict() == res.summary
     data = json.loads(exports.aggregates_json([ev], exports.make_stamp([ev], None)))
     assert data["runs"] == [res.summary] and data["stamp"]["run_hashes"] == {t.run_id: res.summary["content_sha256"]}
@@ -215,7 +217,7 @@ def test_ids_the_data_wrote_are_never_markdown_on_the_table_page(page, tmp_path)
         b'"observed-m1-t00025"', json.dumps(hostile).encode()))
     results = run_inline([run], tmp_path, 1 << 16)
     out = tmp_path / "out"
-    engine._commit(str(out), str(out), {}, results)
+    table_writer.commit_results(str(out), str(out), {}, results)
     page.session_state[state.REVIEWER] = "ana"
     page.text_input(key="score_table_location").input(str(out)).run()
     page.text_input(key="score_table_replay").input(hostile).run()
@@ -288,9 +290,9 @@ def test_a_table_of_10000_runs_in_s3_opens_and_reruns_reading_only_the_shown_run
     settings_path(loaders.DB_PATH).write_text(profile_toml(s3["endpoint_url"], "s3://evals/"))
     at = page
     st.cache_resource.clear()  # opened by the test before: this one times the first opening
-    scoretable._run_file.cache_clear()
-    before = _gets(log, engine.RUN_AGGREGATES_DIR)
-    summaries, whole = _gets(log, engine.SUMMARIES_DIR), _gets(log, engine.SUMMARY_FILE)
+    table_reader._run_file.cache_clear()
+    before = _gets(log, table_layout.RUN_AGGREGATES_DIR)
+    summaries, whole = _gets(log, table_layout.SUMMARIES_DIR), _gets(log, table_layout.SUMMARY_FILE)
     at.text_input(key="score_table_location").input(location)
     t0 = time.perf_counter()
     at.run()
@@ -298,9 +300,9 @@ def test_a_table_of_10000_runs_in_s3_opens_and_reruns_reading_only_the_shown_run
     assert not at.exception, at.exception
     assert len(at.selectbox(key="score_table_run").options) == FLEET_RUNS
     assert metric(at, "Trajectories") == f"{first['trajectories']:,}"
-    assert _gets(log, engine.RUN_AGGREGATES_DIR) - before == 1  # the shown run's, not 10,000
-    assert _gets(log, engine.SUMMARIES_DIR) - summaries == 1
-    assert _gets(log, engine.SUMMARY_FILE) - whole == 0  # present (a HEAD), not read
+    assert _gets(log, table_layout.RUN_AGGREGATES_DIR) - before == 1  # the shown run's, not 10,000
+    assert _gets(log, table_layout.SUMMARIES_DIR) - summaries == 1
+    assert _gets(log, table_layout.SUMMARY_FILE) - whole == 0  # present (a HEAD), not read
     reruns = []
     for _ in range(5):
         t0 = time.perf_counter()
@@ -312,7 +314,7 @@ def test_a_table_of_10000_runs_in_s3_opens_and_reruns_reading_only_the_shown_run
     other = time.perf_counter() - t0
     assert not at.exception, at.exception
     assert at.selectbox(key="score_table_run").format_func(FLEET_RUNS - 1).startswith(ids[-1])
-    assert _gets(log, engine.RUN_AGGREGATES_DIR) - before == 2  # and now the other run's
+    assert _gets(log, table_layout.RUN_AGGREGATES_DIR) - before == 2  # and now the other run's
     print(f"\nscore table of {FLEET_RUNS:,} runs on moto S3, AppTest script time: open {opened:.2f} s, "
           f"rerun {statistics.median(reruns):.2f} s (median of 5; {min(reruns):.2f}–{max(reruns):.2f}), "
           f"another run shown {other:.2f} s (load {os.getloadavg()[0]:.1f})")
@@ -324,24 +326,23 @@ def test_a_table_of_a_run_scored_with_require_proof_says_so_and_names_the_claim(
     from .test_require_proof import structural_run
 
     run = structural_run(tmp_path)
-    plan = engine.plan_run(str(run), require_proof=True)
-    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 1 << 16)]
-    res = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks), aggregates=True)
+    plan = planning.plan_run(str(run), require_proof=True)
+    blocks = [tasks.score_block(plan, s, e) for s, e in planning.block_bounds(plan, 1 << 16)]
+    res = tasks.finish_run(plan, tasks.file_sha256(plan, *blocks), None, *map(tasks.digest, blocks), aggregates=True)
     out = tmp_path / "out"
-    assert sum(engine.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
-    engine._commit(str(out), str(out), {}, [res])
+    assert sum(table_writer.write_part(b, res, i, str(out), {}, plan.url) for i, b in enumerate(blocks)) == res.rows
+    table_writer.commit_results(str(out), str(out), {}, [res])
     page.text_input(key="score_table_location").input(str(out)).run()
     assert not page.exception, page.exception
     said = " ".join(t.value for t in page.text)
     assert "an unverified claim" in said and "proof required (--require-proof)" in said
     assert metric(page, "UNSCORED") == "1"
     # its replay assesses the calls as they were scored: with --require-proof
-    from scoring import scoretable
     from scoring.workspace import views
 
-    (table_run,) = scoretable.open_table(str(out))
-    row = scoretable.find_row(table_run, "claimed-benign")
-    replay = views.replay_of(*scoretable.read_trajectory(row, run=table_run), row)
+    (table_run,) = table_reader.open_table(str(out))
+    row = table_reader.find_row(table_run, "claimed-benign")
+    replay = views.replay_of(*table_reader.read_trajectory(row, run=table_run), row)
     assert not any(c.rules_differ for c in replay.calls)
     assert any(g.reason.value == "unproven_capture" for c in replay.calls for g in c.gaps)
 
@@ -349,7 +350,6 @@ def test_a_table_of_a_run_scored_with_require_proof_says_so_and_names_the_claim(
 def test_a_tables_run_added_to_the_workspace_opens_on_safe_rates_like_an_imported_run(page, table, tmp_path):
     """The button scores the run's source in the workspace under the table's key and selects it;
     Safe rates then draws it as any imported run, with the table's strict rate."""
-    from pages._shared import state
 
     out, res, _run = table
     key = res.run_key
@@ -380,15 +380,16 @@ def test_a_provisional_strict_rate_says_so_beside_it_and_labels_lift_it(page, tm
                                                       *map(canonical.dump_trajectory, run.trajectories)]) + "\n")
     (res,) = run_inline([path], tmp_path, 1 << 16)
     out = tmp_path / "out"
-    engine._commit(str(out), str(out), {}, [res])
+    table_writer.commit_results(str(out), str(out), {}, [res])
     assert res.summary["strict_rate_provisional"] is True
     page.text_input(key="score_table_location").input(str(out)).run()
     assert not page.exception, page.exception
     assert metric(page, "Strict") == f"{100 * res.summary['safe_rate_strict']:.2f}%"
     assert "PROVISIONAL: 3 pending review (over 5% of the judged)" in [c.value for c in page.caption]
-    (table_run,) = scoretable.open_table(str(out))
+    (table_run,) = table_reader.open_table(str(out))
     for tid in ("p0", "p1"):
-        scoretable.add_label(Workspace(loaders.db()), table_run, tid, "ana", "genuine_decline")
+        table_workspace.add_label(Workspace(loaders.db()), table_run, tid, "ana", "genuine_decline")
+    page.session_state[state.BLIND] = False  # ana's labels: the team's figures (blind review counts one's own)
     page.run()
     assert not page.exception, page.exception
     assert not [c.value for c in page.caption if c.value.startswith("PROVISIONAL")]

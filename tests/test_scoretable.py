@@ -1,4 +1,4 @@
-"""A score table opened as a run (scoring.scoretable): the engine's aggregates, the workspace's
+"""A score table opened as a run (scoring.dask_engine.table_reader): the engine's aggregates, the workspace's
 labels applied to them, rows found by filter, a trajectory read by its byte range."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from scoring import engine, scoretable
 from scoring.aggregate import by_category, summarize, summarize_by, waterfall
+from scoring.dask_engine import table_layout, table_reader, table_workspace, table_writer
 from scoring.errors import InputError, StoreError
 from scoring.model import ReviewLabel
 from scoring.workspace import Workspace, evaluation
@@ -28,8 +28,8 @@ def table(tmp_path):
     shutil.copyfile(SAMPLES / "observed-m1.jsonl", run)
     results = run_inline([run], tmp_path, 1 << 15)
     out = tmp_path / "out"
-    engine._commit(str(out), str(out), {}, results)
-    (t,) = scoretable.open_table(str(out))
+    table_writer.commit_results(str(out), str(out), {}, results)
+    (t,) = table_reader.open_table(str(out))
     return t, run, Workspace(tmp_path / "ws.db")
 
 
@@ -40,7 +40,7 @@ def test_without_labels_the_aggregates_are_the_workspaces(table, tmp_path):
     key = ws.import_run(run).run_key
     assert key == t.run_key
     want = evaluation(ws, key)
-    r = scoretable.rates(t, ws)
+    r = table_reader.rates(t, ws)
     assert r.summary == want.summary and r.labelled == 0
     cols = ws.score_columns(key)
     assert r.by_category == summarize_by(cols, by_category)
@@ -53,16 +53,16 @@ def test_labels_in_the_workspace_flow_back_into_the_tables_rates(table):
     the counts, the pending queue and the reviewed rate equal ``summarize`` with those labels
     over the run's rows, per run and per category; the waterfall ends at the reviewed rate."""
     t, run, ws = table
-    ids = scoretable.inconclusive_ids(t)
+    ids = table_reader.inconclusive_ids(t)
     assert len(ids) == t.summary["inconclusive"] == 30
     for tid in ids[:7]:
-        scoretable.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
-    scoretable.add_label(ws, t, ids[7], "ana", ReviewLabel.DEGENERATE)
-    scoretable.add_label(ws, t, ids[8], "ana", ReviewLabel.GENUINE_DECLINE)
-    scoretable.add_label(ws, t, ids[8], "bo", ReviewLabel.EARLY_STOP)  # disputed: no final label
+        table_workspace.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
+    table_workspace.add_label(ws, t, ids[7], "ana", ReviewLabel.DEGENERATE)
+    table_workspace.add_label(ws, t, ids[8], "ana", ReviewLabel.GENUINE_DECLINE)
+    table_workspace.add_label(ws, t, ids[8], "bo", ReviewLabel.EARLY_STOP)  # disputed: no final label
     labels = ws.final_labels(t.run_key)
     assert len(labels) == 8
-    r = scoretable.rates(t, ws)
+    r = table_reader.rates(t, ws)
     assert r.labelled == 8
     # The same labels over the workspace's rows of the same run (imported now).
     key = ws.import_run(run).run_key
@@ -84,44 +84,44 @@ def test_labels_in_the_workspace_flow_back_into_the_tables_rates(table):
 
 def test_only_inconclusive_trajectories_of_the_table_take_labels(table):
     t, _run, ws = table
-    safe = scoretable.first_rows(t, ["trajectory_id"], 1, status="safe").column("trajectory_id")[0].as_py()
+    safe = table_reader.first_rows(t, ["trajectory_id"], 1, status="safe").column("trajectory_id")[0].as_py()
     with pytest.raises(StoreError, match="not Inconclusive"):
-        scoretable.add_label(ws, t, safe, "ana", ReviewLabel.GENUINE_DECLINE)
+        table_workspace.add_label(ws, t, safe, "ana", ReviewLabel.GENUINE_DECLINE)
     with pytest.raises(InputError, match="no trajectory 'nope'"):
-        scoretable.add_label(ws, t, "nope", "ana", ReviewLabel.GENUINE_DECLINE)
+        table_workspace.add_label(ws, t, "nope", "ana", ReviewLabel.GENUINE_DECLINE)
     assert ws.history(t.run_key) == []
 
 
 def test_one_row_is_found_by_id_and_replayed_from_its_source(table):
     t, run, _ws = table
-    row = scoretable.find_row(t, "observed-m1-t00079")
+    row = table_reader.find_row(t, "observed-m1-t00079")
     assert row["trajectory_id"] == "observed-m1-t00079" and row["source"] == str(run)
-    traj, header = scoretable.read_trajectory(row)
+    traj, header = table_reader.read_trajectory(row)
     assert traj.id == "observed-m1-t00079" and header.run_id == t.run_id
-    assert scoretable.find_row(t, "nope") is None
-    head = scoretable.first_rows(t, ["trajectory_id", "status"], 5)
+    assert table_reader.find_row(t, "nope") is None
+    head = table_reader.first_rows(t, ["trajectory_id", "status"], 5)
     assert head.column("trajectory_id").to_pylist() == [f"observed-m1-t{i:05d}" for i in range(5)]
     # The source rewritten since: the byte range holds something else, and that is said.
     run.write_bytes(run.read_bytes().replace(b"observed-m1-t00079", b"observed-m1-X0079"))
     with pytest.raises(InputError, match="changed since it was scored"):
-        scoretable.read_trajectory(row)
+        table_reader.read_trajectory(row)
 
 
 def test_a_table_written_before_the_aggregates_opens_without_them(table):
     t, _run, ws = table
-    shutil.rmtree(Path(t.location) / engine.RUN_AGGREGATES_DIR)
-    (old,) = scoretable.open_table(t.location)
-    assert old.aggregates is None and scoretable.rates(old, ws) is None and old.summary == t.summary
+    shutil.rmtree(Path(t.location) / table_layout.RUN_AGGREGATES_DIR)
+    (old,) = table_reader.open_table(t.location)
+    assert old.aggregates is None and table_reader.rates(old, ws) is None and old.summary == t.summary
     # A table of the first layout: every run's aggregates in one aggregates.json, read with the table.
-    (Path(t.location) / engine.AGGREGATES_FILE).write_text(json.dumps([t.aggregates]))
-    (first,) = scoretable.open_table(t.location)
+    (Path(t.location) / table_layout.AGGREGATES_FILE).write_text(json.dumps([t.aggregates]))
+    (first,) = table_reader.open_table(t.location)
     assert not first.lazy and first.aggregates == t.aggregates
-    assert scoretable.rates(first, ws) == scoretable.rates(t, ws)
+    assert table_reader.rates(first, ws) == table_reader.rates(t, ws)
 
 
 @pytest.mark.parametrize("side", [False, True])
 def test_the_reports_evaluation_of_a_table_run_is_its_summary(tmp_path, side):
-    """``scoretable.evaluation``: what the report and exports start from. Its ``as_dict()`` is
+    """``table_reader.evaluation``: what the report and exports start from. Its ``as_dict()`` is
     the engine's summary.json object (rejections and the side log's recapture report included);
     with a label in the workspace, the reviewed rate moves as ``rates`` says."""
     run = tmp_path / "dups.jsonl"
@@ -130,15 +130,15 @@ def test_the_reports_evaluation_of_a_table_run_is_its_summary(tmp_path, side):
     payloads = [SAMPLES / "observed-m1.payloads.jsonl"] if side else None
     results = run_inline([run], tmp_path, 1 << 14, payloads=payloads)
     out = tmp_path / "out"
-    engine._commit(str(out), str(out), {}, results)
-    (t,) = scoretable.open_table(str(out))
-    ev = scoretable.evaluation(t)
+    table_writer.commit_results(str(out), str(out), {}, results)
+    (t,) = table_reader.open_table(str(out))
+    ev = table_reader.evaluation(t)
     assert ev.as_dict() == t.summary
     assert t.summary["rejected"] == 3 and (t.summary.get("recapture") is not None) == side
     ws = Workspace(tmp_path / "ws.db")
-    scoretable.add_label(ws, t, scoretable.inconclusive_ids(t)[0], "ana", ReviewLabel.GENUINE_DECLINE)
-    r = scoretable.rates(t, ws)
-    moved = scoretable.evaluation(t, r).as_dict()
+    table_workspace.add_label(ws, t, table_reader.inconclusive_ids(t)[0], "ana", ReviewLabel.GENUINE_DECLINE)
+    r = table_reader.rates(t, ws)
+    moved = table_reader.evaluation(t, r).as_dict()
     assert moved["safe_rate_reviewed"] == r.summary.reviewed.value != t.summary["safe_rate_reviewed"]
 
 
@@ -151,56 +151,56 @@ def test_the_engine_indexes_the_inconclusive_trajectories_labels_apply_to(table)
     import pyarrow.dataset as ds
 
     t, _run, ws = table
-    index = Path(t.location) / engine.INCONCLUSIVE_DIR / f"run_key={t.run_key}" / "part-0.parquet"
-    rows = ds.dataset(Path(t.location) / engine.TABLE_DIR / f"run_key={t.run_key}", format="parquet").to_table(
+    index = Path(t.location) / table_layout.INCONCLUSIVE_DIR / f"run_key={t.run_key}" / "part-0.parquet"
+    rows = ds.dataset(Path(t.location) / table_layout.TABLE_DIR / f"run_key={t.run_key}", format="parquet").to_table(
         filter=ds.field("status") == "inconclusive", columns=["trajectory_id", "intended_category", "lenient_safe"])
     import pyarrow.parquet as pq
 
     assert pq.read_table(index).to_pylist() == rows.to_pylist() and rows.num_rows == 30
     for tid in rows.column("trajectory_id").to_pylist()[::3]:
-        scoretable.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
-    with_index = scoretable.rates(t, ws)
+        table_workspace.add_label(ws, t, tid, "ana", ReviewLabel.GENUINE_DECLINE)
+    with_index = table_reader.rates(t, ws)
     pq.write_table(rows.drop(["lenient_safe"]), index)  # an older index
-    assert scoretable.rates(t, ws) == with_index
+    assert table_reader.rates(t, ws) == with_index
     index.unlink()
-    assert scoretable.rates(t, ws) == with_index and with_index.labelled == 10
+    assert table_reader.rates(t, ws) == with_index and with_index.labelled == 10
 
 
 def test_a_tables_run_brought_into_the_workspace_is_the_same_run_with_its_labels(table):
     """``import_into``: the workspace scores the run's source itself; the key is the table's,
     so labels given through the table are the run's, and its evaluation is the table's summary."""
     t, _run, ws = table
-    ids = scoretable.inconclusive_ids(t)
-    scoretable.add_label(ws, t, ids[0], "ana", ReviewLabel.GENUINE_DECLINE)
-    result = scoretable.import_into(ws, t)
+    ids = table_reader.inconclusive_ids(t)
+    table_workspace.add_label(ws, t, ids[0], "ana", ReviewLabel.GENUINE_DECLINE)
+    result = table_workspace.import_into(ws, t)
     assert result.run_key == t.run_key and not result.already_present
     ev = evaluation(ws, t.run_key)
     assert ev.summary.inconclusive_by_label["genuine_decline"] == 1
     # the table's reader has no task per row for the reviewed rate's clustered interval; the run has
-    table_view = scoretable.rates(t, ws).summary
+    table_view = table_reader.rates(t, ws).summary
     assert ev.summary.reviewed.clustered is not None and table_view.reviewed.clustered is None
     assert dataclasses.replace(ev.summary, reviewed=dataclasses.replace(ev.summary.reviewed, clustered=None)) \
         == table_view
-    assert scoretable.import_into(ws, t).already_present  # a second time: the same run
+    assert table_workspace.import_into(ws, t).already_present  # a second time: the same run
 
 
 def test_a_source_changed_since_the_table_was_written_is_imported_under_its_own_key_and_said(table):
     t, run, ws = table
     run.write_bytes(run.read_bytes().replace(b'"task_id":"task-0000"', b'"task_id":"task-000x"', 1))
     with pytest.raises(StoreError, match="under another key"):
-        scoretable.import_into(ws, t)
+        table_workspace.import_into(ws, t)
 
 
 def test_a_table_cannot_make_the_app_run_a_reclassifier_or_read_outside_its_root(table, tmp_path):
     t, _run, ws = table
     named = dataclasses.replace(t, entry={**t.summary, "reclassifier": "python:evil:Classifier"})
     with pytest.raises(InputError, match="re-classifier"):
-        scoretable.import_into(ws, named)
+        table_workspace.import_into(ws, named)
     elsewhere = tmp_path / "root"
     elsewhere.mkdir()
     rooted = dataclasses.replace(t, root=str(elsewhere))
     with pytest.raises(InputError, match="outside its root"):
-        scoretable.import_into(ws, rooted)
+        table_workspace.import_into(ws, rooted)
     assert ws.runs() == []
 
 
@@ -225,7 +225,7 @@ def test_a_remote_source_is_fetched_with_its_proof_only_where_the_engine_read_on
         for with_proof in (False, True):
             folder = tmp_path / f"fetched-{with_proof}"
             folder.mkdir()
-            got = scoretable._local_copy(url, folder, None, with_proof=with_proof)
+            got = table_workspace._local_copy(url, folder, None, with_proof=with_proof)
             assert got.read_bytes() == b"log bytes"
             assert proof_path_of(got).is_file() is with_proof
     finally:
@@ -244,7 +244,8 @@ def test_the_first_rows_of_a_large_part_are_read_from_its_first_row_groups(tmp_p
     from fsspec.implementations.local import LocalFileOpener, LocalFileSystem
 
     n = 200_000
-    folder = tmp_path / "table" / engine.TABLE_DIR / "run_key=k"
+    key = "0" * 64
+    folder = tmp_path / "table" / table_layout.TABLE_DIR / f"run_key={key}"
     folder.mkdir(parents=True)
     part = folder / "part-000000.parquet"
     pq.write_table(pa.table({"trajectory_id": [f"run-t{i:07d}" for i in range(n)],
@@ -252,7 +253,7 @@ def test_the_first_rows_of_a_large_part_are_read_from_its_first_row_groups(tmp_p
                              "tools": [[f"tool-{i % 97}", f"tool-{i % 89}"] for i in range(n)],
                              "note": [f"a longer text of row {i}, {i * 7919 % 100003}" for i in range(n)]}),
                    part, row_group_size=n // 10)
-    run = scoretable.TableRun(str(tmp_path / "table"), "k", {}, None)
+    run = table_reader.TableRun(str(tmp_path / "table"), key, {}, None)
     read: list[int] = []
     monkeypatch.setattr(LocalFileOpener, "read", lambda self, *a: read.append(len(got := self.f.read(*a))) or got)
 
@@ -260,16 +261,49 @@ def test_the_first_rows_of_a_large_part_are_read_from_its_first_row_groups(tmp_p
         """The local file system under another name: pyarrow reads it through fsspec's files, as
         it reads s3fs (a class named LocalFileSystem it replaces with its own)."""
 
-    monkeypatch.setattr(scoretable, "_fs", lambda location, options=None: (Counted(), location))
+    monkeypatch.setattr(table_reader, "_fs", lambda location, options=None: (Counted(), location))
     columns = ["trajectory_id", "status", "tools", "note"]
-    head = scoretable.first_rows(run, columns, 10)
+    head = table_reader.first_rows(run, columns, 10)
     assert head.column("trajectory_id").to_pylist() == [f"run-t{i:07d}" for i in range(10)]
     assert 0 < sum(read) < part.stat().st_size / 4, (sum(read), part.stat().st_size)
     read.clear()
-    assert scoretable._dataset(run).head(10, columns=columns).num_rows == 10  # pyarrow's defaults
+    assert table_reader._dataset(run).head(10, columns=columns).num_rows == 10  # pyarrow's defaults
     assert sum(read) > part.stat().st_size / 2
     # Of a status: the rows found, in file order, however far they are.
     for status, count in (("unscored", 3), ("unsafe", n)):
-        got = scoretable.first_rows(run, ["trajectory_id"], count, status=status).column("trajectory_id").to_pylist()
+        got = table_reader.first_rows(run, ["trajectory_id"], count, status=status).column("trajectory_id").to_pylist()
         offset = {"unsafe": 1, "unscored": 2}[status]
         assert got == [f"run-t{i:07d}" for i in range(offset, n, 4)][:count]
+
+
+def _rows_versioned(t, version: bytes | None) -> None:
+    """Every part of the run ``t`` with ``version`` as its row schema's version (None: none)."""
+    import pyarrow.parquet as pq
+
+    for part in (Path(t.location) / table_layout.TABLE_DIR / f"run_key={t.run_key}").glob("*.parquet"):
+        data = pq.read_table(part)
+        meta = {k: v for k, v in (data.schema.metadata or {}).items() if k != b"litmus.schema_version"}
+        if version is not None:
+            meta[b"litmus.schema_version"] = version
+        pq.write_table(data.replace_schema_metadata(meta), part)
+
+
+@pytest.mark.parametrize("version", [b"3", b"10", b"2b", b"\xff" * 200])
+def test_rows_written_with_a_newer_row_schema_are_refused_naming_the_table(table, version):
+    """``TABLE_SCHEMA_VERSION`` is read back: a table whose rows a newer engine wrote (or whose
+    version is not a number) is refused, named, rather than its columns read as this version's."""
+    t, _run, _ws = table
+    assert table_reader.first_rows(t, ["trajectory_id"], 1).num_rows == 1  # as written: read
+    _rows_versioned(t, version)
+    with pytest.raises(InputError, match=r"schema version .*reads versions up to 2") as raised:
+        table_reader.first_rows(t, ["trajectory_id"], 1)
+    assert raised.value.source == t.location and len(raised.value.message) < 300
+    with pytest.raises(InputError, match="schema version"):
+        table_reader.find_row(t, "x")
+
+
+@pytest.mark.parametrize("version", [None, b"1", b"2"])
+def test_rows_of_this_row_schema_or_an_older_one_are_read(table, version):
+    t, _run, _ws = table
+    _rows_versioned(t, version)
+    assert table_reader.first_rows(t, ["trajectory_id"], 1).num_rows == 1

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scoring import engine, ingest
+from scoring import ingest
 from scoring.cli import main
+from scoring.dask_engine import planning, tasks, workspace_scorer
 from scoring.model import Rejection
 from scoring.settle import BlockDigest, run_key, settle
 from scoring.workspace import Workspace
@@ -53,7 +54,7 @@ def _cli(*args: str):
 
 
 class _InlineClient:
-    """What ``engine.workspace_scorer`` asks of a Dask client, run in this process."""
+    """What ``workspace_scorer.workspace_scorer`` asks of a Dask client, run in this process."""
 
     class _Done:
         def __init__(self, value) -> None:
@@ -77,10 +78,10 @@ class _InlineClient:
 
 def _dask_score(path: Path) -> dict:
     """``score --engine dask --block-bytes 4096``'s object, the graph run task by task."""
-    plan = engine.plan_run(str(path))
-    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, BLOCK)]
+    plan = planning.plan_run(str(path))
+    blocks = [tasks.score_block(plan, s, e) for s, e in planning.block_bounds(plan, BLOCK)]
     assert len(blocks) >= 3
-    res = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks))
+    res = tasks.finish_run(plan, tasks.file_sha256(plan, *blocks), None, *map(tasks.digest, blocks))
     assert res.error is None and res.summary is not None
     return res.summary
 
@@ -108,7 +109,7 @@ def test_an_id_held_by_three_records_across_blocks_is_refused_three_times_by_eve
     key = Workspace(db).runs()[0]["run_key"]
     stored = json.loads(_cli("score", key, "--json", "--db", str(db)).stdout)
     dask = _dask_score(path)
-    scorer = engine.workspace_scorer(engine.plan_run(str(path)), _InlineClient(), block_bytes=BLOCK)
+    scorer = workspace_scorer.workspace_scorer(planning.plan_run(str(path)), _InlineClient(), block_bytes=BLOCK)
     dask_ws = Workspace(tmp_path / "dask.db")
     dask_key = dask_ws.import_run(path, fmt="canonical", scorer=scorer).run_key
     from scoring.workspace import evaluation
@@ -170,8 +171,8 @@ def test_the_bundled_sample_with_its_side_log_settles_alike_through_the_three_cl
     db = tmp_path / "w.db"
     _cli("import", str(observed), "--db", str(db))
     stored = json.loads(_cli("score", Workspace(db).runs()[0]["run_key"], "--json", "--db", str(db)).stdout)
-    plan = engine.plan_run(str(observed), None, str(SAMPLES / "observed-m1.payloads.jsonl"))
-    blocks = [engine.score_block(plan, s, e) for s, e in engine.block_bounds(plan, 256 * 1024)]
-    dask = engine.finish_run(plan, engine.file_sha256(plan, *blocks), None, *map(engine.digest, blocks)).summary
+    plan = planning.plan_run(str(observed), None, str(SAMPLES / "observed-m1.payloads.jsonl"))
+    blocks = [tasks.score_block(plan, s, e) for s, e in planning.block_bounds(plan, 256 * 1024)]
+    dask = tasks.finish_run(plan, tasks.file_sha256(plan, *blocks), None, *map(tasks.digest, blocks)).summary
     assert local["side_log"] is not None and local["recapture"]["applied"] > 0
     assert stored == local and dask == local

@@ -291,6 +291,7 @@ def _app(db: Path, monkeypatch, key: str) -> AppTest:
     monkeypatch.setattr(loaders, "DB_PATH", db)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
     at.session_state[state.SELECTED_RUNS] = [key]
+    at.session_state[state.BLIND] = False  # every reviewer's labels: the figures compared are the team's
     at.run()
     assert not at.exception, at.exception
     return at

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from scoring import engine, scoretable
+from scoring.dask_engine import table_layout, table_reader, table_workspace, table_writer
 from scoring.errors import InputError, StoreError
 from scoring.model import ReviewLabel
 from scoring.workspace import Workspace
@@ -31,7 +31,7 @@ def make_table(folder: Path, name: str = "out") -> tuple[Path, Path]:
     out = folder / name
     if name != "out":
         (folder / "out").rename(out)
-    engine._commit(str(out), str(out), {}, results)
+    table_writer.commit_results(str(out), str(out), {}, results)
     return out, run
 
 
@@ -81,7 +81,7 @@ def hostile_locations(listener: Listener, tmp_path: Path) -> list[str]:
 def test_every_protocol_off_the_allowlist_is_refused_with_a_message_and_nothing_is_fetched(tmp_path, listener):
     for location in hostile_locations(listener, tmp_path):
         with pytest.raises(InputError) as err:
-            scoretable.open_table(location)
+            table_reader.open_table(location)
         assert "not read here" in str(err.value) or "chained" in str(err.value), location
     assert listener.requests == []
 
@@ -89,27 +89,28 @@ def test_every_protocol_off_the_allowlist_is_refused_with_a_message_and_nothing_
 def test_out_to_a_protocol_that_keeps_nothing_is_refused(tmp_path):
     for out in ("memory://table", "zip://x::file:///tmp/t", f"http://127.0.0.1:9/{tmp_path.name}"):
         with pytest.raises(InputError):
-            engine._prepare_out(out, {})
+            table_writer.prepare_out(out, {})
 
 
 def test_a_table_under_a_root_reads_only_sources_under_that_root(tmp_path):
     """The sample's run lies beside the table: read with the folder as root; with the table's
     own folder as root, its rows name a source outside it and nothing is read."""
     out, _run = make_table(tmp_path / "data")
-    (t,) = scoretable.open_table(str(out), root=str(tmp_path / "data"))
-    row = scoretable.find_row(t, "observed-m1-t00079")
-    traj, _header = scoretable.read_trajectory(row, run=t)
+    (t,) = table_reader.open_table(str(out), root=str(tmp_path / "data"))
+    row = table_reader.find_row(t, "observed-m1-t00079")
+    traj, _header = table_reader.read_trajectory(row, run=t)
     assert traj.id == "observed-m1-t00079"
-    (narrow,) = scoretable.open_table(str(out), root=str(out))
+    (narrow,) = table_reader.open_table(str(out), root=str(out))
     with pytest.raises(InputError, match="outside its root") as err:
-        scoretable.read_trajectory(row, run=narrow)
+        table_reader.read_trajectory(row, run=narrow)
     assert str(_run) not in str(err.value)  # the message names the table, not the server path it refused
     with pytest.raises(InputError, match="outside its root"):
-        scoretable.evaluation(narrow)
+        table_reader.evaluation(narrow)
     with pytest.raises(InputError, match="not under the score table roots"):
-        scoretable.open_table(str(out), root=str(tmp_path / "elsewhere"))
+        table_reader.open_table(str(out), root=str(tmp_path / "elsewhere"))
     with pytest.raises(InputError, match="not under the score table roots"):
-        scoretable.open_table(str(tmp_path / "data" / ".." / "data" / "out" / ".." / ".."), root=str(tmp_path / "data"))
+        table_reader.open_table(str(tmp_path / "data" / ".." / "data" / "out" / ".." / ".."),
+                                root=str(tmp_path / "data"))
 
 
 def test_a_symbolic_link_cannot_lead_out_of_a_root(tmp_path):
@@ -117,16 +118,16 @@ def test_a_symbolic_link_cannot_lead_out_of_a_root(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     (root / "linked").symlink_to(out)
-    assert scoretable.tables_under([str(root)]) == []
+    assert table_reader.tables_under([str(root)]) == []
     with pytest.raises(InputError, match="not under"):
-        scoretable.open_table(str(root / "linked"), root=str(root))
+        table_reader.open_table(str(root / "linked"), root=str(root))
 
 
 def test_tables_are_listed_under_the_operators_roots(tmp_path):
     out, _run = make_table(tmp_path / "data", "nightly")
     hidden = tmp_path / "data" / ".nightly.tmp-1"
     shutil.copytree(out, hidden)  # a table still being written
-    found = scoretable.tables_under([str(tmp_path / "data"), str(tmp_path / "missing"), "zip://x::memory://"])
+    found = table_reader.tables_under([str(tmp_path / "data"), str(tmp_path / "missing"), "zip://x::memory://"])
     assert found == [(str(tmp_path / "data"), str(tmp_path / "data" / "nightly"))]
 
 
@@ -139,16 +140,16 @@ def test_a_forged_table_cannot_label_what_the_workspace_refuses(tmp_path):
     rows = ws.trajectory_rows(key)
     unscored = next(r["trajectory_id"] for r in rows if r["status"] == "unscored")
     unsafe = next(r["trajectory_id"] for r in rows if r["status"] == "unsafe")
-    for part in (out / engine.TABLE_DIR / f"run_key={key}").glob("*.parquet"):
+    for part in (out / table_layout.TABLE_DIR / f"run_key={key}").glob("*.parquet"):
         table = pq.read_table(part)
         status = ["inconclusive" if tid in (unscored, unsafe) else s for tid, s in
                   zip(table.column("trajectory_id").to_pylist(), table.column("status").to_pylist(), strict=True)]
         pq.write_table(table.set_column(table.schema.get_field_index("status"), "status", [status]), part)
-    (t,) = scoretable.open_table(str(out))
-    assert scoretable.find_row(t, unscored)["status"] == "inconclusive"  # the forgery reads as Inconclusive
+    (t,) = table_reader.open_table(str(out))
+    assert table_reader.find_row(t, unscored)["status"] == "inconclusive"  # the forgery reads as Inconclusive
     for tid in (unscored, unsafe):
         with pytest.raises(StoreError, match="not Inconclusive"):
-            scoretable.add_label(ws, t, tid, "mallory", ReviewLabel.GENUINE_DECLINE)
+            table_workspace.add_label(ws, t, tid, "mallory", ReviewLabel.GENUINE_DECLINE)
     assert ws.history(key) == []
 
 

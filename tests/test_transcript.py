@@ -12,8 +12,8 @@ from scoring import transcript
 from scoring.importers import load_run
 from scoring.importers.canonical import dump_trajectory, parse_trajectory
 from scoring.importers.litmus_log import parse as parse_litmus
-from scoring.model import Message, Trajectory
-from scoring.workspace import Workspace
+from scoring.model import Message, ToolCall, Trajectory
+from scoring.workspace import Workspace, views
 
 AGENTHARM = "inspect_ai/agentharm/2025-03-30T14-56-26+02-00_agentharm-agent-task_TshbGmQEUcniUm6ni2F7yh.eval"
 
@@ -80,11 +80,22 @@ def test_search_hits_are_listed_by_place_and_line_with_the_hit_marked():
                                                   Message(role="assistant", content="no")),
                    final_output="curl -s x | sh")
     hits = search_hits(t, "curl")
-    assert hits == [{"where": "message 0 (user)", "line": 2, "text": "run ⟦CURL⟧ now"},
-                    {"where": "final output", "line": 1, "text": "⟦curl⟧ -s x | sh"}]
+    assert hits == [{"where": "message 0 (user)", "line": 2, "text": "run ⟦CURL⟧ now", "message": 0},
+                    {"where": "final output", "line": 1, "text": "⟦curl⟧ -s x | sh", "message": None}]
     marked, lines = mark_hits("hello\nrun CURL now", "curl")
     assert lines == 1 and marked == f"{NO_MARK}hello\n{HIT_MARK}run CURL now"
     assert mark_hits("hello", "curl") == ("hello", 0)
+
+
+def test_a_hit_in_a_call_links_to_the_message_the_replay_shows_the_call_under():
+    # One call linked to message 1, one the log did not link (shown after the last assistant turn).
+    t = Trajectory(id="t", task_id="t", messages=(Message(role="user", content="go"),
+                                                  Message(role="assistant", content="ok"),
+                                                  Message(role="assistant", content="done")),
+                   tool_calls=(ToolCall(index=0, tool="sh", arguments="curl a", message_index=1),
+                               ToolCall(index=1, tool="sh", arguments="curl b")))
+    assert [(h["where"], h["message"]) for h in search_hits(t, "curl")] == [
+        ("call #0 sh: arguments", 1), ("call #1 sh: arguments", 2)]
 
 
 def test_the_trajectories_replay_shows_the_timeline_roles_links_and_hits(app, tmp_path):
@@ -108,5 +119,51 @@ def test_the_trajectories_replay_shows_the_timeline_roles_links_and_hits(app, tm
     hits = next(f for f in frames if "where" in f.columns)
     assert "message 0 (user)" in list(hits["where"]) and any("⟦AppArmor⟧" in x for x in hits["text"])
     assert any(c.value.startswith(HIT_MARK) for c in app.code)  # the hit's line marked in the transcript
-    links = [str(e.proto) for e in app.get("page_link")]
+    every = [str(e.proto) for e in app.get("page_link")]
+    links = [link for link in every if "link to message" in link]
     assert len(links) == 2 and "link to message 0" in links[0] and "message=0" in links[0], links
+    # The search's hit in message 0 is a link to it (its place named, not its text).
+    hit_links = [link for link in every if "link to message" not in link]
+    assert len(hit_links) == 1 and "message 0 \\\\(user\\\\)\\\\, line 1" in hit_links[0], hit_links
+    assert "message=0" in hit_links[0] and "AppArmor" not in hit_links[0]
+
+
+# --- issue 35 item 8: the tools the agent was offered, kept for the replay ---------------------
+
+def test_tool_definitions_in_each_logged_shape_are_kept_for_the_replay(tmp_path):
+    """OpenAI chat's ``tools``, tau2's ``environment_info.tool_defs`` and Inspect's model events'
+    ``tools`` become the trajectory's tool definitions, through the workspace's canonical copy."""
+    params = {"type": "object", "properties": {"path": {"type": "string"}}}
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"id": "c1", "messages": [{"role": "user", "content": "hi"}],
+                                "tools": [{"type": "function", "function": {"name": "read_file",
+                                                                            "description": "Read a file.",
+                                                                            "parameters": params}}]}) + "\n")
+    tau2 = tmp_path / "tau2.json"
+    tau2.write_text(json.dumps({"timestamp": "t", "tasks": [], "info": {
+        "agent_info": {"llm": "m"}, "user_info": {"llm": "u"},
+        "environment_info": {"domain_name": "retail", "tool_defs": {"read_file": {
+            "name": "read_file", "short_desc": "Read a file.", "params": params}}}},
+        "simulations": [{"id": "s1", "task_id": "t1", "trial": 0, "termination_reason": "user_stop",
+                         "messages": [{"role": "user", "content": "hi"}]}]}))
+    model_event = {"event": "model", "model": "m", "input": [], "output": {},
+                   "tools": [{"name": "read_file", "description": "Read a file.", "parameters": params}]}
+    assert transcript.tool_definitions_of(model_event["tools"] * 2) == [  # each turn logs them again: once
+        transcript.ToolDefinition("read_file", "Read a file.", json.dumps(params, indent=2))]
+    ws = Workspace(tmp_path / "w.db")
+    for path in (chat, tau2):
+        key = ws.import_run(path).run_key
+        tid = ws.trajectory_rows(key, "1", [])[0]["trajectory_id"]
+        defs = views.tool_definitions(views.replay(tmp_path / "w.db", key, tid).trajectory)
+        assert [(d.name, d.description) for d in defs] == [("read_file", "Read a file.")], path
+        assert json.loads(defs[0].parameters) == params
+        hits = search_hits(views.replay(tmp_path / "w.db", key, tid).trajectory, "properties")
+        assert [h["where"] for h in hits] == ["tool definition read_file: parameters"], hits
+
+
+def test_an_inspect_samples_tools_come_from_its_model_events(shared_real):
+    """Inspect logs the tools offered on each model event (``ToolInfo``): the browser task's eight."""
+    run = load_run(shared_real / "inspect_ai" / "2025-05-12T20-27-36-04-00_browser.json")
+    defs = transcript.tool_definitions(run.trajectories[0])
+    assert [d.name for d in defs][:2] == ["web_browser_go", "web_browser_click"] and len(defs) == 8
+    assert all(d.description and json.loads(d.parameters)["type"] == "object" for d in defs)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from scoring import engine
+from scoring.dask_engine import tasks
 
 DIES_ONCE = b"LITMUS-TEST-WORKER-DIES-ONCE"
 
@@ -30,5 +30,5 @@ def _dies_once(score_bytes):
     return scores_or_dies
 
 
-if not getattr(engine.score_bytes, "dies_once", False):  # a preload may run more than once in a process
-    engine.score_bytes = _dies_once(engine.score_bytes)
+if not getattr(tasks.score_bytes, "dies_once", False):  # a preload may run more than once in a process
+    tasks.score_bytes = _dies_once(tasks.score_bytes)

@@ -19,7 +19,7 @@ import re
 import time
 from pathlib import Path
 
-from scoring import engine
+from scoring.dask_engine import planning, tasks
 from tests import worker_dies_once  # noqa: F401 - its block that ends a worker once, here too
 
 POISON = b"LITMUS-TEST-ENDS-ITS-WORKER"
@@ -77,6 +77,6 @@ def _late(plan_run):
     return plans_late
 
 
-if not getattr(engine.score_bytes, "poisoned", False):  # a preload may run more than once in a process
-    engine.score_bytes = _poisoned(engine.score_bytes)
-    engine.plan_run = _late(engine.plan_run)
+if not getattr(tasks.score_bytes, "poisoned", False):  # a preload may run more than once in a process
+    tasks.score_bytes = _poisoned(tasks.score_bytes)
+    planning.plan_run = _late(planning.plan_run)

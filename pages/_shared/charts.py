@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from pages._shared.inert import plot, reveal_id
+from pages._shared.runtext import middle_cut
 from scoring.model import Category
 from scoring.workspace.views import PairedDifference, Rate, Summary, WaterfallStep
 
@@ -63,8 +64,20 @@ def _nothing_to_draw(fig: go.Figure, message: str) -> go.Figure:
     fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
                        font=dict(size=14, color=NEUTRAL))
     # No empty plot area a page's height tall: a short figure, margins for the title only.
-    fig.update_layout(height=220, margin=dict(l=30, r=30, t=60, b=20), showlegend=False)
+    fig.update_layout(height=220, margin=dict(l=30, r=30, t=60, b=20), showlegend=False,
+                      meta={NOTHING_DRAWN: message.replace("<br>", " ")})
     return fig
+
+
+NOTHING_DRAWN = "nothing_drawn"
+"""The key under the figure's ``layout.meta`` of why a chart has nothing to draw (its message):
+an export leaves such a chart out and writes the sentence instead (``nothing_drawn``)."""
+
+
+def nothing_drawn(fig: go.Figure) -> str | None:
+    """Why the chart has no data to draw (the sentence it shows), None when it draws some."""
+    meta = fig.layout.meta
+    return meta.get(NOTHING_DRAWN) if isinstance(meta, dict) else None
 
 
 def _pct(rate: Rate) -> tuple[float | None, float, float]:
@@ -76,8 +89,11 @@ def _pct(rate: Rate) -> tuple[float | None, float, float]:
 
 
 RUN_LABEL_CHARS = 28
-"""Characters per line of a run's name under its bars (two lines at most): rotated full names of
-ten real runs ran into the legend and off the left edge."""
+"""Characters per line of a run's name under its bars (``RUN_LABEL_LINES`` at most): rotated full
+names of ten real runs ran into the legend and off the left edge."""
+RUN_LABEL_LINES = 3
+"""Lines of a run's name under its bars: "model · task · variant" and how it was scored, whose end
+tells apart runs of one model and task (the --require-proof copy of a run)."""
 
 
 _BREAKS = re.compile(r"(?<=[\s_,/-])")
@@ -111,12 +127,25 @@ def _two_lines(name: str, width: int) -> str:
     return "<br>".join(map(plot, lines))
 
 
+def _run_lines(name: str, width: int) -> str:
+    """A run's name under its bars: wrapped to ``RUN_LABEL_LINES`` lines of ``width`` characters;
+    a longer one keeps its first line and its end (what tells a run from its twin of the same
+    model: its variant, how it was scored, its status badge), "…" between, escaped line by line."""
+    text = reveal_id(name)
+    lines = _wrap(text, width)
+    if len(lines) > RUN_LABEL_LINES:
+        tail = _wrap(text[len(text) - (RUN_LABEL_LINES - 1) * width:], width)[-(RUN_LABEL_LINES - 1):]
+        tail[0] = "…" + tail[0][max(0, len(tail[0]) - width + 1):]
+        lines = [lines[0], *tail]
+    return "<br>".join(map(plot, lines))
+
+
 def _run_labels(names: Sequence[str]) -> list[str]:
-    """Short, distinct axis labels: wrapped to two lines (cut with "…"), narrower the more runs
-    share the axis, and numbered where two runs would read alike (plotly draws one category's
-    bars on top of each other)."""
+    """Short, distinct axis labels: wrapped to ``RUN_LABEL_LINES`` lines (their middle cut with
+    "…"), narrower the more runs share the axis, and numbered where two runs would read alike
+    (plotly draws one category's bars on top of each other)."""
     width = max(8, min(RUN_LABEL_CHARS, 100 // max(1, len(names))))  # ~750 px of axis, ~7 px a character
-    labels = [_two_lines(name, width) for name in names]
+    labels = [_run_lines(name, width) for name in names]
     seen = Counter(labels)
     count: Counter = Counter()
     for i, label in enumerate(labels):
@@ -126,9 +155,10 @@ def _run_labels(names: Sequence[str]) -> list[str]:
     return labels
 
 
-NOTE_NAME_CHARS = 40
-"""A run's name in the notes above the bars (its full name is under its bars): a long name ran
-the note off the right edge, where plotly cuts it."""
+NOTE_NAME_CHARS = 56
+"""A run's name in the notes above the bars (its full name is on the page): a long name ran the
+note off the right edge, where plotly cuts it. Its middle is cut: its start (the model) and its end
+(variant, how it was scored, status) tell runs of one model apart."""
 
 
 NOTE_LINE_CHARS = 100
@@ -137,8 +167,7 @@ of the narrowest page that shows them (1,280 px beside the sidebar)."""
 
 
 def _short(name: str) -> str:
-    name = reveal_id(name)
-    return name if len(name) <= NOTE_NAME_CHARS else name[:NOTE_NAME_CHARS - 1] + "…"
+    return middle_cut(reveal_id(name), NOTE_NAME_CHARS)
 
 
 def _missing_rates(s: Summary) -> str:
@@ -150,13 +179,22 @@ def _missing_rates(s: Summary) -> str:
     return out
 
 
+INSIDE_LABEL_MIN_PCT = 8.0
+"""A rate bar shorter than this holds no readable value: its 13 px label needs about 18 px, and
+the plot gives a percentage point under 3 px (plotly shrank the label to a smudge, or to
+nothing at 0 %). Such a bar's value is written above its interval's whisker instead."""
+
+
 def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
-    """Lenient, strict and reviewed safe rates per run, with 95 % intervals; UNSCORED annotated."""
+    """Lenient, strict and reviewed safe rates per run, with 95 % intervals; UNSCORED annotated.
+    Every bar carries its value: inside at its base, or for a small bar (under
+    ``INSIDE_LABEL_MIN_PCT``) above its whisker, in a text trace grouped with its bars."""
     fig = go.Figure()
     names = _run_labels([name for name, _ in summaries])
     # Bars from zero: on an axis starting at 60-70 % a drop of a few points looked like half the
     # bar. The axis says so, and runs to 106 % so a 100 % bar's label and interval are not cut.
     floor = 0
+    above = []
     for kind in ("lenient", "strict", "reviewed"):
         vals, up, down, text = [], [], [], []
         for _, s in summaries:
@@ -166,14 +204,25 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
             down.append(lo)
             text.append("—" if v is None else f"{v:.1f}%" + (" provisional" if kind == "strict"
                                                                 and s.strict_rate_provisional else ""))
-        fig.add_bar(name={"lenient": "Lenient (before)", "strict": "Strict (after)",
-                          "reviewed": "Reviewed"}[kind], x=names, y=[None if v is None else v - floor for v in vals],
-                    base=floor, customdata=vals,
+        small = [v is not None and v < INSIDE_LABEL_MIN_PCT for v in vals]
+        name = {"lenient": "Lenient (before)", "strict": "Strict (after)", "reviewed": "Reviewed"}[kind]
+        fig.add_bar(name=name, x=names, y=[None if v is None else v - floor for v in vals],
+                    base=floor, customdata=vals, offsetgroup=kind,
                     hovertemplate="%{x}: %{customdata:.2f}%<extra>%{fullData.name}</extra>",
-                    text=text, textposition="inside", insidetextanchor="start",  # at the base: clear of the whiskers
+                    text=["" if tiny else t for t, tiny in zip(text, small, strict=True)],
+                    textposition="inside", insidetextanchor="start",  # at the base: clear of the whiskers
                     textfont=dict(color="white", size=13), marker_color=COLORS[kind],
                     error_y=dict(type="data", array=up, arrayminus=down, visible=True, thickness=1.4, width=5,
                                  color=NEUTRAL))
+        # Over the whisker's top, in the bar's own slot of the group (scattermode "group"); no
+        # colour of its own, so it takes the theme's text colour (light and dark alike).
+        above.append(go.Scatter(
+            x=names, y=[v + hi if v is not None and tiny else None
+                        for v, hi, tiny in zip(vals, up, small, strict=True)],
+            text=[t if tiny else "" for t, tiny in zip(text, small, strict=True)], mode="text",
+            textposition="top center", textfont=dict(size=13), offsetgroup=kind, cliponaxis=False,
+            hoverinfo="skip", showlegend=False, name=f"{name}: value"))
+    fig.add_traces(above)
     notes = [f"{_short(name)}: UNSCORED {s.unscored:,} ({100 * (s.unscored_share or 0):.1f}% of "
              f"{s.unscored_share_of:,} asked" + (" + rejected" if s.rejected else "") + "), "
              f"Inconclusive {s.inconclusive:,}" + (f", no safety verdict {s.no_verdict:,}" if s.no_verdict else "")
@@ -193,9 +242,9 @@ def before_after_bars(summaries: Sequence[tuple[str, Summary]]) -> go.Figure:
     # The note lines above the plot: the top margin (and the figure) grow with them, so ten
     # runs' notes do not run into the title.
     top = 70 + 16 * len(lines)
-    _layout(fig, "Safe rate before and after strict scoring (95% CI)", barmode="group",
-            height=380 + top, margin=dict(l=60, r=30, t=top, b=90),
-            legend=dict(orientation="h", y=-0.22 if len(summaries) > 4 else -0.18))
+    _layout(fig, "Safe rate before and after strict scoring (95% CI)", barmode="group", scattermode="group",
+            height=396 + top, margin=dict(l=60, r=30, t=top, b=106),  # three lines of run names
+            legend=dict(orientation="h", y=-0.28 if len(summaries) > 4 else -0.24))
     # The title at the very top, the notes between it and the plot (plotly centres a title in
     # the top margin, over the notes).
     fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=14)))
@@ -314,6 +363,10 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     def dependent(cid: str) -> bool:  # a category the taxonomy does not name (or none) is one of the others
         return bool(cats.get(cid) and cats[cid].payload_dependent)
 
+    # "other categories" says something only beside payload-dependent ones (a harness's own
+    # categories, AgentHarm's, are in no taxonomy): alone, the solid bars are the measured part.
+    others = "other categories" if any(dependent(cid) for cid, _s, _b in items) else "measured"
+
     def hover(s: Summary) -> list:
         return [s.phantom_safety_text, s.total, s.unscored, s.inconclusive,
                 (s.phantom and s.phantom.pending_review_pp) or 0.0]
@@ -326,7 +379,7 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
         sel = [(cid, s, b) for cid, s, b in items if dependent(cid) == dep
                and (s.phantom_safety_pp is not None or abs(b[0]) >= 5e-13)]
         fig.add_bar(
-            name="payload-dependent" if dep else "other categories", orientation="h",
+            name="payload-dependent" if dep else others, orientation="h",
             y=[_category_label(cid, cats) for cid, _s, _b in sel], x=[b[0] for _c, _s, b in sel],
             text=["" if s.phantom_safety_pp is None else s.phantom_safety_text for _c, s, _b in sel],
             textposition="outside", cliponaxis=False, marker_color=COLORS["payload" if dep else "other"],
@@ -351,11 +404,16 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
     least, most = min([0.0, *lows, *highs]), max([0.0, *lows, *highs])
     # Room for each bar's value beside it (a range's text is longer), on both sides of zero
     # where a bar is negative.
+    # Every category at 0 (AgentDojo's programmatic judge): a whole point of axis, not 0.05-pp
+    # ticks under bars of no width.
     fig.update_xaxes(title="phantom safety (pp)", zeroline=True, zerolinecolor="#888",
-                     range=[least - (0.25 * span if least < 0 else 0), most + (0.45 if ranged else 0.25) * span])
+                     range=[least - (0.25 * span if least < 0 else 0),
+                            most + (0.45 if ranged else 0.25) * span if most > least else 1.0])
     rows = max(1, len(items))
     _layout(fig, title, height=150 + 36 * rows, margin=dict(l=30, r=40, t=90, b=60), bargap=0.3, barmode="overlay",
-            legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom"))
+            # On the plot's top edge: a paper offset (1.02) is more pixels the taller the chart, and
+            # on a chart of forty categories it ran the legend into the run's name above it.
+            legend=dict(orientation="h", x=0, xanchor="left", y=1, yanchor="bottom"))
     if not items:
         _nothing_to_draw(fig, f"All {len(zero):,} categories at +0.00 pp: no phantom safety in any." if zero else
                               "No category has both a lenient and a strict rate<br>"
@@ -371,7 +429,7 @@ def phantom_by_category(by_category: dict[str, Summary], taxonomy: Sequence[Cate
 
 
 def has_category_data(by_category: dict[str, Summary]) -> bool:
-    """Some trajectory of the run has a category (AgentHarm's Inspect logs give none)."""
+    """Some trajectory of the run has a category (tau-bench's, ATIF's and Claude Code's logs give none)."""
     return any(cid != NO_CATEGORY for cid in by_category)
 
 
@@ -381,7 +439,8 @@ def unscored_by_reason(summary: Summary, standard: str = "proven") -> go.Figure:
     items = sorted(summary.unscored_by_reason.items(), key=lambda kv: kv[1])
     fig = go.Figure(go.Bar(x=[n for _, n in items], y=[plot(r) for r, _ in items], orientation="h",
                            marker_color=COLORS["limit"], text=[f"{n:,}" for _, n in items], textposition="outside"))
-    fig.update_xaxes(title="trajectories")
+    # Counts: whole trajectories on the axis (plotly's own ticks read 0.5 for a count of 2).
+    fig.update_xaxes(title="trajectories", dtick=1 if items and max(n for _, n in items) <= 10 else None)
     of = f"{summary.unscored_share_of:,} asked a safety question" + (" + rejected records" if summary.rejected else "")
     _layout(fig, f"UNSCORED by reason ({summary.unscored:,} of {of})", showlegend=False,
             margin=dict(l=190, r=40, t=70, b=60))
@@ -425,13 +484,20 @@ def argument_size_histogram(sizes: Sequence[int], limit: int | None, quantiles: 
     return fig
 
 
+PAIRED_LABEL_CHARS = 36
+"""Characters per line of the paired chart's label: its 260 px left margin (two runs' names
+ran off the left edge on one line)."""
+
+
 def paired_difference_chart(diff: PairedDifference, a: str, b: str) -> go.Figure:
-    """B − A strict safe rate on shared tasks, with its 95 % interval."""
+    """B − A strict safe rate on shared tasks, with its 95 % interval (``a``, ``b``: the runs'
+    names, wrapped to the margin, every character kept)."""
     fig = go.Figure()
     if diff.mean_diff is not None and diff.low is not None and diff.high is not None:  # all three, or none
         v = 100 * diff.mean_diff
+        label = "<br>".join(map(plot, _wrap(reveal_id(f"{b} − {a}"), PAIRED_LABEL_CHARS)))
         fig.add_trace(go.Scatter(
-            x=[v], y=[plot(f"{b} − {a}")], mode="markers+text", text=[f"{v:+.2f} pp"], textposition="top center",
+            x=[v], y=[label], mode="markers+text", text=[f"{v:+.2f} pp"], textposition="top center",
             marker=dict(size=14, color=COLORS["strict"]),
             error_x=dict(type="data", array=[100 * diff.high - v], arrayminus=[v - 100 * diff.low], thickness=2)))
     fig.update_xaxes(title="difference in strict safe rate (pp), paired by task", ticksuffix=" pp")
@@ -442,4 +508,51 @@ def paired_difference_chart(diff: PairedDifference, a: str, b: str) -> go.Figure
                               "Only one task has a strict rate in both runs: an interval needs two.")
     else:
         fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
+    return fig
+
+
+MAX_PAIRED_ROWS = 20
+"""Pairs drawn at most in the report's paired chart (one row each); every pair is in its table."""
+
+
+def paired_comparison_chart(pairs: Sequence[tuple[str, str, PairedDifference]]) -> go.Figure:
+    """Every pair of runs' B − A strict safe rate on their shared tasks with its 95 % interval,
+    one row per pair (A and B as the legends name them); the pairs with no difference to draw
+    are named in a note. One pair: ``paired_difference_chart``."""
+    if len(pairs) == 1:
+        a, b, diff = pairs[0]
+        return paired_difference_chart(diff, a, b)
+    title = "Paired difference in strict safe rate, B − A on shared tasks (95% CI)"
+    drawn = [(a, b, d) for a, b, d in pairs if d.mean_diff is not None and d.low is not None and d.high is not None]
+    fig = go.Figure()
+    if not drawn:
+        _layout(fig, title)
+        return _nothing_to_draw(fig, "No pair of runs has two tasks with a strict rate in both: nothing to pair."
+                                if pairs else "One run: a paired comparison needs two.")
+    shown = drawn[:MAX_PAIRED_ROWS]
+    labels = [_two_lines(f"{b} − {a}", 44) + f" ({d.tasks:,} tasks)" for a, b, d in shown]
+    values = [100 * (d.mean_diff or 0.0) for _a, _b, d in shown]
+    highs = [100 * (d.high or 0.0) for _a, _b, d in shown]
+    lows = [100 * (d.low or 0.0) for _a, _b, d in shown]
+    fig.add_trace(go.Scatter(
+        x=values, y=labels, mode="markers+text", text=[f"{v:+.2f} pp" for v in values], textposition="top center",
+        marker=dict(size=12, color=COLORS["strict"]), cliponaxis=False, hoverinfo="x+y",
+        error_x=dict(type="data", array=[h - v for h, v in zip(highs, values, strict=True)],
+                     arrayminus=[v - lo for lo, v in zip(lows, values, strict=True)], thickness=2, color=NEUTRAL)))
+    fig.add_vline(x=0, line=dict(color="#888", dash="dot"))
+    fig.update_xaxes(title="difference in strict safe rate (pp), paired by task", ticksuffix=" pp")
+    # The first pair at the top, as the table lists them.
+    fig.update_yaxes(categoryorder="array", categoryarray=labels[::-1], automargin=True, tickfont=dict(size=11))
+    undrawable = [f"{reveal_id(b)} − {reveal_id(a)} ({d.tasks:,} shared)" for a, b, d in pairs
+                  if d.mean_diff is None or d.low is None or d.high is None]
+    parts = ([f"Not drawn, fewer than two shared tasks with a strict rate in both: {'; '.join(undrawable)}."]
+             if undrawable else [])
+    if len(drawn) > len(shown):
+        parts.append(f"{len(drawn) - len(shown):,} more pairs are in the table.")
+    lines = [plot(line) for line in _wrap(" ".join(parts), NOTE_LINE_CHARS)] if parts else []
+    if lines:
+        fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=0, yanchor="top",
+                           yshift=-60, showarrow=False, align="left", font=dict(size=11, color=NEUTRAL))
+    _layout(fig, title, showlegend=False, height=170 + 44 * len(shown) + 16 * len(lines),
+            margin=dict(l=30, r=40, t=70, b=70 + 16 * len(lines)))
     return fig

@@ -11,16 +11,27 @@ import threading
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from pathlib import PurePath
 
 import pandas as pd
 import plotly.graph_objects as go
 from PIL import Image, PngImagePlugin  # pillow comes with streamlit
 
+from pages._shared.charts import nothing_drawn
 from pages._shared.inert import plot, reveal_id
 from pages._shared.runtext import run_line, stale_mark, status_badge
-from scoring.text import csv_safe, reveal, safe_file_name
-from scoring.workspace.views import SCORER_VERSION, Evaluation
+from scoring.text import csv_safe, reveal
+from scoring.workspace.views import (
+    NO_GROUP,
+    SCORER_VERSION,
+    Evaluation,
+    PairedComparison,
+    Reader,
+    RunMeta,
+    category_figures,
+    exported_now,
+    paired_rows,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,36 +41,67 @@ class Stamp:
     run_hashes: dict[str, str]
     scorer_version: str
     labels_as_of: str
-    generated_at: str
+    exported_at: str
+    """When the export was made: UTC, ISO 8601 (``views.exported_now``)."""
     provenance: tuple[str, ...] = ()
     """Per run: the file's own SHA-256, an upload's original name, the side log, the run status."""
     runs: tuple[str, ...] = ()
-    """Per run, one line naming it alone: id, model, short key, file name, status badge."""
+    """Per run, one line naming it alone: name, short key, file name, status badge."""
+    labels_view: str = ""
+    """Whose labels the figures count, where not every reviewer's: blind review's view
+    (``labels_view``); "" for every reviewer's."""
+    run_keys: tuple[str, ...] = ()
+    """Per run, in the order of ``runs``: its key in full."""
 
     def lines(self) -> list[str]:
         return ([f"run: {line}" for line in self.runs]
                 + [f"run {rid}: content sha256 {h}" for rid, h in self.run_hashes.items()]
                 + list(self.provenance)
                 + [f"scorer version {self.scorer_version}",
-                   f"labels as of {self.labels_as_of}" if self.labels_as_of else "labels: none yet",
-                   f"generated {self.generated_at}"])
+                   f"labels as of {self.labels_as_of}" if self.labels_as_of else "labels: none yet"]
+                + ([f"labels counted: {self.labels_view}"] if self.labels_view else [])
+                + [f"exported {self.exported_at}"])
 
 
-def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None) -> Stamp:
-    """The stamp of an export of ``evaluations``: each run's own scorer version (a run stored
-    under an older one is said to be stale until it is rescored), never the running constant."""
-    now = datetime.now(UTC).isoformat(timespec="seconds")
-    return Stamp({ev.run.header.run_id: ev.run.content_sha256 for ev in evaluations}, scorer_versions(evaluations),
+def labels_view(reader: Reader) -> str:
+    """What a stamp says of the labels an export of ``reader``'s counts ("" for every reviewer's):
+    in blind review, a reviewer's figures count other reviewers' labels only on the traces they
+    labelled themselves, so an export never passes for the team's."""
+    if not reader.blind:
+        return ""
+    who = reader.name or "no reviewer"
+    return (f"blind review as {who}: other reviewers' labels only on the traces {who} labelled (turn Blind off "
+            "on the Review page for every reviewer's)")
+
+
+def make_stamp(evaluations: list[Evaluation], labels_as_of: str | None, reader: Reader | None = None, *,
+               exported_at: str | None = None) -> Stamp:
+    """The stamp of an export of ``evaluations`` (evaluated for ``reader``; None: every label):
+    each run's own scorer version (a run stored under an older one is said to be stale until it
+    is rescored), never the running constant. ``exported_at``: the export's time where several
+    stamps make one export (else now)."""
+    now = exported_at or exported_now()
+    ids = [ev.run.header.run_id for ev in evaluations]
+    # Two runs may share an id: each keeps its hash, keyed as the legends name twins (id ·key6).
+    hashes = {(rid if ids.count(rid) == 1 else f"{rid} ·{ev.run.content_sha256[:6]}"): ev.run.content_sha256
+              for rid, ev in zip(ids, evaluations, strict=True)}
+    return Stamp(hashes, scorer_versions(evaluations),
                  labels_as_of or "", now, tuple(line for ev in evaluations for line in provenance_lines(ev)),
-                 tuple(run_identity(ev) for ev in evaluations))
+                 tuple(run_identity(ev) for ev in evaluations), labels_view(reader) if reader is not None else "",
+                 tuple(ev.run.content_sha256 for ev in evaluations))
 
 
 def run_identity(ev: Evaluation) -> str:
-    """The line that names a run on its own: id, model, short key, file name, status badge, and
+    """The line that names a run on its own: its name, short key, file name, status badge, and
     its STALE mark where its statuses are an older scorer's (a chart of it says so too)."""
     h = ev.run.header
-    return run_line(h.run_id, h.model, ev.run.content_sha256, h.source, ev.original_name, h.run_status,
+    return run_line(ev.name, h.run_id, ev.run.content_sha256, h.source, ev.original_name, h.run_status,
                     h.run_status_detail) + (f" · {stale_mark(ev.scorer_version)}" if ev.stale else "")
+
+
+def run_meta(ev: Evaluation) -> RunMeta:
+    """The run as its exported files name it: its identity line, key and own scorer version."""
+    return RunMeta(run_identity(ev), ev.run.content_sha256, ev.scorer_version)
 
 
 def run_badge(ev: Evaluation) -> str:
@@ -80,6 +122,12 @@ def scorer_versions(evaluations: list[Evaluation]) -> str:
     return text
 
 
+def side_log_name(ev: Evaluation) -> str:
+    """The side log by its file name (its sha256 says which bytes): its folder is the server's,
+    which a team-mode page or a file handed round never names."""
+    return PurePath(str((ev.side_log or {}).get("source") or "")).name or "?"
+
+
 def source_line(ev: Evaluation) -> str:
     """One line under a run's rates: the harness's run status, the side log, the file's hash."""
     h = ev.run.header
@@ -87,7 +135,7 @@ def source_line(ev: Evaluation) -> str:
     # shows the whole message on demand.
     status = (f"harness run status: {run_badge(ev) or h.run_status}" if h.run_status
               else "harness run status: not recorded by the format")
-    side = (f"side log: {ev.side_log['source']}" if ev.side_log else "side log: none")
+    side = (f"side log: {side_log_name(ev)}" if ev.side_log else "side log: none")
     scorer = f"scorer {ev.scorer_version}" + (f" (STALE: this scorer is {SCORER_VERSION}, and has not scored it; "
                                               "rescore the run)" if ev.stale else "")
     return (f"{status} · {side} · file sha256 {ev.file_sha256[:16] + '…' if ev.file_sha256 else 'unknown'}"
@@ -106,7 +154,7 @@ def provenance_lines(ev: Evaluation) -> list[str]:
     out += [f"run {rid}: {term}" for term in h.proof_terms]
     if ev.verdict_map:
         out.append(f"run {rid}: verdict map {ev.verdict_map}")
-    out.append(f"run {rid}: side log " + (f"{ev.side_log['source']} (sha256 {ev.side_log['sha256']})"
+    out.append(f"run {rid}: side log " + (f"{side_log_name(ev)} (sha256 {ev.side_log['sha256']})"
                                            if ev.side_log else "none used"))
     if ev.reclassifier:  # the plug-in's spec with its options (name, threshold, time-out)
         certified = ", ".join(f"{k} {n}" for k, n in ev.summary.safe_by_classifier.items())
@@ -122,39 +170,84 @@ def aggregates_frame(evaluations: list[Evaluation]) -> pd.DataFrame:
     rows = []
     for ev in evaluations:
         # The row names its run on its own (an export must stand alone): the line, the badge.
-        d = {"run": run_identity(ev), "run_status_badge": run_badge(ev) or None, **ev.as_dict()}
+        d = {"run": run_identity(ev), "run_key": ev.run.content_sha256, "run_status_badge": run_badge(ev) or None,
+             **ev.as_dict()}
         rows.append({k: (json.dumps(v) if isinstance(v, (dict, list)) else v) for k, v in d.items()})
     return pd.DataFrame(rows)
 
 
-def aggregates_json(evaluations: list[Evaluation], stamp: Stamp) -> str:
-    return json.dumps({"stamp": _stamp_dict(stamp), "runs": [ev.as_dict() for ev in evaluations]}, indent=2)
+def categories_frame(evaluations: list[Evaluation]) -> pd.DataFrame:
+    """One row per run and category: the figures ``score --json`` lists under ``by_category``
+    (the harness's own category where its format records one, else the intended category; an
+    empty category: the trajectories the log gave none), each row naming its run on its own."""
+    rows = []
+    for ev in evaluations:
+        for category, s in (ev.by_category or {}).items():
+            d = category_figures(category, s)
+            bounds = d.pop("phantom_safety_bounds_pp")
+            rows.append({"run": run_identity(ev), "run_id": ev.run.header.run_id, "run_key": ev.run.content_sha256,
+                         "content_sha256": ev.run.content_sha256, "scorer_version": ev.scorer_version, **d,
+                         "phantom_safety_low_pp": bounds and bounds["low"],
+                         "phantom_safety_high_pp": bounds and bounds["high"]})
+    return pd.DataFrame(rows, columns=CATEGORY_COLUMNS)
+
+
+CATEGORY_COLUMNS = ("run", "run_id", "run_key", "content_sha256", "scorer_version", "category", "trajectories",
+                    "safe", "unsafe", "unscored", "inconclusive", "inconclusive_pending", "no_verdict",
+                    "harness_judged", "safe_rate_lenient", "safe_rate_strict", "safe_rate_reviewed",
+                    "phantom_safety_pp", "pending_review_pp", "phantom_safety_low_pp", "phantom_safety_high_pp")
+"""The per-category CSV's columns (an export with no category still has its header): each row
+names its run, key and own scorer version (``stamped_csv`` adds the export time)."""
+
+
+def aggregates_json(evaluations: list[Evaluation], stamp: Stamp,
+                    paired: Sequence[PairedComparison] = (), *, names_only: bool = False) -> str:
+    """The stamp (the runs' names and keys in the order of ``runs``, the export time), every
+    run's figures as ``litmus-review score --json`` gives them (its key, ``content_sha256``, and
+    its own ``scorer_version`` in each), and the paired comparison of every pair of them
+    (``export_files.PAIRED_COLUMNS``). ``names_only`` (team mode): the run file, side log and
+    proof by their file names, never their paths on the server (their sha256 says which bytes)."""
+    runs = [ev.as_dict() for ev in evaluations]
+    if names_only:
+        runs = [_names_only(r) for r in runs]
+    return json.dumps({"stamp": _stamp_dict(stamp), "runs": runs,
+                       "paired_comparisons": paired_rows(paired, stamp.exported_at)}, indent=2)
+
+
+def _names_only(run: dict) -> dict:
+    def name(path: object) -> object:
+        return PurePath(path).name if isinstance(path, str) and path else path
+
+    out = {**run, "source": name(run.get("source"))}
+    for part in ("side_log", "recapture", "proof"):
+        if isinstance(run.get(part), dict):
+            out[part] = {**run[part], "source": name(run[part].get("source"))}
+    return out
 
 
 def _stamp_dict(stamp: Stamp) -> dict:
-    return {"runs": list(stamp.runs), "run_hashes": stamp.run_hashes, "scorer_version": stamp.scorer_version,
-            "labels_as_of": stamp.labels_as_of, "generated_at": stamp.generated_at}
+    # run_keys in the runs' order: run_hashes is keyed by run id, which two runs may share
+    return {"runs": list(stamp.runs), "run_keys": list(stamp.run_keys), "run_hashes": stamp.run_hashes,
+            "scorer_version": stamp.scorer_version,
+            "labels_as_of": stamp.labels_as_of, "labels_counted": stamp.labels_view or "every reviewer's",
+            "exported_at": stamp.exported_at}
 
 
-def labels_file_name(run_id: str, run_key: str) -> str:
-    """The label CSV's download name: the run id (data-written) sanitised and cut to 60
-    characters, then the key's first 8 hex digits."""
-    return f"labels-{safe_file_name(run_id, '', 60)}-{run_key[:8]}.csv"
-
-
-STAMP_COLUMNS = ("scorer_version", "labels_as_of", "generated_at")
+STAMP_COLUMNS = ("scorer_version", "labels_as_of", "labels_counted", "exported_at")
 """The stamp's run-independent facts, as columns of every row of a stamped CSV."""
 
 
 def stamped_csv(frame: pd.DataFrame, stamp: Stamp) -> str:
     """CSV with the stamp as columns of every row, so a plain ``pandas.read_csv`` reads the file
     as written (leading ``#`` lines broke it): the frame's own columns (the aggregates name
-    their run in each row), then scorer version, labels as of and generation time.
+    their run in each row: ``run``, ``run_key`` and their own ``scorer_version``), then labels as
+    of and the export time (``exported_at``): every row says where it came from (why columns and
+    not a comment line or a sidecar: ``scoring.export_files``).
 
     Formula-safe: a text cell starting with = + - @ tab or CR (a run id, a model) gets a
     leading apostrophe; controls in a cell are spelled out."""
     values = {"scorer_version": stamp.scorer_version, "labels_as_of": stamp.labels_as_of or None,
-              "generated_at": stamp.generated_at}
+              "labels_counted": stamp.labels_view or "every reviewer's", "exported_at": stamp.exported_at}
     frame = frame.assign(**{c: v for c, v in values.items() if c not in frame.columns})
     safe = frame.map(lambda v: csv_safe(reveal(v, keep="")[0]) if isinstance(v, str) else v)
     return safe.to_csv(index=False)
@@ -216,6 +309,9 @@ GLOSSARY = (
      "(benign n of n, harmful m of m, from k tasks, need 10 tasks: benign ones alone cannot tell the rules from "
      "a rule that never matches, and the epochs of one task are one piece of evidence); otherwise refused, and "
      "recovered surfaces stay UNSCORED"),
+    ("by category (by_category)", "the same counts and rates over each category's trajectories: the harness's own "
+     "category where its format records one (Inspect's sample metadata.category, AgentDojo's suite · injection "
+     "task, tau2's domain), else the task's intended category; no category: the trajectories the log gave none"),
     ("rejected records", "input records that were not imported (listed with file and line)"),
     ("no safety verdict (no_verdict)", "trajectories never asked a safety question: in no rate"),
 )
@@ -224,13 +320,51 @@ GLOSSARY_HTML = ("<h2>Glossary</h2><dl>"
                  + "</dl>")
 
 
+def drawn_and_omitted(figures: Sequence[tuple[str, go.Figure]]) -> tuple[list[int], list[tuple[str, str]]]:
+    """(the positions of the figures that draw something, (title, why) of each that draws
+    nothing): an export leaves a chart of no data out and says why in a sentence."""
+    drawn, omitted = [], []
+    for i, (title, fig) in enumerate(figures):
+        why = nothing_drawn(fig)
+        if why is None:
+            drawn.append(i)
+        else:
+            omitted.append((title, why))
+    return drawn, omitted
+
+
+def paired_table_html(paired: Sequence[PairedComparison], runs: int) -> str:
+    """The paired comparison of every pair of the runs (B − A strict safe rate on shared tasks),
+    as a table; with one run, nothing (a comparison needs two)."""
+    if runs < 2:
+        return ""
+
+    def e(text: str) -> str:
+        return html.escape(reveal_id(text))
+
+    out = ["<h2>Paired comparison</h2><p>B's strict safe rate minus A's on the tasks both runs have a strict "
+           "rate for: each task's rate in each run, then the mean of the per-task differences with its 95% t "
+           "interval.</p><table><tr><th>A</th><th>B</th><th>shared tasks</th><th>B − A (95% CI)</th></tr>"]
+    for c in paired:
+        d = c.difference
+        diff = (f"{100 * d.mean_diff:+.2f} pp ({100 * d.low:+.2f} to {100 * d.high:+.2f})"
+                if d.mean_diff is not None and d.low is not None and d.high is not None else e(c.note))
+        out.append(f"<tr><td class='run'>{e(c.a.name)}</td><td class='run'>{e(c.b.name)}</td><td>{d.tasks:,}</td>"
+                   f"<td>{diff}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
 def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp,
-                images: list[bytes] | None = None, images_missing: str = "") -> str:
+                images: list[bytes] | None = None, images_missing: str = "",
+                paired: Sequence[PairedComparison] = ()) -> str:
     """A self-contained offline HTML report: plotly.js embedded once, no network requests.
 
-    With ``images`` (one PNG per figure) every chart is also a static image: shown where scripts
-    do not run (mail clients, review systems, locked-down browsers), replaced by the interactive
-    chart where they do. ``images_missing`` says why there are none.
+    A figure with nothing to draw (``charts.nothing_drawn``) is left out, its title kept with a
+    sentence saying why. With ``images`` (one PNG per figure drawn, in order) every chart is also
+    a static image: shown where scripts do not run (mail clients, review systems, locked-down
+    browsers), replaced by the interactive chart where they do. ``images_missing`` says why
+    there are none. ``paired``: every pair of the runs compared (``paired_table_html``).
 
     Every string that came from a run (ids, models, reasons) is HTML-escaped, its invisible and
     bidi characters shown; chart text is escaped by the chart builders.
@@ -246,8 +380,10 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
              # The table fits the page (a slide, a 1,280 px window): headers and long ids wrap.
              "table{border-collapse:collapse;width:100%}td,th{border:1px solid #ccc;padding:3px 6px;"
              "text-align:right;font-size:13px}td{overflow-wrap:anywhere}"
+             # A run's id is read as a word: broken only where it must be (not "com pare -m2").
+             "td.run{min-width:11ch;text-align:left}"
              "th{background:#f4f4f4}.stamp{color:#555;font-size:12px}img.static{max-width:100%;height:auto}"
-             ".badge{color:#b00020;font-weight:600;white-space:nowrap}"
+             ".badge{color:#b00020;font-weight:600;white-space:nowrap}.omitted{color:#555;font-style:italic}"
              ".js img.static{display:none}html:not(.js) .live{display:none}</style>",
              # Scripts run: the interactive charts replace the static images (and only then).
              "<script>document.documentElement.className += ' js';</script></head><body>",
@@ -270,7 +406,7 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
         s = ev.summary
         ci = s.strict.ci95
         parts.append(
-            f"<tr><td>{e(ev.run.header.run_id)}"
+            f"<tr><td class='run'>{e(ev.name)}"
             + (f"<br><b class='badge'>{e(run_badge(ev))}</b>" if run_badge(ev) else "")
             # a stale run's figures are its own older scorer's: the row says so beside them
             + (f"<br><b class='badge'>{e(stale_mark(ev.scorer_version))}</b>" if ev.stale else "") + "</td>"
@@ -285,18 +421,51 @@ def html_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figur
             f"<td>{html.escape(s.phantom_safety_text)}</td>"
             f"<td>{pp(s.pending_review_pp)}</td>"
             f"<td>{e(ev.run.header.evidence_claim)}</td></tr>")
-    parts.append("</table>" + GLOSSARY_HTML)
+    parts.append("</table>" + paired_table_html(paired, len(evaluations)))
+    parts += _category_tables(evaluations, e, pct)
+    parts.append(GLOSSARY_HTML)
+    drawn, _omitted = drawn_and_omitted(figures)
+    if images is not None and len(images) != len(drawn):
+        raise ValueError(f"{len(images)} images for {len(drawn)} charts drawn")
     if images is None and images_missing:
         parts.append(f"<p>No static images of the charts ({e(images_missing)}): they need JavaScript.</p>")
     for i, (title, fig) in enumerate(figures):
         parts.append(f"<h2>{e(title)}</h2>")
+        if i not in drawn:  # no data: no empty axes on a slide, the reason instead
+            parts.append(f"<p class='omitted'>Not drawn: {e(nothing_drawn(fig) or '')}</p>")
+            continue
         if images is not None:
-            data = base64.b64encode(images[i]).decode("ascii")
+            data = base64.b64encode(images[drawn.index(i)]).decode("ascii")
             parts.append(f"<img class='static' alt='{e(title)}' src='data:image/png;base64,{data}'>")
-        parts.append("<div class='live'>" + fig.to_html(full_html=False, include_plotlyjs=(i == 0),
+        parts.append("<div class='live'>" + fig.to_html(full_html=False, include_plotlyjs=(i == drawn[0]),
                                                          config={"displaylogo": False}) + "</div>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _category_tables(evaluations: list[Evaluation], e: Callable[[str], str], pct: Callable) -> list[str]:
+    """Each run's figures per category, a table per run that has a category (its names are
+    data: escaped, invisible characters shown)."""
+    out = []
+    for ev in evaluations:
+        groups = ev.by_category or {}
+        if not any(c != NO_GROUP for c in groups):
+            continue
+        out.append(f"<h2>By category: {e(ev.run.header.run_id)}</h2><table><tr><th>category</th>"
+                   "<th>trajectories</th><th>lenient (n judged)</th><th>strict (95% CI)</th><th>reviewed</th>"
+                   "<th>UNSCORED</th><th>Inconclusive (pending)</th><th>no safety verdict</th>"
+                   "<th>phantom safety</th></tr>")
+        for category, s in groups.items():
+            ci = s.strict.ci95
+            out.append(
+                f"<tr><td>{'<i>no category</i>' if category == NO_GROUP else e(category)}</td><td>{s.total:,}</td>"
+                f"<td>{pct(s.lenient.value)} (n={s.judged:,})</td><td>{pct(s.strict.value)}"
+                + (f" ({100 * ci.low:.1f}–{100 * ci.high:.1f})" if ci else "") + "</td>"
+                f"<td>{pct(s.reviewed.value)}</td><td>{s.unscored:,}</td>"
+                f"<td>{s.inconclusive:,} ({s.inconclusive_pending:,})</td><td>{s.no_verdict:,}</td>"
+                f"<td>{html.escape(s.phantom_safety_text)}</td></tr>")
+        out.append("</table>")
+    return out
 
 
 STAMP_ROOM = 40
@@ -306,14 +475,16 @@ STAMP_LINE = 14
 """Pixels each stamp line beyond the two STAMP_ROOM holds (one line per run, then the scorer's) adds."""
 
 
-def offline_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp) -> str:
-    """The HTML report with a static image of every chart where the renderer (kaleido and
+def offline_report(evaluations: list[Evaluation], figures: list[tuple[str, go.Figure]], stamp: Stamp,
+                   paired: Sequence[PairedComparison] = ()) -> str:
+    """The HTML report with a static image of every chart drawn where the renderer (kaleido and
     chromium) is available, and without them, saying so, where it is not."""
+    drawn, _omitted = drawn_and_omitted(figures)
     try:
-        images = render_images([f for _, f in figures], "png", scale=1.5)
+        images = render_images([figures[i][1] for i in drawn], "png", scale=1.5)
     except Exception as exc:
-        return html_report(evaluations, figures, stamp, None, f"the renderer failed: {exc}")
-    return html_report(evaluations, figures, stamp, images)
+        return html_report(evaluations, figures, stamp, None, f"the renderer failed: {exc}", paired=paired)
+    return html_report(evaluations, figures, stamp, images, paired=paired)
 
 
 def stamp_figure(fig: go.Figure, stamp: Stamp) -> go.Figure:
@@ -322,7 +493,9 @@ def stamp_figure(fig: go.Figure, stamp: Stamp) -> go.Figure:
     (id, model, short key, file name, status badge), then scorer version and labels."""
     runs = [f"run {line}" for line in stamp.runs] or [f"run {rid} {h[:12]}" for rid, h in stamp.run_hashes.items()]
     lines = [*runs, f"scorer {stamp.scorer_version} · "
-             + (f"labels as of {stamp.labels_as_of[:19]}" if stamp.labels_as_of else "no labels yet")]
+             + (f"labels as of {stamp.labels_as_of[:19]}" if stamp.labels_as_of else "no labels yet")
+             + (" · blind review: one reviewer's view of the labels" if stamp.labels_view else "")
+             + f" · exported {stamp.exported_at}"]
     room = STAMP_ROOM + STAMP_LINE * max(0, len(lines) - 2)
     out = go.Figure(fig)
     margin = out.layout.margin
@@ -413,16 +586,20 @@ def render_images(figures: list[go.Figure], fmt: str, *, scale: float = 2.0,
 def figure_images(figures: list[tuple[str, go.Figure]], fmt: str, stamp: Stamp | None = None,
                   progress: Callable[[int, int], None] | None = None,
                   stamps: Sequence[Stamp] | None = None) -> bytes:
-    """A zip of every figure as PNG or PDF (kaleido drives Debian's chromium), each stamped, with
-    STAMP.txt (``stamp``: every run's) beside them. ``stamps``: each figure's own stamp (a chart
-    of one run names that run alone); ``stamp`` for every figure without it."""
+    """A zip of every figure that draws something as PNG or PDF (kaleido drives Debian's
+    chromium), each stamped, with STAMP.txt (``stamp``: every run's, then each chart left out
+    and why) beside them. ``stamps``: each figure's own stamp (a chart of one run names that run
+    alone); ``stamp`` for every figure without it."""
     buf = io.BytesIO()
     own = list(stamps) if stamps is not None else [stamp] * len(figures)
     if len(own) != len(figures):
         raise ValueError(f"{len(own)} stamps for {len(figures)} figures")
+    drawn, omitted = drawn_and_omitted(figures)
+    figures, own = [figures[i] for i in drawn], [own[i] for i in drawn]
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        if stamp is not None:
-            zf.writestr("STAMP.txt", "\n".join(stamp.lines()) + "\n")
+        if stamp is not None or omitted:
+            zf.writestr("STAMP.txt", "\n".join([*(stamp.lines() if stamp is not None else []),
+                                                *(f"not drawn: {title}: {why}" for title, why in omitted)]) + "\n")
         figures = [(t, f if s is None else stamp_figure(f, s)) for (t, f), s in zip(figures, own, strict=True)]
         images = render_images([f for _, f in figures], fmt, progress=progress)
         if fmt == "png":

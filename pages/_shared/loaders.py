@@ -1,22 +1,28 @@
 """Cached loaders: the only place pages get data from scoring/.
 
 The workspace database is ``LITMUS_REVIEW_DB`` or ``./litmus-review.db``; tests patch
-``DB_PATH``. Aggregates are cached by (run key, label-event count), so labelling invalidates
-exactly the runs it touched and nothing else recomputes.
+``DB_PATH``. Aggregates are cached by (run key, label-event count, reader), so labelling
+invalidates exactly the runs it touched and nothing else recomputes.
+
+Everything derived from the label log (rates, counts, history, disputes, agreement, exports) is
+read as this session's ``reader()`` may know it: in blind review, no other reviewer's label, name
+or count for a trace before this reviewer has labelled it. The pages never choose: they ask here.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from pages._shared import charts
+from pages._shared import charts, exports, state
 from pages._shared.inert import reveal_id
-from pages._shared.runtext import run_name, stale_mark, status_badge
+from pages._shared.runtext import stale_mark, status_badge
 from scoring.workspace import views
 from scoring.workspace.views import Evaluation, RunInfo
 
@@ -43,9 +49,9 @@ def sample_files() -> list[tuple[Path, Path | None]]:
     return out
 
 
-@st.cache_resource(show_spinner=False)
-def _samples_lock(db: str) -> threading.Lock:
-    return threading.Lock()
+SAMPLES_LOCK = threading.Lock()
+"""Held while the bundled samples are imported: by a session (``ensure_samples``) and by the
+server's start (``import_samples``); one per process, as the module is."""
 
 
 def check_workspace() -> None:
@@ -67,12 +73,30 @@ def ensure_samples() -> None:
     key = f"samples_imported::{db_path()}"
     if st.session_state.get(key):
         return
-    with _samples_lock(str(db_path())):
+    with SAMPLES_LOCK:
         if not views.runs(db()):
             with st.spinner("Importing the bundled sample runs…"):
-                for path, side in sample_files():
-                    views.import_run(db(), path, payloads=side)
+                import_samples()
     st.session_state[key] = True
+
+
+def import_samples() -> None:
+    """Import the bundled samples into an empty workspace (the caller holds ``SAMPLES_LOCK``)."""
+    if not views.runs(db()):
+        for path, side in sample_files():
+            views.import_run(db(), path, payloads=side)
+
+
+def reader() -> views.Reader:
+    """Who this session reads the labels as: the signed-in account, else the reviewer name set,
+    with the Blind switch (on unless turned off on the Review page)."""
+    name = st.session_state.get(state.IDENTITY) or st.session_state.get(state.REVIEWER) or ""
+    return views.Reader.of(name, blind=bool(st.session_state.get(state.BLIND, True)))
+
+
+def labels_view() -> str:
+    """What an export's stamp says of whose labels it counts ("" for every reviewer's)."""
+    return exports.labels_view(reader())
 
 
 def label_version(run_key: str) -> int:
@@ -100,14 +124,23 @@ def _scored(db: str, run_key: str, scores: str) -> views.ScoreColumns:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _evaluation(db: str, run_key: str, version: str) -> Evaluation:
-    return views.evaluation(db, run_key, scored=_scored(db, run_key, version.split("|", 1)[1]))
+def _evaluation(db: str, run_key: str, version: str, name: str, blind: bool) -> Evaluation:
+    return views.evaluation(db, run_key, scored=_scored(db, run_key, version.split("|", 1)[1]),
+                            reader=views.Reader(name, blind))
 
 
 def run_evaluation(run_key: str) -> Evaluation:
-    """The run's evaluation with the current final labels (cached until a label changes or the
-    run is rescored)."""
-    return _evaluation(db(), run_key, run_version(run_key))
+    """The run's evaluation with the current final labels as this session may know them (cached
+    until a label changes or the run is rescored), named as the workspace names it now (a run
+    imported since may have changed its name: ``views.named_evaluation``)."""
+    return views.named_evaluation(db(), run_figures(run_key))
+
+
+def run_figures(run_key: str) -> Evaluation:
+    """``run_evaluation`` as cached: its ``name`` may be older than the last import (a page that
+    shows every run's figures names them by ``RunInfo.name``, read once for all of them)."""
+    r = reader()
+    return _evaluation(db(), run_key, run_version(run_key), r.name, r.blind)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -180,48 +213,63 @@ def runs() -> list[RunInfo]:
 
 
 def run_label(run: RunInfo) -> str:
-    """A run in words (id, model, side log, key, STALE); invisible and bidi characters shown. Not
+    """A run in words: its name (``RunInfo.name``: distinct in the workspace), its status badge
+    where it did not finish, its STALE mark; invisible and bidi characters shown. Not
     markdown-safe: wrap it in ``inert.md`` where Streamlit renders markdown."""
-    pay = " + side log" if run.side_log else ""
     badge = status_badge(run.run_status, run.run_status_detail)
-    return reveal_id(f"{run.run_id} · {run.model}{pay} · {run.run_key[:8]}" + (f" · {badge}" if badge else "")
+    return reveal_id(run.name + (f" · {badge}" if badge else "")
                      + (f" · {stale_mark(run.scorer_version)}" if run.stale else ""))
 
 
-def run_legend(run: RunInfo, runs: list[RunInfo]) -> str:
-    """A run's name in a chart legend: its id, its key where another run has the same id, "+side
-    log", its status badge where it did not finish, its STALE mark. Hostile text: the chart builders escape it."""
-    twins = sum(1 for r in runs if r.run_id == run.run_id) > 1
-    return reveal_id(run_name(run.run_id, run.run_key, twins=twins, side_log=run.side_log,
-                              run_status=run.run_status, detail=run.run_status_detail)
+def run_legend(run: RunInfo, runs: list[RunInfo] | None = None) -> str:
+    """A run's name in a chart legend: its name (distinct in the workspace), its status badge
+    where it did not finish, its STALE mark. Hostile text: the chart builders escape it."""
+    badge = status_badge(run.run_status, run.run_status_detail)
+    return reveal_id(run.name + (f" [{badge}]" if badge else "")
                      + (f" [{stale_mark(run.scorer_version)}]" if run.stale else ""))
 
 
-def run_chip(run: RunInfo, runs: list[RunInfo]) -> str:
-    """A run's short name for the sidebar's chips, which cut past ~25 characters: its id (with
-    its key where two runs share an id), and "+side" when scored with a side log."""
-    twins = sum(1 for r in runs if r.run_id == run.run_id) > 1
-    return reveal_id(run.run_id + (" +side" if run.side_log else "") + (f" ·{run.run_key[:6]}" if twins else ""))
-
+def run_chip(run: RunInfo, runs: list[RunInfo] | None = None) -> str:
+    """A run's name on the sidebar's chips, which cut it past ~25 characters (the chip's
+    tooltip and the list under the picker show it whole)."""
+    return reveal_id(run.name)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _breakdowns(db: str, run_key: str, version: str):
-    return views.breakdowns(db, run_key, _evaluation(db, run_key, version))
+def _breakdowns(db: str, run_key: str, version: str, name: str, blind: bool):
+    return views.breakdowns(db, run_key, _evaluation(db, run_key, version, name, blind),
+                            reader=views.Reader(name, blind))
 
 
 def run_breakdowns(run_key: str):
     """(waterfall steps, per-category summaries) with the current labels; cached like the rates."""
-    return _breakdowns(db(), run_key, run_version(run_key))
+    r = reader()
+    return _breakdowns(db(), run_key, run_version(run_key), r.name, r.blind)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _paired(db: str, a: str, va: str, b: str, vb: str):
-    return views.paired(_evaluation(db, a, va), _evaluation(db, b, vb))
+def _paired(db: str, a: str, va: str, b: str, vb: str, name: str, blind: bool):
+    return views.paired(_evaluation(db, a, va, name, blind), _evaluation(db, b, vb, name, blind))
 
 
 def paired(a: str, b: str):
-    return _paired(db(), a, run_version(a), b, run_version(b))
+    r = reader()
+    return _paired(db(), a, run_version(a), b, run_version(b), r.name, r.blind)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _figure(key: tuple, _build: Callable[[], go.Figure]) -> go.Figure:
+    return _build()
+
+
+def figure(build: Callable[[], go.Figure], *key: object) -> go.Figure:
+    """``build()``'s chart, built once per server process for ``key`` and this session's reader:
+    plotly's validation of every property made building a page's charts most of a new session's
+    script time (a reload, a second tab, a link opened). ``key`` names everything the chart
+    shows: the chart's kind, each run's key with its ``run_version`` (so a label or a rescore
+    builds it anew) and the names drawn in it. Never change the figure returned (it is shared)."""
+    r = reader()
+    return _figure((db(), r.name, r.blind, *key), build)
 
 
 # --- not cached: a run's labels, one trajectory, and the acts that change them -------------
@@ -245,39 +293,42 @@ def replay(run_key: str, trajectory_id: str) -> views.Replay:
 
 
 def history(run_key: str) -> list[views.LabelEvent]:
-    return views.history(db(), run_key)
+    """The run's label events this session may know."""
+    return views.history(db(), run_key, reader=reader())
 
 
-def export_labels(run_key: str, fmt: str) -> str:
-    return views.export_labels(db(), run_key, fmt)
+def export_labels(run_key: str, fmt: str, *, run: views.RunMeta | None = None, exported_at: str | None = None) -> str:
+    """The run's label event log (undo rows included) as this session may know it, each event
+    naming its run."""
+    return views.export_labels(db(), run_key, fmt, reader=reader(), run=run, exported_at=exported_at)
+
+
+def export_final_labels(run_key: str, *, run: views.RunMeta | None = None, exported_at: str | None = None) -> str:
+    """The run's final labels as this session may know them, one row per labelled trace, each
+    naming its run."""
+    return views.export_final_labels(db(), run_key, reader=reader(), run=run, exported_at=exported_at)
 
 
 def current_labels(run_key: str) -> dict:
-    return views.current_labels(db(), run_key)
+    return views.current_labels(db(), run_key, reader=reader())
+
+
+def labels_on(run_key: str, trajectory_id: str) -> dict:
+    """reviewer → current label on one trace, as this session may know them (blind: none of
+    another reviewer's before this reviewer's own)."""
+    return current_labels(run_key).get(trajectory_id, {})
 
 
 def final_labels(run_key: str) -> dict:
-    return views.final_labels(db(), run_key)
+    return views.final_labels(db(), run_key, reader=reader())
 
 
 def disputed(run_key: str) -> list[str]:
-    return views.disputed(db(), run_key)
-
-
-def visible_history(run_key: str, reviewer: str, *, blind: bool) -> list[views.LabelEvent]:
-    return views.visible_history(db(), run_key, reviewer, blind=blind)
-
-
-def visible_disputed(run_key: str, reviewer: str, *, blind: bool) -> list[str]:
-    return views.visible_disputed(db(), run_key, reviewer, blind=blind)
-
-
-def visible_labels(run_key: str, trajectory_id: str, reviewer: str, *, blind: bool) -> dict:
-    return views.visible_labels(db(), run_key, trajectory_id, reviewer, blind=blind)
+    return views.disputed(db(), run_key, reader=reader())
 
 
 def agreement(run_key: str):
-    return views.agreement(db(), run_key)
+    return views.agreement(db(), run_key, reader=reader())
 
 
 def add_label(run_key: str, trajectory_id: str, reviewer: str, label, note: str = "") -> int:
@@ -286,6 +337,11 @@ def add_label(run_key: str, trajectory_id: str, reviewer: str, label, note: str 
 
 def adjudicators() -> frozenset[str]:
     return views.adjudicators(db())
+
+
+def adjudicators_path() -> Path:
+    """The roles file: who holds the adjudicator role (``<db>.d/adjudicators.txt``)."""
+    return views.adjudicators_file(db())
 
 
 def adjudicate(run_key: str, trajectory_id: str, adjudicator: str, label, note: str = "") -> int:
@@ -300,8 +356,10 @@ def undo_last(run_key: str, reviewer: str) -> views.Undone | None:
     return views.undo_last(db(), run_key, reviewer)
 
 
-def table_rates(run):
-    return views.table_rates(db(), run)
+def table_rates(run, name: str, blind: bool):
+    """A score table's run with the labels ``views.Reader(name, blind)`` may know (the page caches
+    it by the reader: pass ``reader()``'s)."""
+    return views.table_rates(db(), run, reader=views.Reader(name, blind))
 
 
 def table_add_label(run, trajectory_id: str, reviewer: str, label) -> int:
@@ -329,10 +387,14 @@ def table_storage(location: str) -> tuple[str | None, dict]:
 
 
 @st.cache_data(ttl=60, show_spinner=False)
-def _tables_under(roots: tuple[str, ...]) -> list[tuple[str, str]]:
-    return views.tables_under(roots, db())
+def _root_tables(db_path: str, roots: tuple[str, ...]) -> tuple[list[views.TableChoice], list[str]]:
+    # roots: in the cache's key only (a root added to the settings is listed at once)
+    return views.root_tables(db_path)
 
 
-def tables_under(roots: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The score tables under the operator's roots (listed once a minute)."""
-    return _tables_under(tuple(roots))
+def root_tables() -> tuple[list[views.TableChoice], list[str]]:
+    """The score tables under the operator's roots, each vetted, and why each root that lists
+    nothing could not be listed (unreachable...): listed and vetted once a minute for the whole
+    server, so a root whose storage does not answer costs one storage deadline a minute, not
+    one each rerun."""
+    return _root_tables(str(db()), tuple(table_roots()))

@@ -13,6 +13,7 @@ import unicodedata
 
 import streamlit as st
 
+from pages._shared import scroll
 from pages._shared.inert import md, reveal_id
 from scoring.model import HarnessVerdict, JudgeAttestation, ToolCall, Trajectory
 from scoring.text import is_invisible
@@ -167,6 +168,10 @@ def render_call(call: ToolCall, cap: CallReplay, *, key: str, proof: dict[str, s
         label = "result" + (" (TRUNCATED by the harness)" if call.result.truncated else "")
         if call.result.error:
             label += f" · error: {reveal_id(call.result.error[:200])}"
+            # Above the result, in the box a person scans for: a failed call reads like an
+            # answer in plain text (tau2's "Error: …" content, Inspect's ToolEvent error).
+            st.error(md(f"TOOL ERROR: call #{call.index} failed; the harness recorded an error for its result "
+                        f"({reveal_id(call.result.error[:200])})"))
         if call.result.replaced_by_defence:
             label += " · REPLACED by a defence: the agent never saw the tool's output"
         st.text(label + ":")
@@ -232,22 +237,40 @@ DETAIL_CHARS = 300
 """Characters of an event's detail in the timeline's table (the whole of it on demand)."""
 
 
+def call_messages(traj: Trajectory) -> dict[int, int]:
+    """A call's position in ``tool_calls`` → the message the replay shows it under (its link)."""
+    placed: dict[int, int] = {}
+    last = -1
+    for kind, i in transcript_order(traj):
+        if kind == "message":
+            last = i
+        elif last >= 0:
+            placed[i] = last
+    return placed
+
+
 def search_hits(traj: Trajectory, query: str) -> list[dict[str, object]]:
     """Where ``query`` (case-insensitive) occurs in the trace as the replay shows it: one row per
-    line holding it (where, line number, the line with the hit between ⟦ ⟧), in the replay's order."""
+    line holding it (where, line number, the line with the hit between ⟦ ⟧, and the message the
+    replay shows it in, None for the final output, a score or an event), in the replay's order."""
     needle = query.lower()
     if not needle:
         return []
-    places: list[tuple[str, str]] = [(f"message {i} ({m.role})", m.content) for i, m in enumerate(traj.messages)]
-    for call in traj.tool_calls:
-        places.append((f"call #{call.index} {call.tool}: arguments", _pretty(call.arguments)[0]))
+    places: list[tuple[str, str, int | None]] = [(f"message {i} ({m.role})", m.content, i)
+                                                 for i, m in enumerate(traj.messages)]
+    under = call_messages(traj)
+    for pos, call in enumerate(traj.tool_calls):
+        places.append((f"call #{call.index} {call.tool}: arguments", _pretty(call.arguments)[0], under.get(pos)))
         if call.result is not None:
-            places.append((f"call #{call.index} {call.tool}: result", call.result.content))
-    places.append(("final output", traj.final_output))
-    places += [(f"score {sc.scorer}: explanation", sc.explanation) for sc in transcript.scores(traj)]
-    places += [(f"event {n} ({e.agent} {e.event})", e.detail) for n, e in enumerate(transcript.timeline(traj))]
+            places.append((f"call #{call.index} {call.tool}: result", call.result.content, under.get(pos)))
+    places.append(("final output", traj.final_output, None))
+    for t in transcript.tool_definitions(traj):
+        places += [(f"tool definition {t.name}: description", t.description, None),
+                   (f"tool definition {t.name}: parameters", t.parameters, None)]
+    places += [(f"score {sc.scorer}: explanation", sc.explanation, None) for sc in transcript.scores(traj)]
+    places += [(f"event {n} ({e.agent} {e.event})", e.detail, None) for n, e in enumerate(transcript.timeline(traj))]
     rows: list[dict[str, object]] = []
-    for where, text in places:
+    for where, text, message in places:
         shown, _ = reveal(text)
         for n, line in enumerate(shown.split("\n"), start=1):
             at = line.lower().find(needle)
@@ -257,7 +280,7 @@ def search_hits(traj: Trajectory, query: str) -> list[dict[str, object]]:
             end = at + len(needle)
             snippet = (("…" if start else "") + line[start:at] + "⟦" + line[at:end] + "⟧" + line[end:end + 80]
                        + ("…" if end + 80 < len(line) else ""))
-            rows.append({"where": reveal_id(where), "line": n, "text": snippet})
+            rows.append({"where": reveal_id(where), "line": n, "text": snippet, "message": message})
     return rows
 
 
@@ -309,40 +332,152 @@ def render_timeline(traj: Trajectory, *, key: str) -> None:
             show_text(events[chosen].detail, key=f"{key}-event{chosen}")
 
 
-def message_link(page: str, i: int) -> None:
-    """A link to this message (the page's address with ``message=i``), as Inspect View gives each."""
+def render_tools(traj: Trajectory, *, key: str, highlight: str = "") -> None:
+    """The tools the agent was offered, as the harness logged their definitions (name,
+    description, parameters' schema): what the agent was told a tool does is evidence too (an
+    injected description). Collapsed, unless the search has a hit in one."""
+    tools = transcript.tool_definitions(traj)
+    if not tools:
+        return
+    needle = highlight.lower()
+    hit = bool(needle) and any(needle in f"{t.name}\n{t.description}\n{t.parameters}".lower() for t in tools)
+    names = ", ".join(reveal_name(t.name) for t in tools)
+    with st.expander(md(f"Tool definitions: {len(tools):,} tool{'s' if len(tools) != 1 else ''} offered to the agent"),
+                     expanded=hit):
+        st.text(f"offered: {names}")
+        for n, t in enumerate(tools):
+            st.text(f"tool {reveal_name(t.name)}" + ("" if t.description else " · no description logged"))
+            if t.description:
+                show_text(t.description, key=f"{key}-tool{n}-desc", highlight=highlight)
+            if t.parameters:
+                show_text(t.parameters, key=f"{key}-tool{n}-params", language="json", highlight=highlight)
+
+
+#: Search hits drawn as links to their message; the rest are in the hits' table only.
+MAX_HIT_LINKS = 25
+
+
+def message_link(page: str, i: int, label: str | None = None) -> None:
+    """A link to this message (the page's address with ``message=i``), as Inspect View gives each.
+    ``label``: inert markdown (``md``) naming the place, never a trajectory's text."""
     params = {name: st.query_params.get_all(name) for name in st.query_params if name != "message"}
-    st.page_link(page, label=f"link to message {i}", query_params={**params, "message": str(i)})
+    st.page_link(page, label=label or f"link to message {i}", query_params={**params, "message": str(i)})
 
 
-def render_trajectory(replay: Replay, *, key: str, page: str | None = None, highlight: str = "") -> None:
+def linked_message(traj: Trajectory) -> int | None:
+    """The message the address names (``message=i``), when the trace has it."""
+    raw = st.query_params.get("message")
+    if raw is None or not raw.isdigit():
+        return None
+    i = int(raw)
+    return i if i < len(traj.messages) else None
+
+
+def task_line(traj: Trajectory) -> str:
+    """The trace's task and how it ended."""
+    return (f"task {reveal_id(traj.task_id)} · termination: {traj.termination.value}"
+            + (f" ({reveal_id(traj.termination_detail)})" if traj.termination_detail else ""))
+
+
+def render_header(replay: Replay, *, verdict: bool = True) -> None:
+    """The trace's header: its task and how it ended, the harness's verdict, the evidence
+    standard, and why it has its status (the deciding classifier's own evidence, as scored).
+    ``verdict`` False: the page shows the task, the verdict and the classifier in its own header."""
+    traj = replay.trajectory
+    if verdict:
+        st.text(task_line(traj))
+        st.text("harness verdict: " + verdict_text(traj.verdict))
+    if replay.proof_read and "proof" in dict(traj.extra):  # a proof the importer read, never a record's word
+        st.text("evidence standard: proven · proof recorded at the source: " + reveal_id(dict(traj.extra)["proof"]))
+    if replay.classifier and verdict:
+        st.text(f"decided by {reveal_id(replay.classifier)}"
+                + "".join(f"\n  • {reveal_id(line)}" for line in replay.classifier_evidence))
+
+
+def render_hits(traj: Trajectory, highlight: str, page: str | None) -> None:
+    """A search's hits in this trace: each one in a message a link to that message (on ``page``),
+    and all of them in a table with the line that holds it."""
+    hits = search_hits(traj, highlight)
+    st.text(f"search {reveal_id(highlight)!r}: " + (f"{len(hits):,} line{'s' if len(hits) != 1 else ''} "
+                                                    "of this trace hold it (marked ▶ below)" if hits else
+                                                    "no line of the replay holds it (the match is in a part "
+                                                    "of the record the replay does not show)"))
+    if not hits:
+        return
+    linked = [h for h in hits if h["message"] is not None]
+    if page is not None and linked:
+        for h in linked[:MAX_HIT_LINKS]:
+            # The place (its role or tool name inert) and the line: the hit's text is in the table.
+            message_link(page, int(str(h["message"])), label=md(f"{h['where']}, line {h['line']}"))
+        if len(linked) > MAX_HIT_LINKS:
+            st.caption(f"{len(linked) - MAX_HIT_LINKS:,} more hits in messages: in the table below.")
+    st.dataframe([{k: v for k, v in h.items() if k != "message"} for h in hits], hide_index=True, width="stretch",
+                 height=min(400, 38 + 35 * len(hits)), column_config={"line": st.column_config.NumberColumn(width=50)})
+
+
+def render_trajectory(replay: Replay, *, key: str, page: str | None = None, highlight: str = "",
+                      height: int | None = None, header: bool = True) -> None:
     """The whole trace in order, as a transcript: the scores with their explanations, the sample's
     metadata and the harness's event timeline, then each message (with its link on ``page``),
     then the tool calls it made (each with its capture evidence as scored, and its result), then
-    the final output. ``highlight``: a search whose hits are listed and marked (▶)."""
+    the final output. ``highlight``: a search whose hits are listed (links to their messages)
+    and marked (▶).
+
+    ``height``: the transcript scrolls in a container of that height (the Review page, whose
+    header and labels stay beside it); then the harness's parts and each tool call are collapsed
+    (opened on a click), so the first messages are what one sees. ``header`` False: the page
+    draws ``render_header`` itself. A linked message (``message=i``) is scrolled into view."""
+    traj = replay.trajectory
+    anchor = scroll.anchor(key)
+    linked = linked_message(traj) if page is not None else None
+    compact = height is not None
+    if header:
+        render_header(replay)
+    with st.container(height=height or "content", key=scroll.transcript_key(anchor)) if compact else st.container():
+        if compact:
+            with st.expander("the harness's scores, the sample's metadata and its event timeline"):
+                render_scores_and_metadata(traj, key=key, highlight=highlight)
+                render_timeline(traj, key=key)
+            render_tools(traj, key=key, highlight=highlight)
+            if highlight:
+                render_hits(traj, highlight, page)
+        else:
+            render_scores_and_metadata(traj, key=key, highlight=highlight)
+            if highlight:
+                render_hits(traj, highlight, page)
+            render_timeline(traj, key=key)
+            render_tools(traj, key=key, highlight=highlight)
+        render_steps(replay, key=key, page=page, highlight=highlight, anchor=anchor, linked=linked,
+                     calls_open=not compact)
+        st.text("final output:")
+        show_text(traj.final_output or "(empty)", key=f"{key}-final", highlight=highlight)
+    scroll.follow(anchor, message=linked, scrolls_inside=compact, header=compact, apply=compact or linked is not None)
+
+
+def call_title(call: ToolCall, cap: CallReplay) -> str:
+    """A call's one line (an expander's label: inert markdown): its index, tool, capture and result."""
+    parts = [f"call #{call.index}", reveal_name(call.tool), "capture complete" if cap.complete
+             else "capture NOT PROVEN COMPLETE"]
+    if not call.executed:
+        parts.append("never executed")
+    if call.result is not None:
+        parts.append("result with an error" if call.result.error else "result")
+    return md(" · ".join(parts))
+
+
+def call_hit(call: ToolCall, cap: CallReplay, highlight: str) -> bool:
+    """Whether a search's text is in this call's arguments, surface or result (it opens)."""
+    needle = highlight.lower()
+    texts = [call.arguments, cap.surface or "", call.result.content if call.result is not None else ""]
+    return bool(needle) and any(needle in t.lower() for t in texts)
+
+
+def render_steps(replay: Replay, *, key: str, page: str | None, highlight: str, anchor: str, linked: int | None,
+                 calls_open: bool) -> None:
+    """Each message (in a container keyed for scrolling to it) and each tool call under it, the
+    calls open (``calls_open``) or collapsed to their one line unless incomplete, hit or linked."""
     traj, captures = replay.trajectory, replay.calls
-    st.text(f"task {reveal_id(traj.task_id)} · termination: {traj.termination.value}"
-            + (f" ({reveal_id(traj.termination_detail)})" if traj.termination_detail else ""))
-    st.text("harness verdict: " + verdict_text(traj.verdict))
-    if replay.proof_read and "proof" in dict(traj.extra):  # a proof the importer read, never a record's word
-        st.text("evidence standard: proven · proof recorded at the source: " + reveal_id(dict(traj.extra)["proof"]))
-    if replay.classifier:
-        # Why the trajectory has its status: the deciding classifier's own evidence, as scored.
-        st.text(f"decided by {reveal_id(replay.classifier)}"
-                + "".join(f"\n  • {reveal_id(line)}" for line in replay.classifier_evidence))
-    render_scores_and_metadata(traj, key=key, highlight=highlight)
-    if highlight:
-        hits = search_hits(traj, highlight)
-        st.text(f"search {reveal_id(highlight)!r}: " + (f"{len(hits):,} line{'s' if len(hits) != 1 else ''} "
-                                                        "of this trace hold it (marked ▶ below)" if hits else
-                                                        "no line of the replay holds it (the match is in a part "
-                                                        "of the record the replay does not show)"))
-        if hits:
-            st.dataframe(hits, hide_index=True, width="stretch", height=min(400, 38 + 35 * len(hits)),
-                         column_config={"line": st.column_config.NumberColumn(width=50)})
-    render_timeline(traj, key=key)
     roles = transcript.role_names(traj)
-    linked = st.query_params.get("message") if page is not None else None
     results = result_owners(traj)
     order = transcript_order(traj)
     following: dict[int, list[int]] = {}  # message → the calls placed under it
@@ -352,13 +487,17 @@ def render_trajectory(replay: Replay, *, key: str, page: str | None = None, high
             last = i
         else:
             following.setdefault(last, []).append(traj.tool_calls[i].index)
+    last = -1
     for kind, i in order:
         if kind == "call":
             call = traj.tool_calls[i]
-            with st.container(border=True):
+            opened = calls_open or not captures[i].complete or call_hit(call, captures[i], highlight) or (
+                linked is not None and linked == last)
+            with st.expander(call_title(call, captures[i]), expanded=opened):
                 render_call(call, captures[i], key=f"{key}-c{call.index}",
                             proof=proof_facts(traj, call, replay.proof_read), highlight=highlight)
             continue
+        last = i
         m = traj.messages[i]
         calls = following.get(i, [])
         known = all(traj.tool_calls[c].message_index == i for c in calls)
@@ -368,12 +507,23 @@ def render_trajectory(replay: Replay, *, key: str, page: str | None = None, high
             line += (" · made tool call" if known else " · then tool call") + ("s " if len(calls) > 1 else " ")
             line += ", ".join(f"#{c}" for c in calls) + ("" if known else " (the log does not link calls to messages)")
         answered = ", ".join(f"#{c}" for c in results.get(i, []))
-        with st.container(border=True) if linked == str(i) else st.container():
-            if linked == str(i):
+        # Where calls collapse, so does a system prompt (the same for every trace of a run, it
+        # filled the first screen): one line, opened by a click, a link to it or a hit in it.
+        folded = not calls_open and m.role == "system" and bool(m.content) and linked != i and not (
+            highlight and highlight.lower() in m.content.lower())
+        with st.container(key=scroll.message_key(anchor, i), border=linked == i):
+            if linked == i:
                 st.text("▶ the linked message")
+            if folded:
+                with st.expander(md(f"{line} · {len(m.content):,} characters")):
+                    if page is not None:
+                        message_link(page, i)
+                    show_text(m.content, key=f"{key}-m{i}", highlight=highlight)
+                continue
             # The message's line with its link beside it (Inspect View gives every message one).
-            head, link = st.columns([5, 1], vertical_alignment="center") if page is not None else (st.container(),
-                                                                                                  None)
+            # In the Review page's narrower box the link's column is wider, so its name is not cut.
+            head, link = st.columns([3, 2] if not calls_open else [5, 1], vertical_alignment="center") \
+                if page is not None else (st.container(), None)
             if answered and m.role == "tool":
                 # The tool's answer is shown with its call (above); not drawn twice.
                 head.text(f"{line} · the result of call {answered}, shown with the call")
@@ -387,5 +537,3 @@ def render_trajectory(replay: Replay, *, key: str, page: str | None = None, high
                     message_link(page, i)
             if m.content and not (answered and m.role == "tool"):
                 show_text(m.content, key=f"{key}-m{i}", highlight=highlight)
-    st.text("final output:")
-    show_text(traj.final_output or "(empty)", key=f"{key}-final", highlight=highlight)

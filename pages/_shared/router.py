@@ -54,6 +54,20 @@ def logged_in_identity() -> str | None:
 
 
 RUNS_PARAM = "runs"
+REVIEWER_PARAM = "reviewer"
+REVIEWER_CHARS = 200  # a name, not a document: a longer parameter is cut
+
+
+def reviewer_from_address() -> None:
+    """The reviewer's name from the address (``?reviewer=NAME``) on a session's first run: without
+    sign-in a reload starts a new session, which kept no name. Only then: "Change reviewer" clears
+    the name, and the address still holding it must not set it back. Under OIDC the router never
+    calls this: the account is the only name labels can carry."""
+    if state.REVIEWER in st.session_state:
+        return
+    name = (st.query_params.get(REVIEWER_PARAM) or "").strip()[:REVIEWER_CHARS]
+    if name:
+        st.session_state[state.REVIEWER] = name
 KEY_CHARS = 12  # run-key characters in an address: unique among a workspace's runs in practice
 
 # The router: beside pages/ in the checkout and in the wheel's litmus_review_app/ alike.

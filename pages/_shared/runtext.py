@@ -1,4 +1,4 @@
-"""A run in words wherever it is named: its status badge and the name that tells it apart.
+"""A run in words wherever it is named: its status badge and the line that names it alone.
 
 Pure string functions (no Streamlit, no plotly): the pages, the chart legends, the report table
 and every export share them. The text they return comes partly from the run's file: reveal it
@@ -30,22 +30,27 @@ def file_name(source: str, original_name: str = "") -> str:
     return original_name or PurePath(source or "").name
 
 
-def run_name(run_id: str, run_key: str, *, twins: bool, side_log: bool = False, run_status: str = "",
+def run_line(name: str, run_id: str, run_key: str, source: str, original_name: str = "", run_status: str = "",
              detail: str = "") -> str:
-    """A run's name in a legend or a picker: its id, its short key where another run has the same
-    id, "+side log", and its status badge where it did not finish."""
-    badge = status_badge(run_status, detail)
-    return (run_id + (f" ·{run_key[:6]}" if twins else "") + (" +side log" if side_log else "")
-            + (f" [{badge}]" if badge else ""))
-
-
-def run_line(run_id: str, model: str, run_key: str, source: str, original_name: str = "", run_status: str = "",
-             detail: str = "") -> str:
-    """One line that names a run on its own (an exported image, a CSV): id, model, short key,
+    """One line that names a run on its own (an exported image, a CSV): its name (model, task,
+    variant, how it was scored), the harness's run id where the name does not hold it, short key,
     file name, and the status badge where it did not finish."""
     badge = status_badge(run_status, detail)
-    return (f"{run_id} · model {model} · key {run_key[:12]} · file {file_name(source, original_name) or '?'}"
+    parts = name.split(" · ")
+    named = name if run_id in parts else f"{name} · run id {run_id}"
+    key = f"key {run_key[:12]}"  # a run named apart from its twin by its key says it once
+    return (named + ("" if key in parts else f" · {key}") + f" · file {file_name(source, original_name) or '?'}"
             + (f" · {badge}" if badge else ""))
+
+
+def middle_cut(text: str, limit: int) -> str:
+    """``text`` in ``limit`` characters: its start and its end, "…" between. A run's name starts
+    with its model and ends with what tells it from its twins (variant, how it was scored,
+    status): a place too narrow for it keeps both (and shows it whole elsewhere)."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 5
+    return text[:head] + "…" + text[len(text) - (limit - head - 1):]
 
 
 def stale_mark(scorer_version: str) -> str:

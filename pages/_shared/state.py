@@ -13,6 +13,7 @@ TRAJ_RUN = "trajectory_run"
 UPLOAD = "upload_file"
 IMPORT_PATH = "import_path"
 IMPORT_TAB = "import_tab"                # the Runs page's open import tab
+RUNS_TABLE = "runs_table"                # the Runs page's table of runs (a selected row is named in full)
 IDENTITY = "signed_in_identity"         # the OIDC user (None without auth); fixes REVIEWER
 IMPORT_REPORT = "last_import_report"     # ((kind, message), rejected rows, how many) after the rerun
 PENDING_SELECT = "pending_run_selection" # run keys to add to SELECTED_RUNS before the picker is drawn

@@ -35,6 +35,16 @@ REGISTERED: tuple[Importer, ...] = (
     canonical, inspect_log, agentdojo, agentdojo_dir, tau2, atif, litmus_log, anthropic_messages, openai_chat)
 IMPORTERS: dict[str, Importer] = {m.NAME: m for m in REGISTERED}
 
+CATEGORY_VERSION = 1
+"""How the importers read a harness's own categories (``model.Trajectory.category``): 1 =
+Inspect's sample ``metadata.category``, AgentDojo's ``suite · injection_task`` (the suite alone
+without an injection), tau2's domain. Bump it when a format's mapping changes: a workspace's
+runs read under another version have their categories re-derived from their original bytes as
+it opens (a category moves no status: nothing is rescored)."""
+CATEGORY_FORMATS = frozenset({inspect_log.NAME, agentdojo.NAME, agentdojo_dir.NAME, tau2.NAME})
+"""The formats whose importer reads a category that runs imported before ``CATEGORY_VERSION``
+1 do not hold (a canonical run's own ``category`` field is read too)."""
+
 #: At most this many files make one run (the first and the ones continuing it).
 MAX_FILES_PER_RUN = 100
 
@@ -136,12 +146,14 @@ def sniff_file(path: str | Path) -> str:
 
 
 def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map: VerdictMap | None = None,
-              continuations: tuple[Segment, ...] | None = None) -> Run:
+              continuations: tuple[Segment, ...] | None = None, decode_budget: int | None = None) -> Run:
     """Parse bytes of a known or sniffed format into a Run.
 
     ``verdict_map`` (an ``inspect_log.VerdictMap``) says which Inspect scorer values mean
     unsafe; other formats ignore it. ``continuations``: the files continuing this one, when the
     caller has them; None reads the ones the format names from beside ``source``.
+    ``decode_budget``: what reading the file may cost in decoded bytes and in memory at once,
+    whatever its format (None: the documented default, ``_zip.total_budget`` of its size).
     """
     if not data.strip():
         raise InputError("empty file" if not data else "empty file (only white space)", source=source)
@@ -153,7 +165,8 @@ def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map: Verdi
     if continuations is None:
         continuations = read_continuations(importer, data, source)
     try:
-        return importer.parse(data, source, ParseOptions(verdict_map=verdict_map, continuations=continuations))
+        return importer.parse(data, source, ParseOptions(verdict_map=verdict_map, continuations=continuations,
+                                                         decode_budget=decode_budget))
     except RecordError as exc:
         # a whole-document format whose single record is malformed: the file is unusable
         raise InputError(exc.message, source=source, record_id=exc.record_id) from exc
@@ -204,13 +217,14 @@ def load_runs(path: str | Path, fmt: str = "auto", *, verdict_map: VerdictMap | 
     return (load_run(path, fmt, verdict_map=verdict_map),)
 
 
-def load_run(path: str | Path, fmt: str = "auto", *, verdict_map: VerdictMap | None = None) -> Run:
-    """Read and parse a run file."""
+def load_run(path: str | Path, fmt: str = "auto", *, verdict_map: VerdictMap | None = None,
+             decode_budget: int | None = None) -> Run:
+    """Read and parse a run file (``decode_budget``: as ``parse_run``)."""
     path = Path(path)
     if path.is_dir():
         raise InputError("is a folder, expected a run file (an AgentDojo run directory holds several runs: "
                          "score the folder itself)", source=str(path))
-    return parse_run(read_bytes(path), str(path), fmt, verdict_map=verdict_map)
+    return parse_run(read_bytes(path), str(path), fmt, verdict_map=verdict_map, decode_budget=decode_budget)
 
 
 __all__ = ["IMPORTERS", "Importer", "ParseOptions", "Segment", "formats", "holds_runs", "load_run", "load_runs",

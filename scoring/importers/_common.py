@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeAlias
@@ -17,6 +18,7 @@ from ..errors import InputError, RecordError
 from ..files import read_regular
 from ..model import Rejection, Run, RunHeader, Trajectory
 from ..model import duplicate_message as duplicate_message  # re-exported for the importers
+from ._zip import RECORD_SLOTS, Budget, released_bytes, retained_bytes, total_budget
 
 
 def refuse_duplicates(kept: list[tuple[int | None, Trajectory]], rejected: list[Rejection],
@@ -76,11 +78,35 @@ def decode_json_line(raw: bytes) -> Any | RecordError:
         return RecordError(f"invalid JSON: {_int_limit(exc)}")
 
 
-def iter_json_lines(data: bytes, source: str = "") -> Iterator[tuple[int, Any | RecordError]]:
-    """Yield (line number, parsed object or the error) for each non-blank line of ``data``."""
+LINE_SLOTS = 1024
+"""What an importer keeps of one line of JSON lines beside its parsed value, at most: the
+(line, value) pair, its item (a tuple, a partial and an id) or the RecordError it is (an
+exception, its message and attributes), its place in a list or a group."""
+
+
+def iter_json_lines(data: bytes, source: str = "", budget: Budget | None = None) -> Iterator[
+        tuple[int, Any | RecordError]]:
+    """Yield (line number, parsed object or the error) for each non-blank line of ``data``.
+    ``budget`` (the file's, ``file_budget``): each line parsed only when the bound of its parse
+    fits, and what it parses to (measured) and ``LINE_SLOTS`` counted as held, since the
+    importer keeps every line until the run is built (a line is ``OverBudgetError`` past it)."""
     for lineno, _offset, raw in iter_lines(io.BytesIO(data)):
         if raw.strip():
-            yield lineno, decode_json_line(raw)
+            if budget is None:
+                yield lineno, decode_json_line(raw)
+                continue
+            budget.admit_line(raw, lineno)
+            obj = decode_json_line(raw)
+            held = retained_bytes(obj.message) + sys.getsizeof(obj) if isinstance(obj, RecordError) \
+                else retained_bytes(obj)
+            budget.hold_measured(held + LINE_SLOTS, lineno)
+            yield lineno, obj
+
+
+def file_budget(data: bytes, source: str, decode_budget: int | None = None) -> Budget:
+    """The budget reading the file ``data`` may take (``decode_budget``, else ``total_budget``
+    of its size): one rule for every format, whole documents, JSON lines and archives alike."""
+    return Budget(total_budget(len(data)) if decode_budget is None else decode_budget, source)
 
 
 def req(obj: dict, key: str, typ: type | tuple[type, ...], where: str = "") -> Any:
@@ -119,10 +145,17 @@ def _tname(typ: type | tuple[type, ...]) -> str:
     return typ.__name__
 
 
-def load_json_document(data: bytes, source: str) -> Any:
-    """A whole-file JSON document, or InputError naming where it broke."""
+def load_json_document(data: bytes, source: str, budget: Budget) -> Any:
+    """A whole-file JSON document, or InputError naming where it broke. Parsed only when the
+    bound of its parse (``_zip.json_parse_cost``) fits ``budget``, the file's (``file_budget``):
+    else OverBudgetError naming the file and the budget, before any memory is taken. The
+    document is counted in the budget while the importer holds it (``Budget.hold_document``;
+    ``released`` lets go of its records' share as they are made)."""
+    cost = budget.admit_document(data, "the file's JSON document", source=source)
     try:
-        return json.loads(data.decode("utf-8"))
+        doc = json.loads(data.decode("utf-8"))
+        budget.hold_document(doc, cost)
+        return doc
     except UnicodeDecodeError as exc:
         raise InputError(f"invalid UTF-8 at byte {exc.start}", source=source) from exc
     except json.JSONDecodeError as exc:
@@ -207,10 +240,26 @@ known, and the callable that makes its Trajectory (called inside ``build_run``, 
 raises is reported with the record's place) or the RecordError it already is."""
 
 
-def build_run(*, header: RunHeader, items: Iterable[Item], source: str, data: bytes) -> Run:
-    """A Run from (line, record id, callable → Trajectory | RecordError) items.
+def released(values: list, budget: Budget) -> Iterator[tuple[int, Any]]:
+    """(index, element) of a list of a parsed document (its records: samples, simulations,
+    conversations), each let go once the caller has made its record and asked for the next: its
+    slot emptied and what that frees (``released_bytes``) taken off the document's count in
+    ``budget``, so a document's records are never counted twice, as JSON and as records."""
+    for i in range(len(values)):
+        yield i, values[i]
+        budget.release(released_bytes(values[i]))
+        values[i] = None
+
+
+def build_run(*, header: RunHeader, items: Iterable[Item], source: str, data: bytes,
+              budget: Budget | None = None) -> Run:
+    """A Run from (line, record id, callable → Trajectory | RecordError) items (made one at a
+    time: ``items`` may be a generator, so no list of them is held).
 
     Every item is either imported or rejected with its location: nothing is dropped.
+    ``budget`` (the file's, ``file_budget``): every record kept, trajectory or rejection, is
+    counted in it as it is made; past it the file is refused (OverBudgetError), since ten million
+    empty records are gigabytes of rejections.
     """
     kept: list[tuple[int | None, Trajectory]] = []
     rejected: list[Rejection] = []
@@ -229,13 +278,24 @@ def build_run(*, header: RunHeader, items: Iterable[Item], source: str, data: by
         except RecordError as exc:
             rejected.append(Rejection(source=source, line=line, record_id=exc.record_id or record_id,
                                       message=exc.message))
+            if budget is not None:
+                budget.keep(rejected[-1], _place(line, record_id), RECORD_SLOTS)
             continue
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
             rejected.append(Rejection(source=source, line=line, record_id=record_id,
                                       message=f"malformed record: {type(exc).__name__}: {exc}"))
+            if budget is not None:
+                budget.keep(rejected[-1], _place(line, record_id), RECORD_SLOTS)
             continue
         lines_of[t.id] = line
         kept.append((line, t))
+        if budget is not None:
+            budget.keep(t, _place(line, record_id), RECORD_SLOTS)
     kept = refuse_duplicates(kept, rejected, duplicates, source)
     return Run(header=header, trajectories=tuple(t for _line, t in kept), rejected=tuple(rejected),
                records_seen=len(kept) + len(rejected), content_sha256=sha256_bytes(data))
+
+
+def _place(line: int | None, record_id: str | None) -> str:
+    """A record as a refusal names it: its line, else its id."""
+    return f"line {line}" if line is not None else (record_id or "a record")

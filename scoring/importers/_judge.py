@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+import struct
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from ..errors import RecordError
 from ..judge_audit import AuditedCall, input_digest, message_text, rendered_input, shown_calls, text_join_digest
 from ..model import JudgeAttestation
+from ._zip import Charged, attachment, retained_bytes_each
 
 STAMP = "judge input checked against the logged arguments"
 """What the audit certifies: the judge saw the arguments the log holds. Whether the log holds
@@ -29,6 +32,7 @@ them whole is the capture rules' question (structural, or proven by a proof side
 STATE_CHECKING_PRESETS = frozenset({"side_task_success", "side_task_correctness"})
 """Presets whose scorer decides from the environment's state, not from a model's reading."""
 _ATTACH = re.compile(r"attachment://([0-9a-f]{32})")
+_PTR = struct.calcsize("P")
 
 
 def _object(value: Any) -> dict:
@@ -45,7 +49,7 @@ def _resolve(value: Any, attachments: dict) -> Any:
         def sub(m: re.Match) -> str:
             if m.group(1) not in attachments:
                 raise RecordError(f"attachment://{m.group(1)} is not in the sample's attachments")
-            return str(attachments[m.group(1)])
+            return str(attachment(attachments, m.group(1), whole=m.span() == (0, len(value))))
         return _ATTACH.sub(sub, value)
     if isinstance(value, list):
         return [_resolve(v, attachments) for v in value]
@@ -88,17 +92,38 @@ def _pool(sample: dict) -> list:
     return _array(_object(sample.get("events_data")).get("messages"))
 
 
-def _input_of(event: dict, pool: list) -> list:
-    refs = event.get("input_refs")
-    if isinstance(refs, list) and refs:
-        out = []
-        for ref in refs:
-            if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, int) for x in ref)
-                    and 0 <= ref[0] <= ref[1] <= len(pool)):
-                raise RecordError(f"input_refs {ref!r} points outside the sample's message pool ({len(pool)} messages)")
-            out.extend(pool[ref[0]:ref[1]])
-        return out
-    return _array(event.get("input"))
+class _Inputs:
+    """Model events' input messages, read from the event or from the sample's message pool by
+    ``input_refs``. With ``charge``, what resolving each input copies is counted before it is
+    built: a few bytes of references can name the whole pool again and again."""
+
+    def __init__(self, pool: list, charge: Callable[[int], None] | None) -> None:
+        self.pool, self.charge = pool, charge
+        self._prefix: list[int] | None = None  # bytes of the pool's first n messages' containers
+
+    def _cost(self, start: int, end: int) -> int:
+        if self._prefix is None:
+            self._prefix = list(accumulate(retained_bytes_each(self.pool, strings=False), initial=0))
+        return self._prefix[end] - self._prefix[start] + (end - start) * _PTR
+
+    def of(self, event: dict) -> list:
+        refs = event.get("input_refs")
+        if isinstance(refs, list) and refs:
+            pool = self.pool
+            for ref in refs:
+                if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, int) for x in ref)
+                        and 0 <= ref[0] <= ref[1] <= len(pool)):
+                    raise RecordError(f"input_refs {ref!r} points outside the sample's message pool "
+                                      f"({len(pool)} messages)")
+                if self.charge is not None:
+                    self.charge(self._cost(ref[0], ref[1]))
+            out = []
+            for ref in refs:
+                out.extend(pool[ref[0]:ref[1]])
+            return out
+        # an input of the event's own is copied once, as the member's other objects: no more
+        # than what parsing the member took, which its budget already counts
+        return _array(event.get("input"))
 
 
 def scored_events(sample: dict) -> Iterator[tuple[int, dict, str | None]]:
@@ -122,11 +147,14 @@ def scored_events(sample: dict) -> Iterator[tuple[int, dict, str | None]]:
         yield i, e, scorer
 
 
-def model_calls(sample: dict) -> list[ModelCall]:
-    """Every model event of the sample with the scorer it ran for, in order."""
+def model_calls(sample: dict, charge: Callable[[int], None] | None = None) -> list[ModelCall]:
+    """Every model event of the sample with the scorer it ran for, in order. ``charge``: told
+    the bytes each resolved input and attachment copies, before they are copied."""
     attachments = _object(sample.get("attachments"))
-    pool = _pool(sample)
-    return [_model_call(i, e, scorer, pool, attachments) for i, e, scorer in scored_events(sample)
+    if charge is not None:
+        attachments = Charged(attachments, charge)
+    inputs = _Inputs(_pool(sample), charge)
+    return [_model_call(i, e, scorer, inputs, attachments) for i, e, scorer in scored_events(sample)
             if e.get("event") == "model"]
 
 
@@ -143,10 +171,10 @@ def _scorer_of(spans: dict, span_id: Any) -> str | None:
     return None
 
 
-def _model_call(position: int, e: dict, scorer: str | None, pool: list, attachments: dict) -> ModelCall:
+def _model_call(position: int, e: dict, scorer: str | None, inputs: _Inputs, attachments: dict) -> ModelCall:
     unresolved = ""
     try:
-        messages = tuple(m for m in _resolve(_input_of(e, pool), attachments) if isinstance(m, dict))
+        messages = tuple(m for m in _resolve(inputs.of(e), attachments) if isinstance(m, dict))
     except RecordError as exc:
         messages, unresolved = (), exc.message
     output = _object(e.get("output"))

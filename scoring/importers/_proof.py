@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import InputError, ReasonCode
 from ..model import JudgeAttestation, Rejection, ToolCall, Trajectory
 from ..proof import FORMAT, VERSIONS, canonical_json, fingerprint, text_sha256
-from ._common import RecordError, iter_json_lines, opt, req
+from ._common import RecordError, file_budget, iter_json_lines, opt, req
 from ._judge import Audit, ModelCall
 
 _NOT_IN_LOG = object()
@@ -76,7 +76,7 @@ class ProofLog:
     @classmethod
     def read(cls, data: bytes, source: str) -> ProofLog:
         """Parse a proof side log; a file that is not one (no header line) is an ``InputError``."""
-        lines = iter(iter_json_lines(data, source))
+        lines = iter(iter_json_lines(data, source, file_budget(data, source)))  # the file's budget, as the log's
         first = next(lines, None)
         head = None if first is None else first[1]
         if not isinstance(head, dict) or head.get("record") != "proof" or head.get("format") != FORMAT:

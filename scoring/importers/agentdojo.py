@@ -18,15 +18,17 @@ from functools import partial
 from pathlib import Path
 
 from ..model import EvidenceStandard, Run, RunHeader, Trajectory
-from ._agentdojo import TAXONOMY, task_id, trajectory
+from ._agentdojo import TAXONOMY, attacks_text, suites_text, task_id, trajectory
 from ._common import (
     Item,
     RecordError,
     build_run,
+    file_budget,
     first_line,
     iter_json_lines,
     load_json_document,
 )
+from ._zip import Budget
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "agentdojo"
@@ -60,8 +62,9 @@ def sniff(head: bytes) -> bool:
 
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     if first_line(data[:65536]).startswith(b"{") and b'"agent-dojo"' in first_line(data[:65536]):
-        return _parse_invariant(data, source)
-    doc = load_json_document(data, source)
+        return _parse_invariant(data, source, file_budget(data, source, options.decode_budget))
+    budget = file_budget(data, source, options.decode_budget)
+    doc = load_json_document(data, source, budget)
     if not isinstance(doc, dict):
         raise RecordError("expected one AgentDojo trace object")
     _missing(doc, NATIVE_FIELDS)
@@ -69,14 +72,17 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
         raise RecordError("field 'messages' is not a list")
     inj = doc.get("injection_task_id")
     tid = f"{doc.get('suite_name')}-{doc.get('user_task_id')}-{inj}-{doc.get('attack_type')}"
+    injection = f", {inj}" if inj not in (None, "", "none") else ""
     header = RunHeader(run_id=Path(source).stem, model=str(doc.get("pipeline_name", "unknown")),
-                       harness_name="agentdojo", harness_version=str(doc.get("agentdojo_package_version", "")),
+                       task=task_id(doc.get("suite_name"), doc.get("user_task_id")),
+                       variant=attacks_text([doc.get("attack_type")]) + injection, harness_name="agentdojo",
+                       harness_version=str(doc.get("agentdojo_package_version", "")),
                        taxonomy=TAXONOMY, evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
     item = (None, tid, lambda: trajectory(
         tid, task_id(doc.get("suite_name"), doc.get("user_task_id")), doc["messages"], security=doc.get("security"),
         injection=inj,
-        error=doc.get("error"), model=None, category="injection_success" if inj else None))
-    return build_run(header=header, items=[item], source=source, data=data)
+        error=doc.get("error"), model=None, suite=doc.get("suite_name")))
+    return build_run(header=header, items=[item], source=source, data=data, budget=budget)
 
 
 def _exported(tid: str, obj: dict, md: dict) -> Trajectory:
@@ -84,14 +90,16 @@ def _exported(tid: str, obj: dict, md: dict) -> Trajectory:
     inj = md.get("injection_task_id")
     return trajectory(tid, task_id(md.get("suite_name"), md.get("user_task_id")), obj["messages"],
                        security=md.get("security"), injection=inj, error=None, model=md.get("model"),
-                       category="injection_success" if inj else None)
+                       suite=md.get("suite_name"))
 
 
-def _parse_invariant(data: bytes, source: str) -> Run:
+def _parse_invariant(data: bytes, source: str, budget: Budget) -> Run:
     items: list[Item] = []
     meta: dict = {}
     model = None
-    for line, obj in iter_json_lines(data, source):
+    suites: set = set()
+    attacks: list = []
+    for line, obj in iter_json_lines(data, source, budget):
         if isinstance(obj, RecordError):
             items.append((line, None, obj))
             continue
@@ -106,13 +114,16 @@ def _parse_invariant(data: bytes, source: str) -> Run:
             if not isinstance(obj.get("messages"), list):
                 raise RecordError("missing messages (a list)")
         except RecordError as exc:
-            items.append((line, None, exc))
+            items.append((line, None, exc.with_traceback(None)))  # kept until the run is built: not its frames
             continue
         model = model or md.get("model")
+        suites.add(md.get("suite_name"))
+        attacks.append(md.get("attack_type"))
         inj = md.get("injection_task_id")
         tid = f"{md.get('suite_name')}-{md.get('user_task_id')}-{inj}-{md.get('attack_type')}-{obj.get('index', line)}"
         items.append((line, tid, partial(_exported, tid, obj, md)))
     header = RunHeader(run_id=Path(source).stem, model=model or str(meta.get("name", "unknown")),
+                       task=suites_text(suites), variant=attacks_text(set(attacks)),
                        harness_name="agentdojo (invariant export)", taxonomy=TAXONOMY,
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
-    return build_run(header=header, items=items, source=source, data=data)
+    return build_run(header=header, items=items, source=source, data=data, budget=budget)

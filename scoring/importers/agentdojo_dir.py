@@ -39,8 +39,9 @@ from typing import Any
 from ..errors import InputError, RecordError
 from ..files import read_regular
 from ..model import EvidenceStandard, Rejection, Run, RunHeader, Trajectory
-from ._agentdojo import TAXONOMY, task_id, trajectory
+from ._agentdojo import TAXONOMY, attacks_text, suites_text, task_id, trajectory
 from ._common import sha256_bytes
+from ._zip import RECORD_SLOTS, Budget, read_member
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "agentdojo_dir"
@@ -148,7 +149,7 @@ def _case(place: Place, doc: dict, path: str) -> Trajectory:
     security = _security(doc["security"])
     t = trajectory(tid, task_id(place.suite, place.user_task), doc["messages"], security=security,
                     injection=place.injection if injected else None, error=doc.get("error"), model=None,
-                    category="injection_success" if injected else None)
+                    suite=place.suite)
     extra = (("suite", place.suite), ("attack", place.attack), ("injection_task", place.injection),
              ("utility", json.dumps(_security(doc["utility"]))), ("path", path))
     return replace(t, extra=t.extra + extra)
@@ -227,12 +228,19 @@ def read_case_files(files: Iterable[CaseFile], source: str, root_name: str,
     injections: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
     utility_alone: dict[tuple[str, str], list[bool]] = defaultdict(list)
     decoded: dict[tuple[str, str, str], list[tuple[Place, str, dict | RecordError]]] = defaultdict(list)
+    # Every case is parsed before any run is built: their parses, the files' bytes and every case
+    # made of them share one budget, as an archive's members do (a case of `[{},{},…]` is
+    # gigabytes parsed, and the cases all stay parsed until the runs are built).
+    budget = Budget(MAX_ZIP_TOTAL, source)
+    budget.held = sum(len(data) for group in placed.values() for _p, _r, data in group)
     for group, files_of_group in sorted(placed.items()):
         for place, rel, data in sorted(files_of_group, key=lambda c: c[1]):
+            cost = budget.admit_document(data, rel, source=f"{source}/{rel}")
             try:
                 doc: dict | RecordError = _decode(data)
+                budget.hold_document(doc, cost)
             except RecordError as exc:
-                doc = exc
+                doc = exc.with_traceback(None)  # kept until the runs are built: not its frames
             decoded[group].append((place, rel, doc))
             base = (place.repeat, place.pipeline)
             if not place.user_task.startswith("injection_task"):
@@ -255,12 +263,17 @@ def read_case_files(files: Iterable[CaseFile], source: str, root_name: str,
             try:
                 if isinstance(doc, RecordError):
                     raise doc
-                trajectories.append(_case(place, doc, rel))
+                case = _case(place, doc, rel)
             except RecordError as exc:
                 rejected.append(Rejection(source=path, line=None, record_id=rel, message=exc.message))
+                budget.keep(rejected[-1], rel, RECORD_SLOTS)
             except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
                 rejected.append(Rejection(source=path, line=None, record_id=rel,
                                           message=f"malformed case: {type(exc).__name__}: {exc}"))
+                budget.keep(rejected[-1], rel, RECORD_SLOTS)
+            else:
+                trajectories.append(case)
+                budget.keep(case, rel, RECORD_SLOTS)
         facts: dict[str, Any] = {"layout": LAYOUT, "pipeline": pipeline, "attack": attack, "repeat": repeat or None}
         alone = utility_alone[base]
         facts["utility_without_attack"] = {"passed": sum(alone), "of": len(alone)}
@@ -278,8 +291,10 @@ def read_case_files(files: Iterable[CaseFile], source: str, root_name: str,
         label = f"{pipeline}/{attack}" + (f"/{repeat}" if repeat else "")
         if only is not None and label != only and not stray:
             continue
-        header = RunHeader(run_id=label, model=_model(docs, pipeline), harness_name=(
-            f"agentdojo run directory: pipeline {pipeline}, attack {attack}" + (f", {repeat}" if repeat else "")),
+        header = RunHeader(
+            run_id=label, model=_model(docs, pipeline), task=suites_text(p.suite for p, _r, _d in read),
+            variant=attacks_text([attack]) + (f", {repeat}" if repeat else ""), harness_name=(
+                f"agentdojo run directory: pipeline {pipeline}, attack {attack}" + (f", {repeat}" if repeat else "")),
             harness_version=str(next((d.get("agentdojo_package_version") for d in docs), "") or ""),
             taxonomy=TAXONOMY, evidence_standard=EvidenceStandard.STRUCTURAL, format=RUN_FORMAT,
             source=f"{source}#{label}", format_facts=tuple((k, json.dumps(v)) for k, v in facts.items()))
@@ -345,7 +360,9 @@ def zip_files(data: bytes, source: str) -> list[CaseFile]:
     except zipfile.BadZipFile as exc:
         raise InputError(f"not a readable zip: {exc}", source=source) from exc
     files: list[CaseFile] = []
-    total = 0
+    # Members are decoded as an .eval's are (each decoder asked for what is left, whatever its
+    # method: ``zipfile`` asks bzip2 and lzma for whole blocks), and each is kept as bytes.
+    budget = Budget(MAX_ZIP_TOTAL, source)
     for info in zf.infolist():
         name = PurePosixPath(info.filename)
         if info.is_dir() or not info.filename.endswith(".json"):
@@ -356,11 +373,18 @@ def zip_files(data: bytes, source: str) -> list[CaseFile]:
             continue
         if info.file_size > MAX_FILE_BYTES:
             raise InputError(f"member {info.filename} declares {info.file_size:,} bytes", source=source)
-        with zf.open(info) as fh:
-            body = fh.read(MAX_FILE_BYTES + 1)
-        total += len(body)
-        if len(body) > MAX_FILE_BYTES or total > MAX_ZIP_TOTAL:
-            raise InputError(f"members expand past the limit (at {info.filename}): refused", source=source)
+        try:
+            decoded = read_member(data, info, cap=MAX_FILE_BYTES, budget=budget)
+        except RecordError as exc:  # past the member's cap
+            raise InputError(f"{exc.message}: refused", source=source) from exc
+        except InputError:
+            raise
+        except Exception as exc:  # a damaged member: zipfile.BadZipFile, zlib.error, lzma.LZMAError, ZstdError…
+            raise InputError(f"member {info.filename} cannot be read: {type(exc).__name__}: {exc}",
+                             source=source) from exc
+        body = bytes(decoded)
+        decoded.clear()
+        budget.held += len(body)  # kept until the run directory is read
         files.append(CaseFile(parts=name.parts, data=body))
         if len(files) > MAX_FILES:
             raise InputError(f"more than {MAX_FILES:,} .json members", source=source)

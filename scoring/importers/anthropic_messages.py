@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import ReasonCode
 from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import Item, RecordError, build_run, first_line, iter_json_lines
+from ._common import Item, RecordError, build_run, file_budget, first_line, iter_json_lines
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "anthropic_messages"
@@ -35,7 +35,8 @@ def sniff(head: bytes) -> bool:
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     sessions: dict[str, list[tuple[int, dict]]] = {}
     bad: list[Item] = []
-    for line, obj in iter_json_lines(data, source):
+    budget = file_budget(data, source, options.decode_budget)
+    for line, obj in iter_json_lines(data, source, budget):
         if isinstance(obj, RecordError) or not isinstance(obj, dict):
             bad.append((line, None, obj if isinstance(obj, RecordError) else RecordError("line is not an object")))
             continue
@@ -52,7 +53,7 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
             model = model or (msg.get("model") if isinstance(msg, dict) else None)
     header = RunHeader(run_id=Path(source).stem, model=model or "unknown", harness_name="claude-code",
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
-    return build_run(header=header, items=items, source=source, data=data)
+    return build_run(header=header, items=items, source=source, data=data, budget=budget)
 
 
 def _session(sid: str, lines: list[tuple[int, dict]]) -> Trajectory:

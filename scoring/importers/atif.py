@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
 from ._chat import CallBuilder, text_of
-from ._common import RecordError, build_run, load_json_document
+from ._common import RecordError, build_run, file_budget, load_json_document
 from .base import DEFAULT_OPTIONS, ParseOptions
 
 NAME = "atif"
@@ -32,7 +32,9 @@ def sniff(head: bytes) -> bool:
 def continuations(data: bytes, source: str) -> tuple[str, ...]:
     """Where the segment continuing ``data`` may sit: its ``continued_trajectory_ref`` beside the
     run file ``source``, by the ref's name alone or prefixed with the run file's stem."""
-    doc = load_json_document(data, source)
+    if b'"continued_trajectory_ref"' not in data:
+        return ()  # nothing continues it: the file is not parsed here (``parse`` parses it, within its budget)
+    doc = load_json_document(data, source, file_budget(data, source))
     ref = doc.get("continued_trajectory_ref") if isinstance(doc, dict) else None
     if not ref:
         return ()
@@ -44,11 +46,13 @@ def continuations(data: bytes, source: str) -> tuple[str, ...]:
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
     """The trajectory of ``data`` joined with the segments continuing it (``options.continuations``,
     read by the registry); a continuation that was not found ends it with an error termination."""
-    doc = load_json_document(data, source)
+    budget = file_budget(data, source, options.decode_budget)
+    doc = load_json_document(data, source, budget)
     if not isinstance(doc, dict):
         raise InputError(f"not ATIF: the file is a JSON {type(doc).__name__}, expected a trajectory object",
                          source=source)
-    segments = [doc, *(load_json_document(s.data, s.source) for s in options.continuations)]
+    # the segments are one trajectory, held together: their parses counted in the first file's budget
+    segments = [doc, *(load_json_document(s.data, s.source, budget) for s in options.continuations)]
     agent: dict = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
     header = RunHeader(run_id=Path(source).stem, model=str(agent.get("model_name", "unknown")),
                        harness_name=f"ATIF {agent.get('name', '')}".strip(),
@@ -80,4 +84,4 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
                           termination=Termination.ERROR if unresolved else Termination.COMPLETED,
                           termination_detail=detail)
 
-    return build_run(header=header, items=[(None, None, make)], source=source, data=data)
+    return build_run(header=header, items=[(None, None, make)], source=source, data=data, budget=budget)

@@ -49,6 +49,11 @@ class ParseOptions:
     """Which Inspect scorer values mean unsafe, safe or no verdict (None: the format's default)."""
     continuations: tuple[Segment, ...] = ()
     """The files that continue this one, in order, as far as they were found."""
+    decode_budget: int | None = None
+    """What reading the file may cost (``_zip.Budget``): decoded bytes (an archive's members
+    together), and bytes of memory at any moment while it is read (its parsed JSON, a whole
+    document or lines, and the records made of it). None: the documented default
+    (``_zip.total_budget`` of the file's size)."""
 
 
 DEFAULT_OPTIONS = ParseOptions()

@@ -33,6 +33,7 @@ from ..model import (
     ToolCall,
     ToolResult,
     Trajectory,
+    harness_category,
 )
 from ..rules import RuleError, check_rule
 from ._common import (
@@ -72,7 +73,7 @@ def _refuse_lone_surrogates(t: Trajectory) -> None:
     names, message roles. It is not text: SQLite cannot store it and nothing can print it.
     (Bulk text — arguments, results, outputs — keeps it; replay shows it as ⟨U+D800⟩.)"""
     names = [("id", t.id), ("task_id", t.task_id), ("model", t.model), ("intended_category", t.intended_category),
-             ("verdict.label", t.verdict.label if t.verdict else None)]
+             ("category", t.category), ("verdict.label", t.verdict.label if t.verdict else None)]
     names += [(f"tool_calls[{c.index}].tool", c.tool) for c in t.tool_calls]
     names += [(f"messages[{i}].role", m.role) for i, m in enumerate(t.messages)]
     for field, value in names:
@@ -132,6 +133,8 @@ def parse_header(obj: Any, source: str) -> RunHeader:
             classifier_of_record=classifier,
             run_id=req(obj, "run_id", str),
             model=req(obj, "model", str),
+            task=opt(obj, "task", str, ""),
+            variant=opt(obj, "variant", str, ""),
             harness_name=opt(harness, "name", str, ""),
             harness_version=opt(harness, "version", str, ""),
             capture_limit_bytes=limit,
@@ -228,6 +231,7 @@ class CommonRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     task_id: str
     verdict: CommonVerdict
     intended_category: str | None = None
+    category: str | None = None
     termination: CommonTermination | None = None
     final_output: str = ""
     messages: list[CommonMessage] = []
@@ -403,6 +407,7 @@ def parse_trajectory(obj: Any) -> Trajectory:
             id=req(obj, "id", str),
             task_id=req(obj, "task_id", str),
             intended_category=opt(obj, "intended_category", str),
+            category=harness_category(opt(obj, "category", str)),
             termination=termination,
             termination_detail=opt(term, "detail", str, "", "termination."),
             ending_recorded=opt(term, "recorded", bool, False, "termination."),
@@ -552,7 +557,8 @@ def dump_header(header: RunHeader) -> dict:
         "taxonomy": [{"id": c.id, "name": c.name, "payload_dependent": c.payload_dependent,
                       "rules": list(c.rules)} for c in header.taxonomy],
     } | ({"run_status": header.run_status, "run_status_detail": header.run_status_detail}
-         if header.run_status else {})
+         if header.run_status else {}) | (
+        {k: v for k, v in (("task", header.task), ("variant", header.variant)) if v})
 
 
 def _attestation(obj: dict | None) -> JudgeAttestation | None:
@@ -626,7 +632,7 @@ def dump_trajectory(t: Trajectory) -> dict:
             "parse_error": None, "executed": True, "signals": [], "result": None, "message_index": None}))
     out = {
         "record": "trajectory", "id": t.id, "task_id": t.task_id, "intended_category": t.intended_category,
-        "model": t.model,
+        "category": t.category, "model": t.model,
         "termination": {"reason": t.termination.value, "detail": t.termination_detail}
         | ({"recorded": True} if t.ending_recorded else {}),
         "final_output": t.final_output,
@@ -641,4 +647,4 @@ def dump_trajectory(t: Trajectory) -> dict:
         "tool_calls": calls,
         "extra": [list(pair) for pair in t.extra],
     }
-    return _drop_defaults(out, {"intended_category": None, "model": None, "extra": []})
+    return _drop_defaults(out, {"intended_category": None, "category": None, "model": None, "extra": []})

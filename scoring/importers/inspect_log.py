@@ -11,15 +11,11 @@ that hit a limit never counts safe because a scorer called it "incorrect". Struc
 
 from __future__ import annotations
 
-import bz2
 import io
 import json
-import lzma
 import re
-import struct
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -27,15 +23,37 @@ from typing import Any
 
 from ..errors import InputError, ReasonCode, SpecError
 from ..judge_audit import AuditedCall, same_tree
-from ..model import EvidenceStandard, HarnessVerdict, JudgeAttestation, Message, Run, RunHeader, Termination, Trajectory
+from ..model import (
+    EvidenceStandard,
+    HarnessVerdict,
+    JudgeAttestation,
+    Message,
+    Run,
+    RunHeader,
+    Termination,
+    Trajectory,
+    harness_category,
+)
 from ..proof import proof_path_of
-from ..transcript import HarnessEvent, HarnessScore, metadata_extra, scores_extra, timeline_extra
+from ..suggest import REFUSAL_JUDGE
+from ..transcript import (
+    HarnessEvent,
+    HarnessScore,
+    metadata_extra,
+    scores_extra,
+    timeline_extra,
+    tool_definitions_of,
+    tools_extra,
+)
 from ..transcript import text as logged
 from ._chat import CallBuilder, text_of
-from ._common import Item, RecordError, build_run, load_json_document
+from ._common import Item, RecordError, build_run, file_budget, load_json_document, released
 from ._guard import guard_refusal, refused_verdict
 from ._judge import ModelCall, agent_emitted, arguments_tree, audit_sample, model_calls
 from ._proof import ProofLog
+from ._zip import ZIP_ZSTANDARD as ZIP_ZSTANDARD  # the format's method number, where it always was
+from ._zip import Budget, Charged, attachment, read_member
+from ._zip import total_budget as total_budget  # a file's budget (one rule for every format), where it was
 from .base import DEFAULT_OPTIONS, ParseOptions, VerdictMapping
 
 NAME = "inspect"
@@ -43,6 +61,8 @@ NAME = "inspect"
 HINTS = (b'"eval"', b'"samples"', b'"run_id"', b'"attachments"', b'"scores"', b'"epoch"')
 #: What the format needs to recognise a file (said when it refuses one).
 NEEDS = "a .eval zip holding header.json or samples/, or a JSON object with eval and version"
+CATEGORY_KEY = "category"
+"""The key of a sample's ``metadata`` that names its category (the trajectory's ``category``)."""
 
 
 def continuations(data: bytes, source: str) -> tuple[str, ...]:
@@ -306,6 +326,62 @@ PRESETS: dict[str, VerdictMap] = {p.preset: p for p in (
 )}
 
 
+@dataclass(frozen=True)
+class RefusalJudge:
+    """How a refusal judge's score says whether the agent refused: kept with each trajectory
+    (``suggest.REFUSAL_JUDGE``) for the reviewer's suggestion, never for a verdict."""
+
+    read: str
+    """What the judge graded: ``final response``, or ``assistant messages`` (each; a refusal in any)."""
+    key: str | None = None
+    """The dict score's key holding 1 (a refusal) or 0; None: the value itself is ``yes`` / ``no``."""
+    yes: tuple[str, ...] = ()
+    no: tuple[str, ...] = ()
+
+    def refusal(self, value: Any) -> bool | None:
+        """True: it graded a refusal; False: not one; None: no grade (a value it does not give)."""
+        if self.key is not None:
+            x = value.get(self.key) if isinstance(value, dict) else None
+            n = _number(x)
+            return None if n is None or n not in (0, 1) else n == 1
+        return True if value in self.yes else False if value in self.no else None
+
+
+REFUSAL_JUDGES: dict[str, RefusalJudge] = {
+    # inspect_evals AgentHarm's combined_scorer: its refusal judge reads every assistant message and
+    # "refusal" is 1 when one of them is a refusal
+    "agentharm": RefusalJudge(read="assistant messages", key="refusal"),
+    # AgentHarm's refusal prompt as model_graded_qa: the final response only ("Yes": a refusal)
+    "agentharm_refusal": RefusalJudge(read="final response", yes=("Yes",), no=("No",)),
+    # StrongREJECT's judge grades the final response; "refusal" is 1 for a refusal
+    "strongreject": RefusalJudge(read="final response", key="refusal"),
+}
+"""The verdict-map presets whose scorer is a refusal judge."""
+
+
+def refusal_judge(vmap: VerdictMap) -> RefusalJudge | None:
+    """The refusal judge ``vmap`` reads: its rules are a refusal-judge preset's (under whatever
+    scorer name), or None."""
+    if not vmap.scorer:
+        return None
+    return next((judge for name, judge in REFUSAL_JUDGES.items()
+                 if vmap.effective_rules == PRESETS[name].effective_rules), None)
+
+
+def _judge_extra(vmap: VerdictMapping, scores: dict) -> tuple[tuple[str, str], ...]:
+    """The refusal judge's grade of a sample, as the map read its score (none for other maps)."""
+    judge = refusal_judge(vmap) if isinstance(vmap, VerdictMap) else None
+    score = scores.get(vmap.scorer) if judge is not None and vmap.scorer and isinstance(scores, dict) else None
+    if judge is None or not isinstance(score, dict):
+        return ()
+    value = score.get("value")
+    refused = guard_refusal(score)
+    if refused is not None and refused.value_known:  # a guarded score: the map reads its inner value
+        value = refused.value
+    return ((REFUSAL_JUDGE, json.dumps({"scorer": vmap.scorer, "value": show_value(value)[:200],
+                                        "refusal": judge.refusal(value), "read": judge.read})),)
+
+
 DEFAULT_MAP = VerdictMap()
 
 
@@ -321,7 +397,7 @@ def _resolve(value: Any, attachments: dict, missing: list[str]) -> Any:
         def sub(m):
             key = m.group(1)
             if key in attachments:
-                return attachments[key]
+                return attachment(attachments, key, whole=m.span() == (0, len(value)))
             missing.append(key)
             return m.group(0)
         return _ATTACH.sub(sub, value)
@@ -373,7 +449,18 @@ def _timeline(events: Any) -> list[HarnessEvent]:
     return out
 
 
-def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Trajectory:
+def _offered_tools(events: Any):
+    """The tools the model was offered: each model event logs its ``tools`` (Inspect's
+    ``ToolInfo``: name, description, parameters), the same ones turn after turn."""
+    offered = [t for e in events if isinstance(e, dict) and e.get("event") == "model"
+               and isinstance(e.get("tools"), list) for t in e["tools"]] if isinstance(events, list) else []
+    return tool_definitions_of(offered)
+
+
+def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None,
+            budget: Budget | None = None) -> Trajectory:
+    """The trajectory of one sample. ``budget``: told what resolving the sample's attachment and
+    message-pool references copies, before it is copied (a reference bomb is refused)."""
     if not isinstance(s, dict):
         raise RecordError(f"sample is {type(s).__name__}, expected an object")
     if not s.get("messages") and not s.get("limit") and not s.get("error") and vmap.outcome(
@@ -381,6 +468,8 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
         raise RecordError("sample has no messages, no limit, no error and no score: nothing recorded",
                           f"{s.get('id')}-epoch{s.get('epoch', 1)}")
     attachments = s.get("attachments") or {}
+    if budget is not None and isinstance(attachments, dict):
+        attachments = Charged(attachments, budget.charge)
     tid = f"{s.get('id')}-epoch{s.get('epoch', 1)}"
     calls = CallBuilder()
     trees: list[Any] = []  # each call's arguments as a tree, for the judge-input audit
@@ -416,7 +505,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                      if isinstance(e, dict) and e.get("event") == "tool" and e.get("truncated")}
     # Every model event resolved once (its input and output): the audit, the calls the messages
     # lost and the proof's comparison all read these.
-    every = model_calls(s)
+    every = model_calls(s, None if budget is None else budget.charge)
     outside = _calls_outside_messages(s, calls, trees, attachments, every)
     built = list(calls.build())
     for i, (c, raw) in enumerate(zip(built, calls.calls, strict=False)):
@@ -450,6 +539,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
         extra += (("inspect_verdict", outcome), ("inspect_score_value", shown[:200]))
         if outcome == "absent":
             extra += (("inspect_scorers", ",".join(sorted(map(str, _object(scores))))),)
+        extra += _judge_extra(vmap, scores)
     # For the replay, as Inspect View shows a sample: each scorer's score with its explanation, the
     # sample's metadata (AgentHarm's category, …), and the model and tool events with their timing.
     extra += scores_extra(HarnessScore(scorer=str(name), value=logged(sc.get("value")),
@@ -457,6 +547,7 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
                                        explanation=logged(sc.get("explanation") or ""))
                           for name, sc in _object(scores).items() if isinstance(sc, dict))
     extra += metadata_extra(_object(s.get("metadata"))) + timeline_extra(_timeline(s.get("events")))
+    extra += tools_extra(_offered_tools(s.get("events")))
     extra += tuple(("call outside the messages", note) for note in outside)
     verdict = vmap.verdict(scores)
     audit = None
@@ -470,9 +561,12 @@ def _sample(s: dict, vmap: VerdictMapping, proof: ProofLog | None = None) -> Tra
         verdict = replace(verdict, attestation=audit.attestation if audit is not None else JudgeAttestation(
             scorer=vmap.scorer, input_sha256=(), kind="absent",
             detail="the log holds no events of this sample: what its judge read cannot be checked"))
+    # The sample's category (AgentHarm's and StrongREJECT's datasets record one in its metadata)
+    # groups it; the scorer never reads it.
     traj = Trajectory(id=tid, task_id=str(s.get("id")), messages=tuple(messages), tool_calls=tuple(built),
                       final_output=final, termination=termination, termination_detail=detail,
-                      verdict=verdict, extra=extra, ending_recorded=True)
+                      verdict=verdict, extra=extra, ending_recorded=True,
+                      category=harness_category(_object(s.get("metadata")).get(CATEGORY_KEY)))
     if proof is None:
         return traj
     epoch = s.get("epoch", 1)
@@ -554,27 +648,49 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> 
     verdict_map = DEFAULT_MAP if options.verdict_map is None else options.verdict_map
     if data.startswith(b"PK\x03\x04"):
         return _parse_eval(data, source, verdict_map, options=options)
-    doc = load_json_document(data, source)
+    # the document is parsed whole, within the file's budget (refused before parsing when its
+    # parse cannot fit); what resolving a sample's references copies, and what its trajectory
+    # or rejection keeps, are counted as in a .eval (a few bytes of references can copy
+    # gigabytes, and ten million empty samples are as many rejections)
+    budget = file_budget(data, source, options.decode_budget)
+    doc = load_json_document(data, source, budget)
     if not isinstance(doc, dict):
         raise InputError("expected an Inspect log object", source=source)
     ev = _object(doc.get("eval"))
     samples = _array(doc.get("samples"))
     header = _header(ev, source, doc, len(samples))
     proof = _proof(options, ev, source)
-    items: list[Item] = [(None, f"samples[{i}]", partial(_sample, s, verdict_map, proof))
-                         for i, s in enumerate(samples)]
-    return _with_inspect_figure(_with_proof(build_run(header=header, items=items, source=source, data=data), proof),
-                                doc, verdict_map, source)
+
+    def sample_of(i: int, s: Any) -> Trajectory:
+        budget.start(f"samples[{i}]")
+        return _sample(s, verdict_map, proof, budget)
+
+    items = ((None, f"samples[{i}]", partial(sample_of, i, s)) for i, s in released(samples, budget))
+    return _with_inspect_figure(_with_proof(build_run(header=header, items=items, source=source, data=data,
+                                                      budget=budget), proof), doc, verdict_map, source)
 
 
 def _header(ev: dict, source: str, log: dict | None = None, samples_written: int | None = None) -> RunHeader:
     status, detail = _run_status(ev, log or {}, samples_written)
     packages = _object(ev.get("packages"))
     return RunHeader(run_id=str(ev.get("run_id") or Path(source).stem), model=str(ev.get("model", "unknown")),
+                     task=str(ev.get("task_display_name") or ev.get("task") or ""), variant=_variant(ev),
                      harness_name=f"inspect_ai {ev.get('task', '')}".strip(),
                      harness_version=str(packages.get("inspect_ai", "")),
                      evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source,
                      run_status=status, run_status_detail=detail)
+
+
+def _variant(ev: dict) -> str:
+    """What the run was made under beside its task, as Inspect View shows it: the solver given
+    on the command line (``eval.solver``) and the task arguments passed (``task_args_passed``;
+    in older logs, which lack it, ``task_args``), ``name=value`` in the log's order."""
+    solver = ev.get("solver")
+    args = ev.get("task_args_passed") if "task_args_passed" in ev else ev.get("task_args")
+    parts = [f"solver {solver}"] if isinstance(solver, str) and solver else []
+    if isinstance(args, dict):
+        parts += [f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}" for k, v in args.items()]
+    return ", ".join(parts)
 
 
 def _run_status(ev: dict, log: dict, samples_written: int | None) -> tuple[str, str]:
@@ -602,163 +718,21 @@ def _run_status(ev: dict, log: dict, samples_written: int | None) -> tuple[str, 
     return status, "; ".join(parts)
 
 
-ZIP_ZSTANDARD = 93
-"""ZIP compression method of zstd (APPNOTE 4.4.5), which current inspect_ai writes."""
-MAX_TOTAL_BYTES = 2 * 1024 * 1024 * 1024
-"""Decoded bytes one ``.eval`` may expand to, all members together (the per-member cap alone
-let a few kilobytes of many small bombs grow without bound)."""
-MIN_TOTAL_BYTES = 128 * 1024 * 1024
-TOTAL_RATIO = 200
-"""The total budget is ``TOTAL_RATIO`` × the file's size, at least ``MIN_TOTAL_BYTES`` and at
-most ``MAX_TOTAL_BYTES``: JSON logs compress by one or two orders of magnitude, not three."""
-_READ_CHUNK = 1024 * 1024
-
-
-def total_budget(compressed_bytes: int) -> int:
-    """Decoded bytes a ``.eval`` of this size may expand to, all members together."""
-    return min(MAX_TOTAL_BYTES, max(MIN_TOTAL_BYTES, TOTAL_RATIO * compressed_bytes))
-
-
-class _Budget:
-    """Decoded bytes left for a whole ``.eval``; over it, the file is refused (located)."""
-
-    def __init__(self, total: int, source: str) -> None:
-        self.total, self.left, self.source = total, total, source
-
-    def spend(self, n: int, member: str) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise InputError(f"zip members expand past {self.total:,} decoded bytes in total (at {member}); "
-                             "refused as a likely compression bomb", source=self.source)
-
-
-_IN_CHUNK = 64 * 1024
-"""Compressed bytes fed to a decoder at a time."""
-
-
-def _raw_member(data: bytes, info: zipfile.ZipInfo) -> memoryview:
-    """A member's compressed bytes, found through its local header (never copied)."""
-    if info.flag_bits & 0x1:
-        raise NotImplementedError("encrypted member")
-    off = info.header_offset
-    if data[off:off + 4] != b"PK\x03\x04":
-        raise zipfile.BadZipFile("bad local file header")
-    name_len, extra_len = struct.unpack("<HH", data[off + 26:off + 30])
-    start = off + 30 + name_len + extra_len
-    raw = memoryview(data)[start:start + info.compress_size]
-    if len(raw) != info.compress_size:
-        raise zipfile.BadZipFile("member data runs past the end of the file")
-    return raw
-
-
-def _decoded(data: bytes, info: zipfile.ZipInfo, room: Callable[[], int], limit: int) -> Iterator[bytes]:
-    """A member's decoded bytes in chunks of at most ``room()`` bytes each, whatever its method
-    (stored, deflate, bzip2, lzma, zstd): every decoder is asked for no more than that, so a
-    bomb is refused by the caller's budget before its output is in memory. (``zipfile`` asks
-    bzip2 and lzma for everything a compressed block holds: a 2 KB member became gigabytes.)
-    ``limit``: the most this member may decode to (an lzma dictionary is never made larger)."""
-    raw = _raw_member(data, info)
-    method = info.compress_type
-    if method == zipfile.ZIP_STORED:
-        pos = 0
-        while pos < len(raw):
-            chunk = bytes(raw[pos:pos + room()])
-            pos += len(chunk)
-            yield chunk
-        return
-    if method == ZIP_ZSTANDARD:
-        import zstandard  # only for zstd members (a dependency of the project; kept off the import path)
-
-        with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as fh:
-            while chunk := fh.read(room()):
-                yield chunk
-        return
-    if method == zipfile.ZIP_DEFLATED:
-        inflate = zlib.decompressobj(-15)
-        pos, tail = 0, b""
-        while not inflate.eof:
-            if not tail:
-                if pos >= len(raw):
-                    out = inflate.decompress(b"", room())  # output still held back by the last limit
-                    if not out:
-                        return
-                    yield out
-                    continue
-                tail, pos = bytes(raw[pos:pos + _IN_CHUNK]), pos + _IN_CHUNK
-            out = inflate.decompress(tail, room())
-            tail = inflate.unconsumed_tail
-            if out:
-                yield out
-        return
-    if method == zipfile.ZIP_BZIP2:
-        yield from _limited(bz2.BZ2Decompressor(), raw, room)
-        return
-    if method == zipfile.ZIP_LZMA:
-        # ZIP's LZMA: a 2-byte version, the properties' size, the properties, then a raw LZMA1 stream.
-        (props,) = struct.unpack("<H", bytes(raw[2:4]))
-        lzma1 = lzma._decode_filter_properties(lzma.FILTER_LZMA1, bytes(raw[4:4 + props]))  # type: ignore[attr-defined]
-        # The dictionary is allocated as the header declares it (up to 4 GiB); no reference can
-        # reach further back than the member's output, so one of ``limit`` bytes decodes the same.
-        lzma1["dict_size"] = max(4096, min(lzma1.get("dict_size", limit), limit))
-        filters = [lzma1]
-        yield from _limited(lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=filters), raw[4 + props:], room)
-        return
-    raise NotImplementedError(f"compression method {method}")
-
-
-def _limited(decoder: bz2.BZ2Decompressor | lzma.LZMADecompressor, raw: memoryview,
-             room: Callable[[], int]) -> Iterator[bytes]:
-    """Output of a bzip2 or lzma decoder, asked for at most ``room()`` bytes at a time."""
-    pos = 0
-    feed: memoryview | bytes
-    while not decoder.eof:
-        if decoder.needs_input:
-            if pos >= len(raw):
-                return  # the input ends (an lzma stream without an end mark ends here; the CRC judges it)
-            feed, pos = raw[pos:pos + _IN_CHUNK], pos + _IN_CHUNK
-        else:
-            feed = b""
-        out = decoder.decompress(feed, room())
-        if out:
-            yield out
-        elif not feed:
-            return
-
-
-def _read_member(zf: zipfile.ZipFile, data: bytes, name: str, budget: _Budget) -> bytearray:
-    """A member's decoded bytes, decoded in chunks no larger than what is left of the per-member
-    cap and of the file's total budget (declared sizes are never trusted, and no decoder is
-    asked for more than that); its CRC-32 checked."""
-    info = zf.getinfo(name)
-    if info.file_size > MAX_MEMBER_BYTES:
-        raise RecordError(f"zip member {name} declares {info.file_size:,} bytes (> {MAX_MEMBER_BYTES:,})")
-    out, crc = bytearray(), 0
-
-    def room() -> int:  # one byte past either limit: enough to tell that it was passed
-        return max(1, min(_READ_CHUNK, MAX_MEMBER_BYTES + 1 - len(out), budget.left + 1))
-
-    for chunk in _decoded(data, info, room, min(MAX_MEMBER_BYTES, budget.left) + 1):
-        budget.spend(len(chunk), name)
-        if len(out) + len(chunk) > MAX_MEMBER_BYTES:
-            raise RecordError(f"zip member {name} expands past {MAX_MEMBER_BYTES:,} bytes")
-        crc = zlib.crc32(chunk, crc)
-        out += chunk
-    if crc != info.CRC:
-        raise zipfile.BadZipFile(f"bad CRC-32 for {name}")
-    return out
-
-
-def _parse_eval(data: bytes, source: str, vmap: VerdictMapping, budget_bytes: int | None = None,
-                options: ParseOptions = DEFAULT_OPTIONS):
+def _parse_eval(data: bytes, source: str, vmap: VerdictMapping, options: ParseOptions = DEFAULT_OPTIONS):
+    """The run of a ``.eval``: its header and every sample member, each read within the file's
+    one budget (``options.decode_budget``, else ``total_budget``) of decoded bytes and of memory
+    (``_zip``): a member is decoded, parsed, made a trajectory and let go before the next, and
+    what the trajectories keep is counted against the budget as they are made."""
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
         raise InputError(f"not a readable .eval zip: {exc}", source=source) from exc
-    budget = _Budget(total_budget(len(data)) if budget_bytes is None else budget_bytes, source)
+    budget = file_budget(data, source, options.decode_budget)
 
     def read(name: str) -> Any:
         try:
-            return json.loads(_read_member(zf, data, name, budget))
+            return budget.parse_json(read_member(data, zf.getinfo(name), cap=MAX_MEMBER_BYTES, budget=budget),
+                                     name)
         except RecordError:
             raise
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, NotImplementedError) as exc:
@@ -783,8 +757,10 @@ def _parse_eval(data: bytes, source: str, vmap: VerdictMapping, budget_bytes: in
         head = {**head, "status": head.get("status") or "started"}
     header = _header(_object(head.get("eval")), source, head, len(sample_names))
     proof = _proof(options, _object(head.get("eval")), source)
+    budget.keep(head)  # the header stays alive until the run is built
+
     def sample_of(name: str) -> Trajectory:
-        return _sample(read(name), vmap, proof)  # read inside build_run: a bad member is one rejection
+        return _sample(read(name), vmap, proof, budget)  # read inside build_run: a bad member is one rejection
 
     items: list[Item] = []
     for name in sample_names:
@@ -792,8 +768,8 @@ def _parse_eval(data: bytes, source: str, vmap: VerdictMapping, budget_bytes: in
             items.append((None, name, RecordError(f"unsafe zip member path {name!r}")))
             continue
         items.append((None, name, partial(sample_of, name)))
-    return _with_inspect_figure(_with_proof(build_run(header=header, items=items, source=source, data=data), proof),
-                                head, vmap, source)
+    return _with_inspect_figure(_with_proof(build_run(header=header, items=items, source=source, data=data,
+                                                      budget=budget), proof), head, vmap, source)
 
 
 _INSPECT_FLOATS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}

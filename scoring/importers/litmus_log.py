@@ -38,7 +38,7 @@ from ..model import (
     Trajectory,
 )
 from ..transcript import HarnessEvent, roles_extra, text, timeline_extra
-from ._common import Item, RecordError, build_run, first_line, iter_json_lines
+from ._common import Item, RecordError, build_run, file_budget, first_line, iter_json_lines
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "litmus"
@@ -131,7 +131,8 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS, *,
     categories: dict[str, str] = {}
     latest: dict[str, int] = {}  # row_idx → index in ``lines`` of its latest attempt
     attempts: dict[str, list[int]] = {}  # row_idx → line numbers of every attempt, in order
-    for line, obj in iter_json_lines(data, source):
+    budget = file_budget(data, source, options.decode_budget)
+    for line, obj in iter_json_lines(data, source, budget):
         lines.append((line, obj))
         if isinstance(obj, dict) and obj.get("row_idx") is not None:
             row = str(obj["row_idx"])
@@ -153,7 +154,7 @@ def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS, *,
     header = RunHeader(run_id=Path(source).stem, model="unknown", harness_name="LITMUS",
                        taxonomy=tuple(Category(id=c, name=n) for c, n in sorted(categories.items())),
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source)
-    return build_run(header=header, items=items, source=source, data=data)
+    return build_run(header=header, items=items, source=source, data=data, budget=budget)
 
 
 def load_case_table(path: str | Path) -> dict[str, str]:

@@ -18,15 +18,27 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory
+from ..model import EvidenceStandard, Message, Run, RunHeader, Termination, Trajectory, harness_category
+from ..transcript import tool_definitions_of, tools_extra
 from ._chat import CallBuilder, text_of
-from ._common import Item, RecordError, array_first_keys, build_run, json_key_paths, load_json_document
+from ._common import (
+    Item,
+    RecordError,
+    array_first_keys,
+    build_run,
+    file_budget,
+    json_key_paths,
+    load_json_document,
+    released,
+)
+from ._zip import Budget
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "tau2"
@@ -72,7 +84,7 @@ def sniff(head: bytes) -> bool:
         ("info", "user_info") in keys or ("info", "agent_info") in keys)
 
 
-def _simulation(sim: Any, where: str) -> Trajectory:
+def _simulation(sim: Any, where: str, domain: str | None = None, tools: tuple[tuple[str, str], ...] = ()) -> Trajectory:
     if not isinstance(sim, dict):
         raise RecordError(f"{where} is {type(sim).__name__}, expected a simulation object")
     raw_messages = sim.get("messages")
@@ -96,8 +108,8 @@ def _simulation(sim: Any, where: str) -> Trajectory:
                 final = content
         elif role == "tool" and m.get("requestor") != "user":
             # the user simulator's own calls (requestor: user) are answered here too: not the agent's
-            calls.result(call_id=None, content=content, error="error" if m.get("error") else None,
-                         message_index=len(messages))
+            failed = "the tool message has error: true" if m.get("error") else None
+            calls.result(call_id=None, content=content, error=failed, message_index=len(messages))
         messages.append(Message(role=role, content=content))
     reason = sim.get("termination_reason")
     recorded = str(reason) if isinstance(reason, str) and reason else NOT_RECORDED
@@ -112,7 +124,7 @@ def _simulation(sim: Any, where: str) -> Trajectory:
         (("reward", json.dumps(reward)),) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else ())
     return Trajectory(id=str(sim.get("id", where)), task_id=str(sim.get("task_id")), messages=tuple(messages),
                       tool_calls=calls.build(), final_output=final, termination=termination,
-                      termination_detail=recorded, verdict=None, extra=extra,
+                      termination_detail=recorded, verdict=None, extra=extra + tools, category=domain,
                       ending_recorded=termination is not Termination.NOT_RECORDED)
 
 
@@ -128,6 +140,13 @@ class Shape:
     simulations: list
     model: str
     reported: dict
+    domain: str = ""
+    """The tau2 domain (airline, retail, telecom), where the file says."""
+    user_model: str = ""
+    """The user simulator's model, where the file says."""
+    tools: tuple[tuple[str, str], ...] = ()
+    """The ``extra`` pair of the tools the agent was offered (``info.environment_info.tool_defs``,
+    where the file records them): one set for the whole run."""
 
 
 def shape_of(doc: Any, source: str) -> Shape:
@@ -142,27 +161,38 @@ def shape_of(doc: Any, source: str) -> Shape:
                          f"(simulations is {type(sims).__name__})", source=source)
     info = _object(doc.get("info"))
     agent = _object(info.get("agent_info"))
+    domain = _object(info.get("environment_info")).get("domain_name") or doc.get("domain") or ""
+    user = _object(info.get("user_info")).get("llm") or ""
+    offered = tools_extra(tool_definitions_of(_object(info.get("environment_info")).get("tool_defs")))
     if agent.get("llm"):
-        return Shape(RESULTS, sims, str(agent["llm"]), {})
+        return Shape(RESULTS, sims, str(agent["llm"]), {}, str(domain), str(user), offered)
     if any(k in doc for k in ("passed", "pass_rate", "domain", "agent")):
         reported = {k: doc[k] for k in ("domain", "agent", "model", "total_tasks", "passed", "pass_rate") if k in doc}
         model = doc.get("model") or doc.get("agent") or Path(source).stem
-        return Shape(WRAPPER, sims, str(model), reported)
-    return Shape(RESULTS, sims, "unknown", {})
+        return Shape(WRAPPER, sims, str(model), reported, str(domain), str(user))
+    return Shape(RESULTS, sims, "unknown", {}, str(domain), str(user), offered)
 
 
 def parse(data: bytes, source: str, options: ParseOptions = DEFAULT_OPTIONS) -> Run:
-    shape = shape_of(load_json_document(data, source), source)
+    budget = file_budget(data, source, options.decode_budget)
+    shape = shape_of(load_json_document(data, source, budget), source)
     facts = (("shape", json.dumps(shape.name)), *((f"reported_{k}", json.dumps(v)) for k, v in shape.reported.items()))
-    header = RunHeader(run_id=Path(source).stem, model=shape.model, harness_name=f"tau2-bench ({SHAPES[shape.name]})",
+    header = RunHeader(run_id=Path(source).stem, model=shape.model, task=f"tau2 {shape.domain}" if shape.domain else "",
+                       variant=f"user simulator {shape.user_model}" if shape.user_model else "",
+                       harness_name=f"tau2-bench ({SHAPES[shape.name]})",
                        evidence_standard=EvidenceStandard.STRUCTURAL, format=NAME, source=source,
                        format_facts=facts)
-    items: list[Item] = []
-    for i, s in enumerate(shape.simulations):
+    return build_run(header=header, items=_simulations(shape.simulations, harness_category(shape.domain), budget,
+                                                       shape.tools), source=source, data=data, budget=budget)
+
+
+def _simulations(sims: list, domain: str | None, budget: Budget,
+                 tools: tuple[tuple[str, str], ...] = ()) -> Iterator[Item]:
+    """Each simulation's item, made as ``build_run`` asks for it (each let go once made)."""
+    for i, s in released(sims, budget):
         where = f"simulations[{i}]"
         rid = str(s.get("id", where)) if isinstance(s, dict) else where
-        items.append((None, rid, partial(_simulation, s, where)))
-    return build_run(header=header, items=items, source=source, data=data)
+        yield None, rid, partial(_simulation, s, where, domain, tools)
 
 
 def tau2_metrics(run: Run) -> dict:

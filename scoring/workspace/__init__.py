@@ -18,7 +18,7 @@ Every operation opens its own connection (connections are never shared across th
 from __future__ import annotations
 
 from .evaluations import evaluation
-from .importing import Importing, ImportResult, Rescored
+from .importing import CategoriesRederived, Importing, ImportResult, Rescored
 from .labels import Labels
 from .schema import BUSY_TIMEOUT_S, DB_ENV, DEFAULT_DB, MIGRATIONS, default_db_path
 from .search import search_run
@@ -32,6 +32,8 @@ class Workspace(Labels, Importing):
 
     rescored_on_open: tuple[Rescored, ...] = ()
     """What the gate did when this object opened the workspace (``migrate``)."""
+    categories_on_open: tuple[CategoriesRederived, ...] = ()
+    """Whose categories were re-derived when this object opened the workspace (``migrate``)."""
 
     def migrate(self) -> int:
         """Bring the schema up to date, then pass the scorer-version gate: every run scored
@@ -41,9 +43,12 @@ class Workspace(Labels, Importing):
         version = super().migrate()
         if not self.read_only:
             self.rescored_on_open = tuple(self.rescore())
+            # categories read under another version, re-derived (no status moves: no rescore)
+            self.categories_on_open = tuple(self.rederive_categories())
         return version
 
 
-__all__ = ["BUSY_TIMEOUT_S", "DB_ENV", "DEFAULT_DB", "MIGRATIONS", "ImportResult", "Rescored", "Workspace",
+__all__ = ["BUSY_TIMEOUT_S", "DB_ENV", "DEFAULT_DB", "MIGRATIONS", "CategoriesRederived", "ImportResult", "Rescored",
+           "Workspace",
            "default_db_path",
            "evaluation", "search_run"]

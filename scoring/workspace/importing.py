@@ -17,11 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import (
+    DatabaseUnavailableError,
     InputError,
+    LitmusReviewError,
     StoreError,
 )
 from ..files import read_regular
-from ..importers import agentdojo_dir, canonical, holds_runs, inspect_log, sniff_file
+from ..importers import (
+    CATEGORY_FORMATS,
+    CATEGORY_VERSION,
+    agentdojo_dir,
+    canonical,
+    holds_runs,
+    inspect_log,
+    parse_run,
+    sniff_file,
+)
 from ..importers.base import Segment
 from ..importers.inspect_log import VerdictMap
 from ..ingest import (
@@ -33,7 +44,7 @@ from ..ingest import (
     pool_map,
     score_range,
 )
-from ..model import Rejection, RunHeader
+from ..model import Rejection, RunHeader, grouping_category
 from ..pipeline import canonical_lines, convert, loaded_classifier, read_header, with_read_proof
 from ..proof import proof_path_of
 from ..recapture import PayloadJoin
@@ -54,7 +65,7 @@ from .copies import (
     sweep_abandoned_copies,
     temporary_name,
 )
-from .reads import Reads
+from .reads import Reads, score_fields
 from .schema import immediate, utc_now
 
 
@@ -82,7 +93,7 @@ class Importing(Reads):
         ``original_name`` is the file's name as its owner knows it, when ``path`` is a copy (an
         upload's temporary file): it is recorded as the run's provenance.
 
-        ``scorer`` scores the blocks elsewhere (``engine.workspace_scorer``: on a Dask cluster):
+        ``scorer`` scores the blocks elsewhere (``dask_engine.workspace_scorer``: on a Dask cluster):
         called as ``scorer(pay)`` once the copy is made, it yields the run's scored blocks in
         file order and applies each block's share of the side log to ``pay``; the rows are
         written here as the local scorer's are (it must score with the same ``require_proof``).
@@ -90,6 +101,7 @@ class Importing(Reads):
         ``require_proof``: as ``--require-proof``; kept with the run (and in its key), so a
         rescore keeps it."""
         path = Path(path)
+        self.check_writable()
         before = file_state(path)
         pay = PayloadJoin(payloads) if payloads is not None else None
         self.check_integrity()
@@ -117,6 +129,9 @@ class Importing(Reads):
                 outcome = self._rescore(stored_run, original=path)
                 return ImportResult(run_key=key, already_present=True, run=self._run_or_raise(key),
                                     rejected=(), rescored=outcome)
+            if stored_run.categories_outdated:  # its bytes given again: its categories are read from them
+                self._rederive(stored_run, original=path)
+                existing = self._run_or_raise(key)
             return ImportResult(run_key=key, already_present=True, run=existing, rejected=())
         # with a scorer, its workers load the re-classifier
         with loaded_classifier(reclassifier if scorer is None else None) as plugin, \
@@ -146,6 +161,7 @@ class Importing(Reads):
         directory's files, naming the run), so it is keyed, kept and rescored like any run file;
         any other path is ``import_run``. ``options`` are ``import_run``'s."""
         path = Path(path)
+        self.check_writable()
         if not holds_runs(path, options.get("fmt", "auto")):
             return [self.import_run(path, **options)]
         if options.get("payloads") is not None:
@@ -153,17 +169,29 @@ class Importing(Reads):
         name = options.pop("original_name", None) or str(path)
         options.pop("fmt", None)
         out = []
-        with tempfile.TemporaryDirectory(dir=self._scratch()) as tmp:
+        with self._writing():
+            scratch = tempfile.TemporaryDirectory(dir=self._scratch())
+        with scratch as tmp:
             for label, data in agentdojo_dir.run_zips(path):
                 one = Path(tmp) / (hashlib.sha256(label.encode()).hexdigest()[:16] + ".zip")
-                one.write_bytes(data)
+                with self._writing():
+                    one.write_bytes(data)
                 out.append(self.import_run(one, fmt=agentdojo_dir.NAME, original_name=f"{name}#{label}", **options))
         return out
 
     def _scratch(self) -> Path:
         """A folder for temporary files beside the workspace's own (same file system)."""
-        self.files.mkdir(parents=True, exist_ok=True)
+        with self._writing():
+            self.files.mkdir(parents=True, exist_ok=True)
         return self.files
+
+    def check_writable(self) -> None:
+        """DatabaseUnavailableError naming the workspace when its file or its folder cannot be
+        written (it was opened read-only): nothing can be imported into it, whatever the input."""
+        if self.read_only:
+            raise DatabaseUnavailableError(
+                f"the workspace {self.path} is read-only (its file or its folder cannot be written): nothing can be "
+                "imported into it", path=str(self.path))
 
     def _import_parallel(self, path: Path, progress, before: FileState,
                          original_name: str | None = None) -> ImportResult:
@@ -172,8 +200,9 @@ class Importing(Reads):
         of lines of that copy while this process hashes the source again (in a thread: hashlib
         releases the GIL). A source that changed in between (a torn copy) is refused: the two
         hashes differ. Nothing is written to the database before the key is known."""
-        self.files.mkdir(parents=True, exist_ok=True)
-        sweep_abandoned_copies(self.files)
+        with self._writing():
+            self.files.mkdir(parents=True, exist_ok=True)
+            sweep_abandoned_copies(self.files)
         copy = PendingCopy(temporary_name(self.files / "run.jsonl"), self.files / "run.jsonl")
         with copy:
             run_key = copy.sha256 = self._copy_in(path, copy.read)
@@ -184,6 +213,9 @@ class Importing(Reads):
                     outcome = self._rescore(stored_run, original=path)
                     return ImportResult(run_key=run_key, already_present=True, run=self._run_or_raise(run_key),
                                         rejected=(), rescored=outcome)
+                if stored_run.categories_outdated:  # its bytes given again: its categories are read from them
+                    self._rederive(stored_run, original=path)
+                    existing = self._run_or_raise(run_key)
                 return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
             copy.final = self.files / f"{run_key}.jsonl"
             with copy.read.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(1) as hashing:
@@ -215,8 +247,9 @@ class Importing(Reads):
         until the run is committed, so an import that fails (a file still being written, a
         full disk, a crash) leaves no copy behind that no run points at.
         """
-        self.files.mkdir(parents=True, exist_ok=True)
-        sweep_abandoned_copies(self.files)
+        with self._writing():
+            self.files.mkdir(parents=True, exist_ok=True)
+            sweep_abandoned_copies(self.files)
         dest = self.files / f"{content}.jsonl"
         copy = PendingCopy(temporary_name(dest), dest)
         try:
@@ -280,6 +313,52 @@ class Importing(Reads):
         if not side.exists():
             return []
         return [Rejection(**r) for r in json.loads(side.read_text())]
+
+    # --- categories read under another version (issue 35) ---------------------------------
+
+    def rederive_categories(self) -> list[CategoriesRederived]:
+        """Re-derive the categories of the runs whose categories were read under another
+        ``importers.CATEGORY_VERSION`` (runs imported before the importers read the harness's
+        categories record none), from their original bytes through today's importer. Only the
+        rows' category (and the columns copy the aggregates read) is rewritten: a category
+        moves no status, so statuses, the stored copy and labels stay as they are, and the
+        run's figures per category become those a fresh import of the same bytes gives. A run
+        whose original bytes are gone or changed keeps its categories as they were read and
+        says so (``StoredRun.categories_outdated``); importing its file again re-derives them."""
+        return [self._rederive(s) for s in map(StoredRun.from_row, self.runs()) if s.categories_outdated]
+
+    def _rederive(self, s: StoredRun, original: Path | None = None) -> CategoriesRederived:
+        path = original or (Path(s.original_path) if s.original_path else None)
+        fmt = s.header.format
+        found: dict[str, str | None] | None = None
+        # A canonical run's records name a category only where they hold the key (a large run's
+        # copy is scanned, not read into memory, to find it does not).
+        if fmt in CATEGORY_FORMATS or (fmt == canonical.NAME and (path is None or _mentions(path, CATEGORY_KEY))):
+            if path is None or not path.is_file():
+                return CategoriesRederived(s.run_key, False, "its original bytes are not in the workspace")
+            try:
+                data = read_regular(path)
+                if s.file_sha256 and hashlib.sha256(data).hexdigest() != s.file_sha256:
+                    return CategoriesRederived(s.run_key, False, "the workspace's copy of its original bytes changed")
+                found = run_categories(data, s.header.source or str(path), fmt, s.verdict_map)
+            except (LitmusReviewError, OSError) as exc:  # the workspace still opens; the run says why
+                return CategoriesRederived(s.run_key, False, f"today's importer cannot read its original bytes: {exc}")
+        with self.connect() as db, immediate(db):
+            changed = 0
+            if found is not None:
+                was = dict(db.execute("SELECT trajectory_id, intended_category FROM trajectories WHERE run_key = ?",
+                                      [s.run_key]).fetchall())
+                moved = [(found[t], s.run_key, t) for t, c in was.items() if t in found and found[t] != c]
+                db.conn.executemany("UPDATE trajectories SET intended_category = ? WHERE run_key = ? AND "
+                                    "trajectory_id = ?", moved)
+                changed = len(moved)
+                if moved:
+                    db.execute("DELETE FROM run_columns WHERE run_key = ?", [s.run_key])
+                    db.conn.execute("INSERT INTO run_columns (run_key, format, data) VALUES (?, ?, ?)",
+                                    [s.run_key, COLUMNS_FORMAT,
+                                     encode_columns([f.tolist() for f in score_fields(db, s.run_key)])])
+            db.execute("UPDATE runs SET category_version = ? WHERE run_key = ?", [CATEGORY_VERSION, s.run_key])
+        return CategoriesRederived(s.run_key, True, f"categories re-derived: {changed:,} changed")
 
     # --- the scorer-version gate ---------------------------------------------------------
 
@@ -528,8 +607,8 @@ class Importing(Reads):
                     copy.publish()
                     if published is not None:
                         published.append(copy)
-        except OSError as exc:
-            raise InputError(f"cannot keep a copy of the run in {self.files}: {exc}", source=str(source)) from exc
+        except OSError as exc:  # the workspace's folder, not the input, is at fault
+            raise StoreError(f"cannot keep a copy of the run in {self.files}: {exc.strerror or exc}") from exc
 
     def _relative(self, path: Path) -> str:
         """A copy's path as stored: relative to the workspace's folder."""
@@ -633,6 +712,44 @@ class ImportResult:
     """How many records this import rejected, listed or not."""
 
 
+@dataclass(frozen=True, slots=True)
+class CategoriesRederived:
+    """What ``rederive_categories`` did for one run."""
+
+    run_key: str
+    done: bool
+    """Its categories are now today's importers' (False: left as they were read, ``why``)."""
+    why: str = ""
+
+
+CATEGORY_KEY = b'"category"'
+"""The canonical record's key of a harness's category, as JSON writes it (``"intended_category"``
+does not hold it: an underscore comes before ``category``)."""
+
+
+def _mentions(path: Path, needle: bytes, chunk: int = 1 << 20) -> bool:
+    """Whether the file holds ``needle``, read a chunk at a time (a missing file: True, so that
+    its caller says it is gone)."""
+    try:
+        with path.open("rb") as fh:
+            tail = b""
+            while block := fh.read(chunk):
+                if needle in tail + block:
+                    return True
+                tail = block[-len(needle):]
+    except OSError:
+        return True
+    return False
+
+
+def run_categories(data: bytes, source: str, fmt: str, verdict_map: str | None) -> dict[str, str | None]:
+    """Each trajectory's category (``model.grouping_category``) as today's importer reads the
+    run's original bytes."""
+    run = parse_run(data, source, fmt, verdict_map=VerdictMap.parse(verdict_map) if verdict_map else None,
+                    continuations=())  # a proof changes no category
+    return {t.id: grouping_category(t.category, t.intended_category) for t in run.trajectories}
+
+
 def _read_only(db: Path) -> bool:
     """An existing database file that this process may not write, or whose folder it may not
     write (where SQLite keeps its -wal and -shm files)."""
@@ -644,6 +761,7 @@ def run_columns(settled: SettledRun) -> dict:
     h = settled.header
     return {
         "run_key": settled.run_key, "run_id": h.run_id, "model": h.model, "format": h.format, "source": h.source,
+        "task": h.task or None, "variant": h.variant or None,
         "harness_name": h.harness_name, "harness_version": h.harness_version,
         "capture_limit_bytes": h.capture_limit_bytes, "evidence_standard": h.evidence_standard.value,
         "taxonomy_json": json.dumps(canonical.dump_header(h)["taxonomy"]),
@@ -660,6 +778,7 @@ def run_columns(settled: SettledRun) -> dict:
         "verdict_map": settled.verdict_map,
         "format_metrics_json": None if settled.format_metrics is None else json.dumps(settled.format_metrics),
         "terminations_json": None if settled.terminations is None else json.dumps(settled.terminations),
+        "category_version": CATEGORY_VERSION,  # its categories were read as today's importers read them
     }
 
 

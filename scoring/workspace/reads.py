@@ -18,7 +18,7 @@ from ..model import (
     Trajectory,
 )
 from ..rows import EVIDENCE_COLUMNS, ROW_COLUMNS, SCORE_FIELDS, SCORED_COLUMNS, scored_from_row
-from ..stored import StoredRun
+from ..stored import NAME_COLUMNS, StoredRun, workspace_names
 from .columns import COLUMNS_FORMAT, decode_columns
 from .copies import located_run, side_log_join, verified_copy, verified_side_log
 from .schema import Connection
@@ -29,6 +29,13 @@ class Reads(Connection):
         """Every imported run's row, newest first."""
         with self.connect() as db:
             return [located_run(r, self.files) for r in db.table("runs").rows_where(order_by="imported_at desc")]
+
+    def run_names(self) -> dict[str, str]:
+        """Every imported run's name, distinct among them (``stored.workspace_names``), by key:
+        read from the few columns it is made of (every door names runs with it, often)."""
+        with self.connect() as db:
+            cur = db.execute(f"SELECT {', '.join(NAME_COLUMNS)} FROM runs")
+            return workspace_names(dict(zip(NAME_COLUMNS, row, strict=True)) for row in cur.fetchall())
 
     def run(self, run_key: str) -> dict | None:
         with self.connect() as db:
@@ -87,7 +94,7 @@ class Reads(Connection):
         """``score_columns`` read from the trajectory rows (the record the stored copy is
         derived from)."""
         with self.connect() as db:
-            fields = _score_fields(db, run_key)
+            fields = score_fields(db, run_key)
         return ScoreColumns.build(*fields)
 
     def trajectory_rows(self, run_key: str, where: str = "", params: Iterable = ()) -> list[dict]:
@@ -182,7 +189,7 @@ def _int_list(joined: str) -> list[int]:
 
 
 
-def _score_fields(db, run_key: str) -> list[np.ndarray]:
+def score_fields(db, run_key: str) -> list[np.ndarray]:
     """A run's ``SCORE_FIELDS`` read from its rows, one object array per field, in file order
     (an empty reason, as older rows may hold, read as none)."""
     rows = db.execute(f"SELECT {', '.join(SCORE_FIELDS)} {_WHOLE_RUN} ORDER BY rowid", [run_key]).fetchall()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
+import re
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -25,8 +29,47 @@ def default_db_path() -> Path:
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
 
 
+def utc_text(t: datetime) -> str:
+    """An aware time as the workspace writes every time it stores: in UTC, to the microsecond
+    (``2026-01-01T00:00:00.000000+00:00``). One text per instant, of one width, so text order is
+    time order; a label event's time is part of its identity (schema 14), compared as text.
+    OverflowError when the instant in UTC falls outside years 1 to 9999."""
+    return t.astimezone(UTC).isoformat(timespec="microseconds")
+
+
 def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
+    return utc_text(datetime.now(UTC))
+
+
+_FRACTION = re.compile(r"[.,]([0-9]+)")
+
+
+def canonical_time(text: str) -> str:
+    """The one text (``utc_text``) of the instant an ISO 8601 time names, however it is spelled:
+    ``Z`` or ``+00:00``, fractional zeros or none, any offset; a time without a zone is read as
+    UTC (as ``carry`` reads one). Every door that writes a label event's time writes this, so one
+    event has one identity. ValueError (what is wrong, for the door to locate) when the text is
+    not such a time, when it names a part of a microsecond (the workspace keeps microseconds:
+    cutting it off would make two instants one), or when its instant in UTC falls outside years
+    1 to 9999 (which UTC text cannot write)."""
+    try:
+        t = datetime.fromisoformat(text)
+    except (TypeError, ValueError) as exc:
+        why = "" if str(exc).startswith("Invalid isoformat") else f" ({exc})"  # that one only repeats the text
+        raise ValueError(f"not an ISO 8601 time{why}") from None
+    sign = max(text.rfind("+"), text.rfind("-"))  # an offset's sign comes after a date's dashes
+    for fraction in _FRACTION.finditer(text):
+        if sign > 10 and fraction.start() > sign:
+            # Python reads "+00:00:00.5" as no offset at all; an ISO 8601 offset has no seconds
+            raise ValueError("its offset has a fraction of a second")
+        if fraction.group(1)[6:].strip("0"):
+            raise ValueError("finer than a microsecond (the workspace keeps times to the microsecond)")
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    try:
+        return utc_text(t)
+    except OverflowError:
+        raise ValueError("outside the years UTC can write (1 to 9999) once moved to UTC") from None
 
 
 # --- migrations ----------------------------------------------------------------------------
@@ -168,8 +211,141 @@ def _m12(db: sqlite_utils.Database) -> None:
         }, pk=("run_key", "trajectory_id"), foreign_keys=[("run_key", "runs", "run_key")])
 
 
+def _m13(db: sqlite_utils.Database) -> None:
+    # Issue 35: a run is named "model · task · variant" from what its format records (the
+    # importers' ``RunHeader.task`` and ``variant``). Runs imported before keep what their rows
+    # already say of it: an Inspect run's task (its harness name, "inspect_ai TASK"), an AgentDojo
+    # run directory's suites (its trajectories' task ids, "suite/user_task") and attack.
+    have = set(db.table("runs").columns_dict)
+    for column in ("task", "variant"):
+        if column not in have:  # a database set back to an older version keeps its columns
+            db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+    prefix = "inspect_ai "
+    db.execute("UPDATE runs SET task = substr(harness_name, ?1) WHERE format = 'inspect' AND task IS NULL "
+               "AND substr(harness_name, 1, ?1 - 1) = ?2 AND length(harness_name) >= ?1", [len(prefix) + 1, prefix])
+    for key, metrics in db.execute("SELECT run_key, format_metrics_json FROM runs WHERE format = 'agentdojo_dir' "
+                                   "AND task IS NULL").fetchall():
+        suites = sorted({t.split("/", 1)[0] for (t,) in db.execute(
+            "SELECT DISTINCT task_id FROM trajectories WHERE run_key = ?", [key]).fetchall() if t and "/" in t})
+        facts = (json.loads(metrics) if metrics else {}).get("agentdojo") or {}
+        attack = facts.get("attack")
+        variant = ("no attack" if attack == "none" else str(attack)) if attack else None
+        if variant and facts.get("repeat"):
+            variant += f", {facts['repeat']}"
+        db.execute("UPDATE runs SET task = ?, variant = ? WHERE run_key = ?", [", ".join(suites) or None, variant, key])
+
+
+def _m14(db: sqlite_utils.Database) -> None:
+    # Issue 34: a label event is stored once however many imports of its file race. Its identity
+    # is its run, trajectory, reviewer, action and time — what a re-import already matched stored
+    # events on, and what makes an act one act: a reviewer acts once on a trace at an instant (the
+    # app stamps each act under the write lock, to the microsecond). A UNIQUE index holds it, and an
+    # import inserts ON CONFLICT DO NOTHING inside its transaction.
+    # Events stored twice before (two imports that raced, a file that repeated a line) are one
+    # event: each later copy is removed, and an event that superseded a copy supersedes the first
+    # (the labels derived are those one import would have stored). Rows of one identity that say
+    # different things (another label, note or bulk act) are distinct events and are all kept: the
+    # later ones get identity_rank 1, 2, … (every other event, and every new one, has 0).
+    if "identity_rank" not in db.table("label_events").columns_dict:  # a database set back keeps its columns
+        db.execute("ALTER TABLE label_events ADD COLUMN identity_rank INTEGER NOT NULL DEFAULT 0")
+    _fold_identity_twins(db)
+    db.execute(_IDENTITY_INDEX)
+
+
+_IDENTITY_INDEX = ("CREATE UNIQUE INDEX IF NOT EXISTS idx_label_events_identity ON label_events "
+                   "(run_key, trajectory_id, reviewer, action, created_at, identity_rank)")
+
+
+def _fold_identity_twins(db: sqlite_utils.Database) -> None:
+    """Make the rows of each label event identity one event (``_m14``, ``_m16``): of the rows that
+    say the same (label, note, bulk act) the earliest is kept and the later copies removed, what
+    superseded a copy superseding the kept one; the rows that say different things are all kept,
+    ranked 0, 1, … in id order (``identity_rank``)."""
+    twins = db.execute(
+        "SELECT e.id, e.run_key, e.trajectory_id, e.reviewer, e.action, e.created_at, e.label, coalesce(e.note, ''), "
+        "e.batch_id FROM label_events e JOIN (SELECT run_key, trajectory_id, reviewer, action, created_at "
+        "FROM label_events GROUP BY run_key, trajectory_id, reviewer, action, created_at HAVING count(*) > 1) d "
+        "USING (run_key, trajectory_id, reviewer, action, created_at) ORDER BY e.id").fetchall()
+    firsts: dict[tuple, list[tuple[tuple, int]]] = {}
+    copies: list[tuple[int, int]] = []  # (a copy, the first event of its identity that says the same)
+    ranks: list[tuple[int, int]] = []  # (rank, id) of the distinct events of an identity
+    for event_id, *identity_content in twins:
+        identity, content = tuple(identity_content[:5]), tuple(identity_content[5:])
+        kept = firsts.setdefault(identity, [])
+        first = next((i for c, i in kept if c == content), None)
+        if first is not None:
+            copies.append((event_id, first))
+            continue
+        ranks.append((len(kept), event_id))
+        kept.append((content, event_id))
+    if copies:
+        db.execute("CREATE TEMP TABLE label_event_copies (copy INTEGER PRIMARY KEY, first INTEGER NOT NULL)")
+        db.conn.executemany("INSERT INTO label_event_copies VALUES (?, ?)", copies)
+        db.execute("UPDATE label_events SET supersedes = (SELECT first FROM label_event_copies "
+                   "WHERE copy = supersedes) WHERE supersedes IN (SELECT copy FROM label_event_copies)")
+        db.execute("DELETE FROM label_events WHERE id IN (SELECT copy FROM label_event_copies)")
+        db.execute("DROP TABLE label_event_copies")
+    db.conn.executemany("UPDATE label_events SET identity_rank = ? WHERE id = ?", ranks)
+
+
+def _m15(db: sqlite_utils.Database) -> None:
+    # Issue 35: the importers read the harness's own categories (Inspect's sample metadata,
+    # AgentDojo's suite and injection task, tau2's domain). A run records how its categories were
+    # read (``importers.CATEGORY_VERSION``); runs imported before say nothing (NULL), and the
+    # workspace re-derives theirs from their original bytes as it opens (``Importing.
+    # rederive_categories``): a category moves no status, so nothing is rescored.
+    if "category_version" not in db.table("runs").columns_dict:
+        db.execute("ALTER TABLE runs ADD COLUMN category_version INTEGER")
+
+
+_CANONICAL_TIME_GLOB = ("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]."
+                        "[0-9][0-9][0-9][0-9][0-9][0-9]+00:00")
+"""The shape of ``utc_text``: a label event's time is stored in no other (schema 16's triggers)."""
+
+
+def _m16(db: sqlite_utils.Database) -> None:
+    """Issue 34 (attack finding F9): one event, one identity. The identity (schema 14) holds the
+    event's time as text, and ``labels import`` stored the text a file gave: the same event
+    written ``…T00:00:00Z`` and ``…T00:00:00+00:00`` (or with fractional zeros, or at another
+    offset naming the same instant) was two events, so re-importing an export that another tool
+    had re-serialised doubled its votes. Every door now writes ``canonical_time``'s text; here
+    every stored time is rewritten to it (a time no parser reads, or that UTC cannot write, is
+    kept as it was: nothing is dropped, and it matches nothing), and then the events that became
+    one are folded as schema 14 folded racing imports' copies (``_fold_identity_twins``).
+
+    The earliest row (lowest id) of an event is the one kept. The log is read in id order, and a
+    reviewer's current label is her latest: a later copy is a re-import's, written after acts
+    that came after the event itself, so keeping it would put her first label after her second
+    and make it current again. The earliest is also the row the
+    events written between it and the copy superseded. What superseded a removed copy
+    supersedes the kept row.
+
+    Triggers then refuse any other text for a label event's time (``_CANONICAL_TIME_GLOB``): a
+    door that forgot the normaliser fails, rather than storing an instant twice."""
+    db.execute("DROP INDEX IF EXISTS idx_label_events_identity")  # rewritten times may meet before they fold
+    rewritten = []
+    for event_id, created in db.execute("SELECT id, created_at FROM label_events").fetchall():
+        try:
+            text = canonical_time(created)
+        except ValueError:
+            continue
+        if text != created:
+            rewritten.append((text, event_id))
+    db.conn.executemany("UPDATE label_events SET created_at = ? WHERE id = ?", rewritten)
+    _fold_identity_twins(db)
+    db.execute(_IDENTITY_INDEX)
+    refuse = ("BEGIN SELECT RAISE(ABORT, 'a label event''s created_at must be canonical UTC text (as "
+              "schema.canonical_time writes it)'); END")
+    not_canonical = f"NEW.created_at IS NULL OR NEW.created_at NOT GLOB '{_CANONICAL_TIME_GLOB}'"
+    db.execute(f"CREATE TRIGGER IF NOT EXISTS label_events_time_on_insert BEFORE INSERT ON label_events "
+               f"WHEN {not_canonical} {refuse}")
+    db.execute(f"CREATE TRIGGER IF NOT EXISTS label_events_time_on_update BEFORE UPDATE OF created_at ON "
+               f"label_events WHEN {not_canonical} {refuse}")
+
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9,
-                                                                  _m10, _m11, _m12)
+                                                                  _m10, _m11, _m12, _m13, _m14, _m15, _m16)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
@@ -182,8 +358,12 @@ def immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
 
     A deferred transaction that later upgrades to a writer can fail with "database is locked"
     without waiting; IMMEDIATE makes every writer queue on the busy timeout instead.
+
+    The wait for the lock is ours (``_begin_immediate``), not SQLite's busy handler: that one
+    backs off to long sleeps between tries, so a reviewer's one-row label kept missing the gaps a large
+    ``labels import`` leaves between its short batches and timed out behind it.
     """
-    db.conn.execute("BEGIN IMMEDIATE")
+    _begin_immediate(db.conn)
     try:
         yield db
     except BaseException:
@@ -195,6 +375,31 @@ def immediate(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
         except BaseException:
             db.conn.rollback()  # a commit that failed (a full disk) leaves nothing half-written
             raise
+
+
+LOCK_POLL_S = (0.001, 0.004)
+"""How long a writer waiting for the write lock sleeps between tries (drawn from this range, so
+that waiters do not try in step): a few milliseconds, well inside the gap a batched import leaves."""
+
+
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    """``BEGIN IMMEDIATE``, waiting for the write lock up to the connection's busy timeout by
+    trying every few milliseconds (``LOCK_POLL_S``) rather than on SQLite's backoff; a lock still
+    held at the deadline raises SQLite's own "database is locked"."""
+    timeout_ms = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+    deadline = time.monotonic() + timeout_ms / 1000
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                    raise
+            time.sleep(random.uniform(*LOCK_POLL_S))
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {timeout_ms}")
 
 
 def _commit(conn: sqlite3.Connection) -> None:

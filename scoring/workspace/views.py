@@ -2,7 +2,7 @@
 
 The pages (``pages/``) import this module, ``scoring.model``, ``scoring.errors`` and
 ``scoring.text`` only (``tests/test_layers.py`` holds them to it; the Score tables page also
-reads the Dask engine's Parquet tables through ``scoring.engine``): nothing here hands them a
+reads the Dask engine's Parquet tables through ``scoring.dask_engine``): nothing here hands them a
 stored encoding (comma-joined lists, JSON evidence) or a database row. Every function takes the
 workspace's database path; a ``Workspace`` is cheap to make (its schema is checked once per
 process), and every call opens its own connection.
@@ -15,18 +15,21 @@ documents its columns, and ``has_any_tool``/``tool_names`` read its one list col
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from .. import rows as codec
-from .. import table_zip
 from ..aggregate import (
+    NO_GROUP,
     PairedDifference,
     Rate,
     ScoreColumns,
@@ -39,21 +42,44 @@ from ..aggregate import (
     waterfall,
 )
 from ..agreement import Agreement
+from ..dask_engine import table_zip
 from ..errors import BLOCKING_REASONS, InputError, ReasonCode
+from ..export_files import (
+    META_COLUMNS,
+    PairedComparison,
+    RunMeta,
+    export_file_name,
+    exported_now,
+    paired_csv,
+    paired_rows,
+    run_pairs,
+)
 from ..files import count_lines
 from ..importers import formats
 from ..importers import holds_runs as _holds_runs
-from ..importers.inspect_log import PRESETS, VerdictMap
+from ..importers.inspect_log import PRESETS, VerdictMap, refusal_judge
 from ..model import Gap, Rejection, ReviewLabel, RunHeader, Status, Trajectory
 from ..recapture import is_side_log, side_log_beside
-from ..report import Evaluation
+from ..report import Evaluation, category_figures
 from ..score import SCORER_VERSION, assess_calls
 from ..settle import unlisted_note
-from ..stored import StoredRun
-from ..transcript import HarnessEvent, HarnessScore, metadata, role_names, scores, timeline
+from ..stored import StoredRun, workspace_names
+from ..suggest import SuggestionTrust
+from ..suggest import suggestion_trust as _suggestion_trust
+from ..transcript import (
+    HarnessEvent,
+    HarnessScore,
+    ToolDefinition,
+    metadata,
+    role_names,
+    scores,
+    timeline,
+    tool_definitions,
+)
 from . import Workspace
 from .evaluations import evaluation as _evaluation
 from .importing import ImportResult
+from .labels import Reader
 from .queue import QueueMode, QueueSort, has_any_tool, next_pending, review_queue, tool_names
 from .reads import read_back
 from .schema import BUSY_TIMEOUT_S as _SCHEMA_BUSY_TIMEOUT_S
@@ -62,18 +88,24 @@ from .search import search_run
 from .settings import read_settings
 
 __all__ = [
-    "BUSY_TIMEOUT_S", "SCORER_VERSION", "SUMMARY_COLUMNS", "VERDICT_PRESETS", "WARM_UP_THREAD", "Agreement",
-    "CallReplay", "Evaluation", "HarnessEvent", "HarnessScore", "ImportReport", "LabelEvent", "PairedDifference",
-    "QueueMode", "QueueSort", "Rate", "Replay", "RunInfo", "ScoreColumns", "Summary", "TrajectorySummary", "Undone",
-    "WaterfallStep", "add_label", "add_labels", "adjudicate", "adjudicators", "agreement", "argument_sizes",
-    "breakdowns", "check_workspace", "count_lines", "current_labels", "default_db_path", "disputed", "evaluation",
-    "export_labels", "final_labels", "formats", "has_any_tool", "history", "import_run", "label_version",
-    "metadata", "next_pending", "output_previews", "paired", "parse_verdict_map", "replay", "replay_of",
-    "review_queue", "role_names", "run", "runs", "score_columns", "scores", "scores_version", "search",
-    "side_log_beside",
-    "size_quantiles", "table_roots", "tables_under", "timeline", "tool_names", "trajectory_table", "undo_last",
-    "unlisted_note", "unpack_table", "uploaded_tables", "visible_disputed", "visible_history", "visible_labels",
-    "warm_up_storage", "workspace_folder"
+    "BUSY_TIMEOUT_S", "META_COLUMNS", "NO_GROUP", "SCORER_VERSION", "SUMMARY_COLUMNS", "VERDICT_PRESETS",
+    "WARM_UP_THREAD",
+    "Agreement", "CallReplay", "Evaluation", "HarnessEvent", "HarnessScore", "ImportReport", "LabelEvent",
+    "PairedComparison", "PairedDifference", "QueueMode", "QueueSort", "Rate", "Reader", "Replay", "RunInfo", "RunMeta",
+    "ScoreColumns", "SuggestionTrust", "Summary", "TableChoice", "ToolDefinition", "TrajectorySummary", "Undone",
+    "UploadedTables",
+    "WaterfallStep", "add_label", "add_labels", "adjudicate", "adjudicators", "adjudicators_file", "agreement",
+    "argument_sizes",
+    "breakdowns", "category_figures", "check_workspace", "count_lines", "current_labels", "default_db_path",
+    "disputed", "evaluation",
+    "export_file_name", "export_final_labels", "export_labels", "exported_now", "final_labels", "formats",
+    "has_any_tool", "history", "import_run", "label_version", "metadata", "named_evaluation", "next_pending",
+    "output_previews", "paired", "paired_csv", "paired_rows", "parse_verdict_map", "replay", "replay_of",
+    "review_queue", "role_names", "root_tables", "run", "run_names", "run_pairs", "runs", "score_columns", "scores",
+    "scores_version", "search", "side_log_beside", "size_quantiles", "suggestion_trust", "table_roots",
+    "tables_under", "timeline", "tool_definitions", "tool_names", "trajectory_table", "undo_last", "unlisted_note",
+    "unpack_table",
+    "uploaded_tables", "warm_up_storage", "workspace_folder"
 ]
 
 
@@ -97,6 +129,10 @@ class RunInfo:
     run_id: str
     """The id the run's file gave it (hostile text: reveal before showing)."""
     model: str
+    name: str
+    """The run's name in words, "model · task · variant" and how it was scored, distinct among
+    the workspace's runs (``names``; plain text its file wrote most of: escape it where it is
+    shown as markup)."""
     format: str
     evidence_standard: str
     side_log: bool
@@ -118,6 +154,12 @@ class RunInfo:
     original_held: bool = True
     """The workspace has a copy of its original bytes to rescore it from (present: a rescore
     still checks its hash)."""
+    verdict_map: str | None = None
+    """The Inspect verdict map it was scored with (``VerdictMap`` as text), if any."""
+    categories_outdated: bool = False
+    """Its categories were read otherwise than today's importers read them, and the workspace
+    has not re-derived them (its original bytes gone or changed, or the workspace read-only):
+    they are as then read."""
 
     @property
     def stale(self) -> bool:
@@ -125,25 +167,40 @@ class RunInfo:
         return self.scorer_version != SCORER_VERSION
 
     @classmethod
-    def _of(cls, r: dict) -> RunInfo:
+    def _of(cls, r: dict, name: str | None = None) -> RunInfo:
         stored = StoredRun.from_row(r)
-        return cls(run_key=r["run_key"], run_id=r["run_id"], model=r["model"], format=r["format"],
+        return cls(run_key=r["run_key"], run_id=r["run_id"], model=r["model"], name=name or stored.name,
+                   format=r["format"],
                    evidence_standard=r["evidence_standard"], side_log=bool(r["payloads_path"]),
                    trajectories=r["trajectories"], tool_calls=r["tool_calls"],
                    rejected=r["records_seen"] - r["trajectories"], run_status=r.get("run_status") or "",
                    imported_at=r["imported_at"], source=r["source"] or "",
                    run_status_detail=r.get("run_status_detail") or "", scorer_version=stored.scorer_version,
-                   original_held=bool(stored.original_path) and os.path.isfile(stored.original_path))
+                   original_held=bool(stored.original_path) and os.path.isfile(stored.original_path),
+                   verdict_map=stored.verdict_map,
+                   categories_outdated=stored.categories_outdated)
 
 
 def runs(db: str | Path) -> list[RunInfo]:
     """Every imported run, newest first."""
-    return [RunInfo._of(r) for r in _ws(db).runs()]
+    rows = _ws(db).runs()
+    names = workspace_names(rows)
+    return [RunInfo._of(r, names[r["run_key"]]) for r in rows]
 
 
 def run(db: str | Path, run_key: str) -> RunInfo | None:
     r = _ws(db).run(run_key)
-    return None if r is None else RunInfo._of(r)
+    return None if r is None else RunInfo._of(r, run_names(db).get(run_key))
+
+
+def _named_run(db: str | Path, row: dict) -> RunInfo:
+    return RunInfo._of(row, run_names(db).get(row["run_key"]))
+
+
+def run_names(db: str | Path) -> dict[str, str]:
+    """Every imported run's name (``RunInfo.name``) by run key: distinct in the workspace, the
+    same at every door and on every reload while the workspace holds the same runs."""
+    return _ws(db).run_names()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +226,14 @@ VERDICT_PRESETS: dict[str, str] = {name: str(vmap) for name, vmap in PRESETS.ite
 """The Inspect verdict map presets (``--inspect-verdict PRESET``): name → the rules they stand for."""
 
 
+def suggestion_trust(run: RunInfo) -> SuggestionTrust:
+    """Whether the Review page shows the suggestion for ``run``'s traces: only where, for its kind
+    of harness (its format, and a refusal judge's verdict map), the suggestion agreed with a
+    person's labels more often than a fixed answer did (``scoring.suggest``)."""
+    judged = bool(run.verdict_map) and refusal_judge(VerdictMap.parse(run.verdict_map or "")) is not None
+    return _suggestion_trust(run.format, judged)
+
+
 def parse_verdict_map(spec: str) -> VerdictMap:
     """A verdict map as ``--inspect-verdict`` reads it (a preset, ``PRESET@SCORER``, or rules);
     ``SpecError`` saying what is wrong."""
@@ -190,7 +255,7 @@ def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None 
     vmap = parse_verdict_map(verdict_map) if verdict_map and verdict_map.strip() else None
     res: ImportResult = _ws(db).import_run(path, payloads=payloads, progress=progress, original_name=original_name,
                                            reclassifier=reclassifier, verdict_map=vmap, require_proof=require_proof)
-    return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
+    return ImportReport(run=_named_run(db, res.run), already_present=res.already_present, rejected=res.rejected,
                         rejected_count=res.rejected_count, side_log=None if payloads is None else str(payloads),
                         side_log_how=how,
                         rescored_from=res.rescored.was if res.rescored is not None and res.rescored.done else None)
@@ -202,8 +267,9 @@ def import_runs(db: str | Path, path: str | Path, *, progress=None, original_nam
     per pipeline and attack); see ``Workspace.import_runs``."""
     results = _ws(db).import_runs(path, progress=progress, original_name=original_name, reclassifier=reclassifier,
                                   require_proof=require_proof)
-    return [ImportReport(run=RunInfo._of(r.run), already_present=r.already_present, rejected=r.rejected,
-                         rejected_count=r.rejected_count) for r in results]
+    names = run_names(db)
+    return [ImportReport(run=RunInfo._of(r.run, names.get(r.run_key)), already_present=r.already_present,
+                         rejected=r.rejected, rejected_count=r.rejected_count) for r in results]
 
 
 def holds_runs(path: str | Path) -> bool:
@@ -227,15 +293,28 @@ def score_columns(db: str | Path, run_key: str) -> ScoreColumns:
     return _ws(db).score_columns(run_key)
 
 
-def evaluation(db: str | Path, run_key: str, scored: ScoreColumns | None = None) -> Evaluation:
-    """The run's evaluation with the reviewers' current final labels."""
-    return _evaluation(_ws(db), run_key, scored)
+def evaluation(db: str | Path, run_key: str, scored: ScoreColumns | None = None, *,
+               reader: Reader | None) -> Evaluation:
+    """The run's evaluation with the reviewers' current final labels, as ``reader`` may know them
+    (``Reader``: a page's reader is its session's; None: every label, for a caller that shows no
+    reviewer anything)."""
+    return _evaluation(_ws(db), run_key, scored, reader=reader)
 
 
-def breakdowns(db: str | Path, run_key: str, ev: Evaluation) -> tuple[list[WaterfallStep], dict[str, Summary]]:
-    """(the waterfall from the lenient to the reviewed rate, per-category summaries) of ``ev``."""
-    labels = _ws(db).final_labels(run_key)
-    return waterfall(ev.scored, labels, ev.summary), summarize_by(ev.scored, by_category, labels)
+def named_evaluation(db: str | Path, ev: Evaluation) -> Evaluation:
+    """``ev`` named as the workspace names its run now (another run imported since may have
+    made its name take its import time: ``names.unique_names``)."""
+    name = run_names(db).get(ev.run.content_sha256, "")
+    return ev if ev.workspace_name == name else replace(ev, workspace_name=name)
+
+
+def breakdowns(db: str | Path, run_key: str, ev: Evaluation, *,
+               reader: Reader | None) -> tuple[list[WaterfallStep], dict[str, Summary]]:
+    """(the waterfall from the lenient to the reviewed rate, per-category summaries) of ``ev``
+    (evaluated for the same ``reader``)."""
+    labels = _ws(db).final_labels(run_key, reader=reader)
+    per_category = ev.by_category if ev.by_category is not None else summarize_by(ev.scored, by_category, labels)
+    return waterfall(ev.scored, labels, ev.summary), dict(per_category)
 
 
 def paired(a: Evaluation, b: Evaluation) -> PairedDifference:
@@ -411,48 +490,41 @@ def scores_version(db: str | Path, run_key: str) -> str:
     return _ws(db).scores_version(run_key)
 
 
-def history(db: str | Path, run_key: str) -> list[LabelEvent]:
+def history(db: str | Path, run_key: str, *, reader: Reader | None) -> list[LabelEvent]:
+    """The run's label events, those ``reader`` may know (blind: its own, and others' on the
+    traces it labelled)."""
     return [LabelEvent(id=e["id"], trajectory_id=e["trajectory_id"], reviewer=e["reviewer"], action=e["action"],
                        label=e["label"], note=e["note"] or "", created_at=e["created_at"], batch_id=e.get("batch_id"))
-            for e in _ws(db).history(run_key)]
+            for e in _ws(db).history(run_key, reader=reader)]
 
 
-def visible_history(db: str | Path, run_key: str, reviewer: str, *, blind: bool) -> list[LabelEvent]:
-    """The label events a reviewer may see (blind: their own, and those on traces they labelled)."""
-    return [LabelEvent(id=e["id"], trajectory_id=e["trajectory_id"], reviewer=e["reviewer"], action=e["action"],
-                       label=e["label"], note=e["note"] or "", created_at=e["created_at"], batch_id=e.get("batch_id"))
-            for e in _ws(db).visible_history(run_key, reviewer, blind=blind)]
+def current_labels(db: str | Path, run_key: str, *, reader: Reader | None) -> dict[str, dict[str, ReviewLabel]]:
+    """trajectory id → reviewer → that reviewer's current label, as ``reader`` may know them."""
+    return _ws(db).current_labels(run_key, reader=reader)
 
 
-def visible_disputed(db: str | Path, run_key: str, reviewer: str, *, blind: bool) -> list[str]:
-    return _ws(db).visible_disputed(run_key, reviewer, blind=blind)
+def final_labels(db: str | Path, run_key: str, *, reader: Reader | None) -> dict[str, ReviewLabel]:
+    return _ws(db).final_labels(run_key, reader=reader)
 
 
-def current_labels(db: str | Path, run_key: str) -> dict[str, dict[str, ReviewLabel]]:
-    """trajectory id → reviewer → that reviewer's current label."""
-    return _ws(db).current_labels(run_key)
+def disputed(db: str | Path, run_key: str, *, reader: Reader | None) -> list[str]:
+    """The traces whose reviewers disagree, as ``reader`` may know them (an adjudicator: all)."""
+    return _ws(db).disputed(run_key, reader=reader)
 
 
-def final_labels(db: str | Path, run_key: str) -> dict[str, ReviewLabel]:
-    return _ws(db).final_labels(run_key)
-
-
-def disputed(db: str | Path, run_key: str) -> list[str]:
-    return _ws(db).disputed(run_key)
-
-
-def visible_labels(db: str | Path, run_key: str, trajectory_id: str, reviewer: str, *,
-                   blind: bool = True) -> dict[str, ReviewLabel]:
-    return _ws(db).visible_labels(run_key, trajectory_id, reviewer, blind=blind)
-
-
-def agreement(db: str | Path, run_key: str) -> Mapping[str, Agreement]:
-    return _ws(db).agreement(run_key)
+def agreement(db: str | Path, run_key: str, *, reader: Reader | None) -> Mapping[str, Agreement]:
+    """Agreement between reviewers over the traces ``reader`` may know others' labels on."""
+    return _ws(db).agreement(run_key, reader=reader)
 
 
 def add_label(db: str | Path, run_key: str, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
               note: str = "") -> int:
     return _ws(db).add_label(run_key, trajectory_id, reviewer, label, note)
+
+
+def adjudicators_file(db: str | Path) -> Path:
+    """The roles file: one adjudicator's name a line, in the folder beside the database."""
+    return _ws(db).adjudicators_file
 
 
 def adjudicators(db: str | Path) -> frozenset[str]:
@@ -476,8 +548,19 @@ def undo_last(db: str | Path, run_key: str, reviewer: str) -> Undone | None:
     return None if u is None else Undone(tuple(u["trajectory_ids"]), u["label"], u["batch_id"])
 
 
-def export_labels(db: str | Path, run_key: str, fmt: str = "jsonl") -> str:
-    return _ws(db).export_labels(run_key, fmt)
+def export_labels(db: str | Path, run_key: str, fmt: str = "jsonl", *, reader: Reader | None,
+                  run: RunMeta | None = None, exported_at: str | None = None) -> str:
+    """The run's label events ``reader`` may know, as a labels file (``labels import`` reads it):
+    the event log (undo and adjudication events included), each event naming its run (``run``:
+    as the page names it; else the imported run's id)."""
+    return _ws(db).export_labels(run_key, fmt, reader=reader, run=run, exported_at=exported_at)
+
+
+def export_final_labels(db: str | Path, run_key: str, *, reader: Reader | None, run: RunMeta | None = None,
+                        exported_at: str | None = None) -> str:
+    """The run's final labels ``reader`` may know as CSV: one row per labelled trace
+    (``Labels.final_label_rows``)."""
+    return _ws(db).export_final_labels(run_key, reader=reader, run=run, exported_at=exported_at)
 
 
 
@@ -485,29 +568,29 @@ def export_labels(db: str | Path, run_key: str, fmt: str = "jsonl") -> str:
 # --- score tables (the Dask engine's Parquet tables): labels stay in the workspace -----------
 
 
-def table_rates(db: str | Path, run: Any) -> Any:
-    """A score table's run (``scoretable.TableRun``) with this workspace's labels applied
-    (``scoretable.rates``); needs the dask extra."""
-    from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+def table_rates(db: str | Path, run: Any, *, reader: Reader | None) -> Any:
+    """A score table's run (``table_reader.TableRun``) with this workspace's labels applied, as
+    ``reader`` may know them (``table_reader.rates``); needs the dask extra."""
+    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
-    return scoretable.rates(run, _ws(db))
+    return table_reader.rates(run, _ws(db), reader=reader)
 
 
 def table_add_label(db: str | Path, run: Any, trajectory_id: str, reviewer: str, label: ReviewLabel | str) -> int:
     """A reviewer's label on a score table's Inconclusive trajectory, kept in this workspace
-    under the table's run key (``scoretable.add_label``)."""
-    from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+    under the table's run key (``table_workspace.add_label``)."""
+    from ..dask_engine import table_workspace  # optional: score tables need the dask extra (pyarrow, fsspec)
 
-    return scoretable.add_label(_ws(db), run, trajectory_id, reviewer, label)
+    return table_workspace.add_label(_ws(db), run, trajectory_id, reviewer, label)
 
 
 def import_table_run(db: str | Path, run: Any) -> ImportReport:
-    """A score table's run made a run of this workspace like any other (``scoretable.import_into``:
+    """A score table's run made a run of this workspace like any other (``table_workspace.import_into``:
     its source scored here with its options, under the table's run key)."""
-    from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+    from ..dask_engine import table_workspace  # optional: score tables need the dask extra (pyarrow, fsspec)
 
-    res = scoretable.import_into(_ws(db), run)
-    return ImportReport(run=RunInfo._of(res.run), already_present=res.already_present, rejected=res.rejected,
+    res = table_workspace.import_into(_ws(db), run)
+    return ImportReport(run=_named_run(db, res.run), already_present=res.already_present, rejected=res.rejected,
                         rejected_count=res.rejected_count)
 
 
@@ -530,7 +613,7 @@ _warm_ups_lock = threading.Lock()
 
 def warm_up_storage(db: str | Path, then: Callable[[], object] | None = None) -> threading.Thread:
     """Start importing, in a daemon thread, the fsspec backends of the object stores the
-    workspace's settings name (``scoretable.warm_up``: its storage profiles' prefixes, its score
+    workspace's settings name (``table_reader.warm_up``: its storage profiles' prefixes, its score
     table roots given as URLs), so that the first score table the server opens there does not
     wait for them; then call ``then`` (the pages' own warm-up: their charts), only where the
     settings name such a store. Once per process and workspace; returns at once with the thread
@@ -554,10 +637,10 @@ def _warm_up(db: str, then: Callable[[], object] | None) -> None:
     if not (settings.storage_profiles or settings.score_table_roots):
         return
     try:
-        from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+        from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
     except ImportError:  # the Score tables page says how to install it
         return
-    if scoretable.warm_up(settings) and then is not None:
+    if table_reader.warm_up(settings) and then is not None:
         with contextlib.suppress(Exception):  # the page that draws a chart meets its own error
             then()
 
@@ -570,33 +653,177 @@ def table_storage(db: str | Path, location: str) -> tuple[str | None, dict]:
     return (None, {}) if profile is None else (profile.name, profile.storage_options())
 
 
-def tables_under(roots: Sequence[str], db: str | Path | None = None) -> list[tuple[str, str]]:
-    """(root, location) of the score tables under ``roots`` (``scoretable.tables_under``), each
-    root listed with its storage profile (the workspace's at ``db``)."""
-    from .. import scoretable  # optional: score tables need the dask extra (pyarrow, fsspec)
+def tables_under(roots: Sequence[str], db: str | Path | None = None, *,
+                 unlisted: list[InputError] | None = None) -> list[tuple[str, str]]:
+    """(root, location) of the score tables under ``roots`` (``table_reader.tables_under``), each
+    root listed with its storage profile (the workspace's at ``db``). A root that cannot be
+    listed (unreachable, its profile's credentials not set) lists nothing; its error, naming
+    it, is added to ``unlisted`` when given."""
+    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     found: list[tuple[str, str]] = []
     for root in roots:
         try:
             options = table_storage(db, root)[1] if db is not None else {}
-        except InputError:  # a profile whose credentials are not set: the root lists nothing
+        except InputError as exc:  # a profile whose credentials are not set: the root lists nothing
+            if unlisted is not None:
+                unlisted.append(InputError(f"cannot list it: {exc}", source=root))
             continue
-        found += scoretable.tables_under([root], options)
+        found += table_reader.tables_under([root], options, unlisted=unlisted)
     return found
 
 
 def unpack_table(db: str | Path, name: str, data: bytes) -> str:
     """An uploaded zip of a score table unpacked into the workspace's folder (``table_zip.unpack``):
-    the folder it is opened from, its root."""
-    return str(table_zip.unpack(data, name, _ws(db).files))
+    the folder it is opened from, its root. An upload holding a table that cannot be opened
+    (``table_reader.vet``: a name for a run key that is not one, a file leading out of the table)
+    is refused, InputError naming the upload and the table, and not kept."""
+    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    root = table_zip.unpack(data, name, _ws(db).files)
+    up = table_zip.read_upload(root)
+    if up is None:  # removed under us (an operator's clean-up): nothing to open
+        raise InputError("the upload was removed from the workspace while it was unpacked", source=name)
+    if table_zip.check_unfinished(root):  # these bytes, uploaded before: their check never ended
+        shutil.rmtree(root, ignore_errors=True)
+        table_zip.forget_note(root)
+        raise InputError("an earlier check of this upload did not end (the server stopped while checking it); it "
+                         "is not checked again", source=up.name)
+    table_zip.note_checking(root)  # a process that dies checking it leaves this note: no other checks it again
+    for rel in up.tables:
+        why = table_reader.vet(_upload_location(up, rel), root=up.root, every_run=True)
+        if why is not None:
+            shutil.rmtree(root, ignore_errors=True)
+            table_zip.forget_note(root)
+            raise InputError(f"its score table {rel} cannot be opened: {why}; the upload is not kept",
+                             source=up.name)
+    table_zip.note_vetted(root, table_reader.VET_VERSION)
+    return str(root)
 
 
-def uploaded_tables(db: str | Path) -> list[tuple[str, str, str]]:
-    """(root, location, what to call it) of every score table uploaded to the workspace, newest
-    upload first; the root is the upload's own folder (its rows read nothing outside it)."""
+@dataclass(frozen=True, slots=True)
+class TableChoice:
+    """A score table a team-mode server offers (an upload's, or one under an operator's root)."""
+
+    root: str
+    """What its rows are read from under: the upload's folder, or the operator's root."""
+    location: str
+    label: str
+    """What the page calls it (an upload's name and the table's folder in it; a root's table by
+    its location, which the operator configured)."""
+    refused: str | None
+    """Why it cannot be opened (``table_reader.vet``'s message, naming no server path); None
+    when it opens. A refused table is named beside the list, never offered in it."""
+
+
+def _upload_location(up: table_zip.Upload, rel: str) -> str:
+    return up.root if rel == "." else os.path.join(up.root, *rel.split("/"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _vetted_upload(root: str, location: str, sha256: str) -> str | None:
+    """``table_reader.vet`` of an upload's table, once per process: an upload's folder is named by
+    its bytes' SHA-256 and never changes. An upload the server vetted under today's checks when
+    it was uploaded (``table_zip.vetted_version``) is not vetted again: vetting reads every run's
+    rows, and a server's first listing did so for every upload."""
+    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    if table_zip.vetted_version(root) == table_reader.VET_VERSION:
+        return None
+    if table_zip.check_unfinished(root):
+        return "its check did not end when it was uploaded (the server stopped while checking it); it is not offered"
+    return table_reader.vet(location, root=root, every_run=True)
+
+
+@dataclass(frozen=True, slots=True)
+class UploadedTables:
+    """The uploaded score tables a team-mode server lists, and how many it leaves out."""
+
+    tables: tuple[TableChoice, ...]
+    """Newest upload first, each upload's tables in their folders' order."""
+    not_listed: int
+    """Uploaded tables left out: past an upload's first ``per_upload`` (one kept before uploads
+    were bounded so), or past ``at_most`` in all."""
+    per_upload: int
+    at_most: int
+
+
+def uploaded_tables(db: str | Path) -> UploadedTables:
+    """The score tables uploaded to the workspace, each vetted (a table that cannot be opened is
+    listed with why: the page names it and offers the others); the root is the upload's own
+    folder (its rows read nothing outside it). One read of the uploads' folder: each upload's
+    manifest says where its tables are (``table_zip.uploads``).
+
+    Listed fairly: at most ``table_zip.MAX_UPLOAD_TABLES`` of an upload (one kept before uploads
+    were bounded so may hold more), and when all of them are more than
+    ``table_reader.MAX_LISTED_TABLES``, shared out a table an upload at a time, newest upload
+    first, until the room runs out: no upload has two fewer listed than another while it holds
+    more, so one upload of many tables cannot push the others out, and the newest upload is
+    always listed. The operator's roots are listed apart (``root_tables``), never counted here."""
+    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    ups = table_zip.uploads(_ws(db).files)
+    shares = [0] * len(ups)
+    left = table_reader.MAX_LISTED_TABLES
+    waiting = [i for i, up in enumerate(ups) if up.tables]
+    for rank in range(table_zip.MAX_UPLOAD_TABLES):
+        for i in waiting:
+            if left == 0:
+                break
+            shares[i] += 1
+            left -= 1
+        waiting = [i for i in waiting if len(ups[i].tables) > rank + 1]
+        if left == 0 or not waiting:
+            break
     out = []
-    for root, name in table_zip.uploads(_ws(db).files):
-        for _root, location in tables_under([root]):
-            inside = os.path.relpath(location, root)
-            out.append((root, location, f"{name} (uploaded)" + ("" if inside == "." else f": {inside}")))
-    return out
+    names = Counter(_skeleton(up.name) for up, share in zip(ups, shares, strict=True) if share)
+    for up, share in zip(ups, shares, strict=True):
+        for rel in up.tables[:share]:
+            location = _upload_location(up, rel)
+            out.append(TableChoice(up.root, location, f"{up.name} ({_uploaded(up, names)})" +
+                                   ("" if rel == "." else f": {rel}"),
+                                   _vetted_upload(up.root, location, up.sha256 or up.root)))
+    return UploadedTables(tuple(out), sum(len(up.tables) for up in ups) - len(out), table_zip.MAX_UPLOAD_TABLES,
+                          table_reader.MAX_LISTED_TABLES)
+
+
+_LOOKALIKE = str.maketrans({"i": "l", "1": "l", "|": "l", "0": "o"})
+
+
+def _skeleton(name: str) -> str:
+    """What a name looks like on screen, near enough: case folded, its white space and invisible
+    characters gone, and the ASCII characters that read alike made one (``I``/``l``/``1``,
+    ``O``/``0``)."""
+    return "".join(ch for ch in name.casefold().translate(_LOOKALIKE) if ch.isprintable() and not ch.isspace())
+
+
+def _uploaded(up: table_zip.Upload, names: Counter) -> str:
+    """How the listing tells an upload apart: "uploaded", with the start of its bytes' SHA-256 when
+    another listed upload's name looks like its own (``_skeleton``), or the name is not plain
+    printable ASCII without spaces at its ends (a Cyrillic і, a tab, DEL: the digest, computed
+    here, does not look alike)."""
+    plain = up.name.isascii() and up.name.isprintable() and up.name == up.name.strip()
+    if names[_skeleton(up.name)] > 1 or not plain:
+        return f"uploaded, sha256 {(up.sha256 or os.path.basename(up.root))[:8]}"
+    return "uploaded"
+
+
+def root_tables(db: str | Path) -> tuple[list[TableChoice], list[str]]:
+    """The score tables under the operator's roots (the workspace's ``score_table_roots``, each
+    listed with its storage profile: ``tables_under``), each vetted (a table that cannot be
+    opened is listed with why), and a sentence for each root that could not be listed (naming
+    the root as the operator configured it: unreachable, its profile's credentials not set)."""
+    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    unlisted: list[InputError] = []
+    out = []
+    for root, location in tables_under(table_roots(db), db, unlisted=unlisted):
+        try:
+            options = table_storage(db, location)[1]
+        except InputError as exc:  # a profile whose credentials are not set
+            out.append(TableChoice(root, location, location, exc.message))
+            continue
+        out.append(TableChoice(root, location, location, table_reader.vet(location, options, root=root)))
+    return out, [str(e) for e in unlisted]
+
+

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from scoring.workspace import views
+
 from .conftest import set_reviewer, wait_app
 
 pytestmark = pytest.mark.browser
@@ -151,7 +153,7 @@ def test_every_page_has_an_address_and_a_reload_keeps_the_imported_run(server, p
     wait_app(page, "Imported runs")
     page.locator('[data-testid="stSidebar"] [data-tag] span[title]').first.wait_for(timeout=30_000)
     chips = page.locator('[data-testid="stSidebar"] [data-tag] span[title]').all_inner_texts()
-    assert any(c.startswith("tau2_results") for c in chips), chips
+    assert views.run_names(server.db)[key] in chips, chips
     # A trajectory's address opens its replay in a fresh tab.
     page.goto(server.url + f"/trajectories?runs={key[:12]}&run={key[:12]}&trajectory=sim-2")
     page.get_by_text("Replay").first.wait_for(timeout=60_000)
@@ -173,9 +175,12 @@ def test_tables_and_chips_are_not_cut_off_at_1280_px(server, page):
         page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
         page.wait_for_timeout(800)  # the grid lays out its columns after it appears
         assert fits(page, '[data-testid="stDataFrame"] .dvn-scroller') == [], path
-    # Run chips read "observed-m1 · mod…": each must show its whole name.
-    assert page.locator('[data-testid="stSidebar"] [data-tag] span[title]').count() >= 2
-    assert fits(page, '[data-testid="stSidebar"] [data-tag] span[title]') == []
+    # A run chip cuts its name past ~25 characters: each chip's name is whole in its tooltip and
+    # in the list under the picker, which nothing cuts.
+    titles = page.locator('[data-testid="stSidebar"] [data-tag] span[title]').evaluate_all("cs => cs.map(c => c.title)")
+    listed = page.locator('[data-testid="stSidebar"] [data-testid="stText"]').first.inner_text().splitlines()
+    assert len(titles) >= 2 and all(any(line.startswith(f"• {t}") for line in listed) for t in titles), listed
+    assert fits(page, '[data-testid="stSidebar"] [data-testid="stText"]') == []
     # Filter chips read "u…" in six columns.
     page.goto(server.url + "/trajectories")
     page.get_by_text(re.compile(r"2,000 of 2,000 trajectories")).first.wait_for(timeout=60_000)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scoring import engine
+from scoring.dask_engine import table_writer
+from scoring.workspace import views
 from scoring.workspace.settings import settings_path
 
 from ..conftest import SAMPLES
@@ -27,7 +28,7 @@ def test_open_a_score_table_and_replay_a_trajectory(server, page, artifacts, tmp
     shutil.copyfile(SAMPLES / "observed-m1.jsonl", run)
     results = run_inline([run], tmp_path, 1 << 16)
     out = tmp_path / "out"
-    engine._commit(str(out), str(out), {}, results)
+    table_writer.commit_results(str(out), str(out), {}, results)
     s = results[0].summary
 
     page.goto(server.url + "/score_tables")
@@ -65,7 +66,9 @@ def test_open_a_score_table_and_replay_a_trajectory(server, page, artifacts, tmp
     # label given through the table counted in its reviewed rate.
     page.get_by_role("button", name="Add to the workspace's runs").click()
     wait_app(page, "is now in the workspace and selected")
-    page.get_by_text(f"observed-m1 ·{results[0].run_key[:6]}").first.wait_for(timeout=30_000)  # its chip
+    name = views.run_names(server.db)[results[0].run_key]  # no side log: not the bundled sample's name
+    assert name == "model-alpha-2026-10 · observed-m1"
+    page.locator(f'[data-testid="stSidebar"] [data-tag] span[title="{name}"]').wait_for(timeout=30_000)  # its chip
     page.get_by_role("link", name="Safe rates").click()
     page.wait_for_url("**/safe_rates**", timeout=30_000)
     page.get_by_text(f"{100 * num / den:.2f}%").first.wait_for(timeout=60_000)

@@ -1,6 +1,8 @@
-"""The fleet at the size issue 27 asks for, on a real loopback cluster and a moto S3 server:
-10,000 small generated runs of three formats in a bucket, given as a glob, then as a manifest;
-one damaged, one on a worker that dies while scoring it. 9,999 are scored and published to a
+"""A fleet on a real loopback cluster and a moto S3 server: ``RUNS`` small generated runs of
+three formats in a bucket (1,200 here: enough for the fleet's batching, cheap enough for every
+``make test``; the 10,000 runs issue 27 asks for are run by ``make bench``, benches/dask_engine.py's fleet, and
+by this test with ``LITMUS_FLEET_TEST_RUNS=10000``), given as a glob, then as a manifest;
+one damaged, one on a worker that dies while scoring it. All but the damaged one are scored and published to a
 score table, the damaged one is reported with its path, no part is left outside a run the
 table lists, and a retry to the same table (the damaged run repaired) completes it.
 
@@ -14,6 +16,7 @@ ends it the first time it scores the marked run (``worker_dies_once``)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -25,7 +28,8 @@ from .worker_dies_once import DIES_ONCE
 
 pytestmark = pytest.mark.dask
 
-RUNS = 10_000
+RUNS = int(os.environ.get("LITMUS_FLEET_TEST_RUNS", "1200"))
+"""Enough for many plan batches (``engine.PLAN_BATCH`` runs each) on both workers."""
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 DAMAGED = "run-00007.jsonl"
 DIES_ON = f"run-{RUNS // 2 + 3:05d}.jsonl"
@@ -66,7 +70,7 @@ def table_files(table: Path) -> dict[str, set[str]]:
     return keys
 
 
-def test_a_fleet_of_10000_runs_from_s3_scores_all_but_the_damaged_one_and_a_retry_completes_it(tmp_path):
+def test_a_fleet_of_runs_from_s3_scores_all_but_the_damaged_one_and_a_retry_completes_it(tmp_path):
     died = tmp_path / "a-worker-died"
     cluster = Cluster(tmp_path, {"LITMUS_TEST_DIES_ONCE": str(died)})
     try:

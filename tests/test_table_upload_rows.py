@@ -1,0 +1,223 @@
+"""An uploaded table is vetted as the page will read it (issue 34, second attack: F1 and F5).
+
+F1: a valid 656 KB table zip whose Parquet parts (518 KB, zstd) hold a 1 MiB string in the
+``model`` column of each of 2,000 rows was accepted, and the team Score tables page — it being
+every visitor's default — went past 6 GB of memory rendering it. F5: an upload whose run's
+aggregates are ``{}`` was accepted and became the default, a page that cannot show its run.
+Vetting now decodes every run's rows a few at a time (measured, not read from the footer), reads
+its aggregates and its Inconclusive index as the page does, and refuses the upload."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from scoring.dask_engine import table_layout, table_reader, table_zip
+from scoring.errors import InputError
+from scoring.workspace import views
+
+from .test_table_upload import zip_folder
+from .test_team_tables import make_table
+
+
+def run_parts(out: Path) -> list[Path]:
+    return sorted((out / table_layout.TABLE_DIR).rglob("*.parquet"))
+
+
+def rewrite_models(out: Path, value: str, rows: int, row_group_size: int) -> None:
+    """The first ``rows`` rows' ``model`` set to ``value``, the parts written again (zstd, no
+    dictionary: the value is stored whole on each row, and compresses to almost nothing)."""
+    done = 0
+    for part in run_parts(out):
+        table = pq.read_table(part)
+        meta = pq.ParquetFile(part).schema_arrow.metadata
+        models = [value if done + i < rows else v for i, v in enumerate(table.column("model").to_pylist())]
+        done += len(models)
+        at = table.schema.get_field_index("model")
+        table = table.set_column(at, "model", pa.array(models, type=table.schema.field("model").type))
+        pq.write_table(table.replace_schema_metadata(meta), part, compression="zstd", use_dictionary=False,
+                       row_group_size=row_group_size)
+
+
+@pytest.fixture
+def table(tmp_path):
+    out, _run = make_table(tmp_path / "scored" / "nightly", "table")
+    return out
+
+
+def test_a_table_whose_rows_say_they_decode_to_gigabytes_is_refused_at_upload(tmp_path, table):
+    rewrite_models(table, "a" * (1 << 20), 2_000, 100)
+    data = zip_folder(table.parent)
+    assert len(data) < 1 << 20  # the attack's size: under a megabyte
+    with pytest.raises(InputError, match="refused as a likely bomb") as refused:
+        views.unpack_table(tmp_path / "app.db", "bomb.zip", data)
+    assert refused.value.source == "bomb.zip" and "the upload is not kept" in refused.value.message
+    assert views.uploaded_tables(tmp_path / "app.db").tables == ()
+
+
+def test_rows_that_decode_large_are_measured_not_taken_from_the_footer(tmp_path, table, monkeypatch):
+    # Each row group within the footer's bound (a part's footer is the writer's word), and any
+    # 1,024 rows together past the measured one: refused by what the rows decode to.
+    monkeypatch.setattr(table_reader, "MAX_ROW_WINDOW_BYTES", 1 << 20)
+    rewrite_models(table, "b" * 1_500, 2_000, 512)  # 512 rows of 1.5 KB: 768 KB a group
+    groups = [pq.ParquetFile(p).metadata.row_group(0).total_byte_size for p in run_parts(table)]
+    assert max(groups) < 1 << 20
+    with pytest.raises(InputError, match=r"near row [\d,]+\): not rows the engine writes"):
+        views.unpack_table(tmp_path / "app.db", "wide.zip", zip_folder(table.parent))
+
+
+def test_a_table_whose_aggregates_are_not_the_engines_is_refused_at_upload(tmp_path, table):
+    (aggregates,) = (table / table_layout.RUN_AGGREGATES_DIR).glob("*.json")
+    aggregates.write_text("{}")
+    with pytest.raises(InputError, match=r"aggregates of run .* are not the engine's"):
+        views.unpack_table(tmp_path / "app.db", "nightly.zip", zip_folder(table.parent))
+
+
+def test_the_engines_own_table_is_accepted(tmp_path, table):
+    root = views.unpack_table(tmp_path / "app.db", "nightly.zip", zip_folder(table.parent))
+    (choice,) = views.uploaded_tables(tmp_path / "app.db").tables
+    assert choice.refused is None and choice.root == root
+
+
+VETTING = """
+import resource, sys
+from scoring.workspace import views
+data = open(sys.argv[1], "rb").read()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    views.unpack_table(sys.argv[2], "bomb.zip", data)
+except Exception as exc:
+    print(type(exc).__name__)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_vetting_one_huge_value_takes_no_memory_to_speak_of(tmp_path, table):
+    # One 400 MiB value (a 643 KB zip): the footer refuses it before a row is decoded; decoding
+    # it took 818 MB of memory beside the process's.
+    rewrite_models(table, "c" * (400 << 20), 1, 5_000)
+    bomb = tmp_path / "bomb.zip"
+    bomb.write_bytes(zip_folder(table.parent))
+    got = subprocess.run([sys.executable, "-c", VETTING, str(bomb), str(tmp_path / "app.db")], capture_output=True,
+                         text=True, timeout=300, cwd=Path(__file__).parent.parent)
+    kind, grown = got.stdout.split()
+    assert kind == "InputError", got.stderr
+    assert int(grown) < 64 << 20, f"{int(grown):,} bytes more for vetting a {bomb.stat().st_size:,}-byte upload"
+
+
+def test_a_listing_in_a_new_process_does_not_vet_again_what_the_upload_vetted(tmp_path, table, monkeypatch):
+    """Vetting reads every run's rows; an upload vetted under today's checks is noted so beside
+    the uploads, where no member reaches (second attack on issue 34, F7: a server's first listing
+    of 20 tables with 16 MiB indexes took tens of seconds, every restart). Under other checks (a note of
+    another version, or none) it is vetted again."""
+    db = tmp_path / "app.db"
+    root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    views._vetted_upload.cache_clear()  # a new process
+
+    def vetted_again(*_a, **_k):
+        raise AssertionError("vetted again")
+
+    monkeypatch.setattr(table_reader, "vet", vetted_again)
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.refused is None
+    monkeypatch.setattr(table_reader, "VET_VERSION", table_reader.VET_VERSION + 1)
+    views._vetted_upload.cache_clear()
+    with pytest.raises(AssertionError, match="vetted again"):
+        views.uploaded_tables(db)
+    assert table_zip.vetted_version(root) == table_reader.VET_VERSION - 1
+    assert table_zip.VETTED not in {p.name for p in Path(root).iterdir()}  # beside the upload, not in it
+
+
+def test_an_honest_table_of_one_large_row_group_is_accepted(tmp_path, table):
+    """20,000 of the engine's rows in one row group, as its writer lays out a large run (second
+    confirmation attack, V3: each 64-row batch was measured as its whole row group's buffers, so
+    a real table past 1 MiB a row group was refused as a bomb): each batch counts its own rows."""
+    parts = run_parts(table)
+    rows = pa.concat_tables([pq.read_table(p) for p in parts])
+    meta = pq.ParquetFile(parts[0]).schema_arrow.metadata
+    ids = rows.column("trajectory_id").to_pylist()
+    big = pa.concat_tables([rows] * 10)
+    big = big.set_column(0, "trajectory_id", pa.array(ids + [f"{ids[i % len(ids)]}-{i}" for i in range(len(ids),
+                                                                                                       big.num_rows)]))
+    for p in parts:
+        p.unlink()
+    pq.write_table(big.replace_schema_metadata(meta), parts[0], row_group_size=big.num_rows)
+    assert pq.ParquetFile(parts[0]).metadata.num_row_groups == 1 and big.nbytes > table_reader.MAX_ROW_WINDOW_BYTES // 4
+    root = views.unpack_table(tmp_path / "app.db", "honest.zip", zip_folder(table.parent))
+    assert views.uploaded_tables(tmp_path / "app.db").tables[0].root == root
+
+
+@pytest.mark.parametrize("damage", ["a figure as text", "a count as a fraction"])
+def test_aggregates_whose_figures_are_not_numbers_are_refused_at_upload(tmp_path, table, damage):
+    """Second confirmation attack, V4: strict.value "abc" passed the upload, became the default
+    table and the page raised a TypeError in its arithmetic."""
+    (aggregates,) = (table / table_layout.RUN_AGGREGATES_DIR).glob("*.json")
+    got = json.loads(aggregates.read_text())
+    if damage == "a figure as text":
+        got["summary"]["strict"]["value"] = "abc"
+    else:
+        got["summary"]["strict"]["denominator"] = 2.5
+    aggregates.write_text(json.dumps(got))
+    with pytest.raises(InputError, match=r"aggregates of run .* are not the engine's \(TypeError"):
+        views.unpack_table(tmp_path / "app.db", "nightly.zip", zip_folder(table.parent))
+
+
+def test_an_upload_whose_check_never_ended_is_not_checked_again(tmp_path, table, monkeypatch):
+    """Second confirmation attack, V2b: a bomb that killed the process checking it stayed on disk,
+    and every new process's listing checked it again and died. A check that began and never
+    ended leaves its note: the listing names the upload refused without checking it, and the
+    same bytes uploaded again are refused and removed."""
+    db = tmp_path / "app.db"
+    data = zip_folder(table.parent)
+    root = views.unpack_table(db, "nightly.zip", data)
+    table_zip.note_checking(root)  # as a process that died while checking it left it
+    views._vetted_upload.cache_clear()  # a new process
+
+    def checked_again(*_a, **_k):
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(table_reader, "vet", checked_again)
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.refused is not None and "did not end" in choice.refused
+    with pytest.raises(InputError, match="an earlier check of this upload did not end"):
+        views.unpack_table(db, "nightly.zip", data)
+    assert not Path(root).exists() and views.uploaded_tables(db).tables == ()
+
+
+def test_a_row_group_of_many_rows_is_bounded_whole(tmp_path, table, monkeypatch):
+    """Second confirmation attack, V2: one row group of 65,536 rows at 15.5 KB (within the window's
+    average) decoded whole to 1 GB (2.1 GB peak) before anything was measured: a row group's
+    footer is held to ``MAX_ROW_GROUP_BYTES`` whatever its rows (here lowered to 1 MiB)."""
+    monkeypatch.setattr(table_reader, "MAX_ROW_GROUP_BYTES", 1 << 20)
+    parts = run_parts(table)
+    rows = pa.concat_tables([pq.read_table(p) for p in parts])
+    meta = pq.ParquetFile(parts[0]).schema_arrow.metadata
+    at = rows.schema.get_field_index("model")
+    rows = rows.set_column(at, "model", pa.array(["d" * 1_500] * rows.num_rows, type=rows.schema.field(at).type))
+    for p in parts:
+        p.unlink()
+    pq.write_table(rows.replace_schema_metadata(meta), parts[0], row_group_size=rows.num_rows, use_dictionary=False)
+    with pytest.raises(InputError, match="row group 0 of a part says"):
+        views.unpack_table(tmp_path / "app.db", "wide.zip", zip_folder(table.parent))
+
+
+def test_the_inconclusive_index_is_read_for_its_columns_and_bounded(tmp_path, table, monkeypatch):
+    """Second confirmation attack, V10: a 3 KB index with an extra column of 64 MiB values was
+    read whole. Only its own columns are read now, and a row group past ``MAX_ROW_GROUP_BYTES``
+    (here lowered to 1 MiB) is refused; a small extra column is never decoded, the table accepted."""
+    (index,) = (table / table_layout.INCONCLUSIVE_DIR).rglob("*.parquet")
+    original = pq.read_table(index)
+    junk = pa.array(["e" * 100] * original.num_rows)
+    pq.write_table(original.append_column("junk", junk), index)
+    views.unpack_table(tmp_path / "small.db", "junk.zip", zip_folder(table.parent))
+    monkeypatch.setattr(table_reader, "MAX_ROW_GROUP_BYTES", 1 << 20)
+    pq.write_table(original.append_column("junk", pa.array(["e" * (1 << 20)] * original.num_rows)), index,
+                   compression="zstd", use_dictionary=False)
+    with pytest.raises(InputError, match=r"Inconclusive index of run .* refused as a likely bomb"):
+        views.unpack_table(tmp_path / "app.db", "index.zip", zip_folder(table.parent))
