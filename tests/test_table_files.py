@@ -21,6 +21,7 @@ from scoring.importers import _zip
 from scoring.workspace import views
 
 from .test_table_upload import zip_folder
+from .test_table_upload_rows import vet_here  # noqa: F401 - the fixture: vetting in this process
 from .test_team_tables import SAMPLES, make_table
 
 CAP = 64 * 1024
@@ -123,7 +124,8 @@ def test_an_upload_holding_a_table_file_past_the_cap_is_refused_before_anything_
     assert not uploads.is_dir() or [p.name for p in uploads.iterdir()] == [table_zip.LOCK]
 
 
-def test_an_upload_kept_before_the_cap_is_named_in_the_listing_and_not_offered(table, tmp_path, monkeypatch):
+def test_an_upload_kept_before_the_cap_is_named_in_the_listing_and_not_offered(table, tmp_path, monkeypatch,
+                                                                              vet_here):  # noqa: F811
     db = tmp_path / "ws.db"
     padded(table / table_layout.INDEX_FILE, 2 * CAP)
     table_zip.unpack(zip_folder(table.parent), "blanks.zip", Path(f"{db}.d"))  # kept as an older version kept it

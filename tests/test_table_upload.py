@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from scoring.dask_engine import table_reader, table_zip
+from scoring.dask_engine import table_reader, table_zip, vetting_process
 from scoring.errors import InputError
 from scoring.workspace import views
 
@@ -331,9 +331,9 @@ def test_the_page_lists_uploads_without_globbing_them_and_vets_each_table_once(t
 
     monkeypatch.setattr(table_reader, "tables_under", no_glob)
     vets: list[tuple] = []
-    real = table_reader.vet
-    monkeypatch.setattr(table_reader, "vet", lambda *a, **k: vets.append(a) or real(*a, **k))
-    views._vetted_upload.cache_clear()
+    real = vetting_process.vet_uploads
+    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables: vets.extend(tables) or real(tables))
+    views.forget_vetting()
     for _ in range(3):  # three renders of the page
         listed = views.uploaded_tables(db).tables
     assert [(c.label, c.refused) for c in listed] == [("empty.zip (uploaded): t", None)]

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from scoring.dask_engine import table_layout, table_reader, table_zip
+from scoring.dask_engine import table_layout, table_reader, table_zip, vetting_process
 from scoring.errors import InputError
 from scoring.workspace import views
 
@@ -51,6 +51,14 @@ def table(tmp_path):
     return out
 
 
+@pytest.fixture
+def vet_here(monkeypatch):
+    """An upload's check run in this process, so that a bound a test lowers reaches it (the
+    check's own process, and its bounds, are tested in test_vetting_process.py)."""
+    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables: [
+        table_reader.vet(location, root=root, every_run=True) for location, root in tables])
+
+
 def test_a_table_whose_rows_say_they_decode_to_gigabytes_is_refused_at_upload(tmp_path, table):
     rewrite_models(table, "a" * (1 << 20), 2_000, 100)
     data = zip_folder(table.parent)
@@ -61,7 +69,7 @@ def test_a_table_whose_rows_say_they_decode_to_gigabytes_is_refused_at_upload(tm
     assert views.uploaded_tables(tmp_path / "app.db").tables == ()
 
 
-def test_rows_that_decode_large_are_measured_not_taken_from_the_footer(tmp_path, table, monkeypatch):
+def test_rows_that_decode_large_are_measured_not_taken_from_the_footer(tmp_path, table, monkeypatch, vet_here):
     # Each row group within the footer's bound (a part's footer is the writer's word), and any
     # 1,024 rows together past the measured one: refused by what the rows decode to.
     monkeypatch.setattr(table_reader, "MAX_ROW_WINDOW_BYTES", 1 << 20)
@@ -118,16 +126,16 @@ def test_a_listing_in_a_new_process_does_not_vet_again_what_the_upload_vetted(tm
     another version, or none) it is vetted again."""
     db = tmp_path / "app.db"
     root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
-    views._vetted_upload.cache_clear()  # a new process
+    views.forget_vetting()  # a new process
 
     def vetted_again(*_a, **_k):
         raise AssertionError("vetted again")
 
-    monkeypatch.setattr(table_reader, "vet", vetted_again)
+    monkeypatch.setattr(vetting_process, "vet_uploads", vetted_again)
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None
     monkeypatch.setattr(table_reader, "VET_VERSION", table_reader.VET_VERSION + 1)
-    views._vetted_upload.cache_clear()
+    views.forget_vetting()
     with pytest.raises(AssertionError, match="vetted again"):
         views.uploaded_tables(db)
     assert table_zip.vetted_version(root) == table_reader.VET_VERSION - 1
@@ -177,12 +185,12 @@ def test_an_upload_whose_check_never_ended_is_not_checked_again(tmp_path, table,
     data = zip_folder(table.parent)
     root = views.unpack_table(db, "nightly.zip", data)
     table_zip.note_checking(root)  # as a process that died while checking it left it
-    views._vetted_upload.cache_clear()  # a new process
+    views.forget_vetting()  # a new process
 
     def checked_again(*_a, **_k):
         raise AssertionError("checked again")
 
-    monkeypatch.setattr(table_reader, "vet", checked_again)
+    monkeypatch.setattr(vetting_process, "vet_uploads", checked_again)
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is not None and "did not end" in choice.refused
     with pytest.raises(InputError, match="an earlier check of this upload did not end"):
@@ -190,7 +198,7 @@ def test_an_upload_whose_check_never_ended_is_not_checked_again(tmp_path, table,
     assert not Path(root).exists() and views.uploaded_tables(db).tables == ()
 
 
-def test_a_row_group_of_many_rows_is_bounded_whole(tmp_path, table, monkeypatch):
+def test_a_row_group_of_many_rows_is_bounded_whole(tmp_path, table, monkeypatch, vet_here):
     """Second confirmation attack, V2: one row group of 65,536 rows at 15.5 KB (within the window's
     average) decoded whole to 1 GB (2.1 GB peak) before anything was measured: a row group's
     footer is held to ``MAX_ROW_GROUP_BYTES`` whatever its rows (here lowered to 1 MiB)."""
@@ -207,7 +215,7 @@ def test_a_row_group_of_many_rows_is_bounded_whole(tmp_path, table, monkeypatch)
         views.unpack_table(tmp_path / "app.db", "wide.zip", zip_folder(table.parent))
 
 
-def test_the_inconclusive_index_is_read_for_its_columns_and_bounded(tmp_path, table, monkeypatch):
+def test_the_inconclusive_index_is_read_for_its_columns_and_bounded(tmp_path, table, monkeypatch, vet_here):
     """Second confirmation attack, V10: a 3 KB index with an extra column of 64 MiB values was
     read whole. Only its own columns are read now, and a row group past ``MAX_ROW_GROUP_BYTES``
     (here lowered to 1 MiB) is refused; a small extra column is never decoded, the table accepted."""

@@ -248,10 +248,12 @@ def _table_file(location: str, storage_options: dict | None, *parts: str):
     return fs, _inside(location, f"{path.rstrip('/')}/{rel}", rel)
 
 
-VET_VERSION = 2
+VET_VERSION = 3
 """The version of ``vet``'s checks: raised whenever they check more, so that uploads vetted
 under fewer checks are vetted again (``table_zip.vetted_version``). 2: every run's rows decoded
-and measured, its aggregates and Inconclusive index read."""
+and measured, its aggregates and Inconclusive index read. 3: no dictionary-typed column, the
+index read whole as Python values, an upload's check in a process whose memory is bounded
+(``vetting_process``)."""
 
 
 def vet(location: str, storage_options: dict | None = None, *, root: str | None = None,
@@ -267,7 +269,7 @@ def vet(location: str, storage_options: dict | None = None, *, root: str | None 
         for run in {run.run_key: run for run in runs}.values() if every_run else ():  # a key listed twice: once
             _ = run.summary
             rates(run, None)  # its aggregates, read as the page reads them
-            inconclusive_ids(run)
+            _inconclusive(run).to_pylist()  # every column the pages read of it, as Python values (the filters' read)
             check_rows(run)
     except InputError as exc:
         said = exc.message
@@ -630,7 +632,22 @@ def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
     # The schema pyarrow took from the first part (read already: no request more); the parts of
     # a run are written by one engine, of one version.
     check_schema_version(data.schema.metadata, rel, run.location)
+    check_plain_types(data.schema, f"the rows of run {run.run_key[:12]}", run.location)
     return data
+
+
+def check_plain_types(schema: pa.Schema, what: str, location: str) -> None:
+    """InputError naming the table when a column of ``schema`` is dictionary-typed, at any depth.
+    The engine never writes one; a dictionary's value is stored once and read back on every row
+    that names it, so a small part decodes to whatever the writer chose (issue 34, V9)."""
+
+    def dictionary_in(kind: pa.DataType) -> bool:
+        return pa.types.is_dictionary(kind) or any(dictionary_in(kind.field(i).type) for i in range(kind.num_fields))
+
+    typed = [f.name for f in schema if dictionary_in(f.type)]
+    if typed:
+        raise InputError(f"dictionary-encoded columns in {what} ({', '.join(typed)[:200]}): not the engine's; refused "
+                         "as a likely bomb", source=location)
 
 
 MAX_ROW_WINDOW_BYTES = 16 << 20
@@ -704,6 +721,8 @@ def _inconclusive(run: TableRun, storage_options: dict | None = None) -> pa.Tabl
                 # only the columns read here (a column the engine never writes is never decoded), and
                 # no row group past what one may hold
                 columns = [c for c in INDEX_COLUMNS if c in index_file.schema_arrow.names]
+                check_plain_types(index_file.schema_arrow, f"the Inconclusive index of run {run.run_key[:12]}",
+                                  run.location)
                 for i in range(index_file.metadata.num_row_groups):
                     if index_file.metadata.row_group(i).total_byte_size > MAX_ROW_GROUP_BYTES:
                         raise InputError(f"the Inconclusive index of run {run.run_key[:12]} says a row group holds "

@@ -15,7 +15,6 @@ documents its columns, and ``has_any_tool``/``tool_names`` read its one list col
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 import threading
@@ -42,7 +41,7 @@ from ..aggregate import (
     waterfall,
 )
 from ..agreement import Agreement
-from ..dask_engine import table_zip
+from ..dask_engine import table_zip, vetting_process
 from ..errors import BLOCKING_REASONS, InputError, ReasonCode
 from ..export_files import (
     META_COLUMNS,
@@ -676,8 +675,10 @@ def tables_under(roots: Sequence[str], db: str | Path | None = None, *,
 def unpack_table(db: str | Path, name: str, data: bytes) -> str:
     """An uploaded zip of a score table unpacked into the workspace's folder (``table_zip.unpack``):
     the folder it is opened from, its root. An upload holding a table that cannot be opened
-    (``table_reader.vet``: a name for a run key that is not one, a file leading out of the table)
-    is refused, InputError naming the upload and the table, and not kept."""
+    (``table_reader.vet``, run in a process of its own whose memory and time are bounded:
+    ``vetting_process``; a name for a run key that is not one, a file leading out of the table, rows
+    that decode to more than their bound) is refused, InputError naming the upload and the
+    table, and not kept."""
     from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     root = table_zip.unpack(data, name, _ws(db).files)
@@ -690,8 +691,8 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
         raise InputError("an earlier check of this upload did not end (the server stopped while checking it); it "
                          "is not checked again", source=up.name)
     table_zip.note_checking(root)  # a process that dies checking it leaves this note: no other checks it again
-    for rel in up.tables:
-        why = table_reader.vet(_upload_location(up, rel), root=up.root, every_run=True)
+    answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables])
+    for rel, why in zip(up.tables, answers, strict=True):
         if why is not None:
             shutil.rmtree(root, ignore_errors=True)
             table_zip.forget_note(root)
@@ -720,19 +721,45 @@ def _upload_location(up: table_zip.Upload, rel: str) -> str:
     return up.root if rel == "." else os.path.join(up.root, *rel.split("/"))
 
 
-@functools.lru_cache(maxsize=4096)
-def _vetted_upload(root: str, location: str, sha256: str) -> str | None:
-    """``table_reader.vet`` of an upload's table, once per process: an upload's folder is named by
-    its bytes' SHA-256 and never changes. An upload the server vetted under today's checks when
-    it was uploaded (``table_zip.vetted_version``) is not vetted again: vetting reads every run's
+_VETTED: dict[tuple[str, str, str], str | None] = {}
+"""(upload's folder, table's location, upload's SHA-256) → ``table_reader.vet``'s answer, once per
+process: an upload's folder is named by its bytes' SHA-256 and never changes."""
+_MAX_VETTED = 4_096
+
+
+def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
+    """``table_reader.vet`` of uploaded tables ((upload's folder, location, SHA-256) each), once per
+    process; those not known yet checked together in one process of their own
+    (``vetting_process.vet_uploads``). An upload the server vetted under today's checks when it
+    was uploaded (``table_zip.vetted_version``) is not vetted again: vetting reads every run's
     rows, and a server's first listing did so for every upload."""
     from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
-    if table_zip.vetted_version(root) == table_reader.VET_VERSION:
-        return None
-    if table_zip.check_unfinished(root):
-        return "its check did not end when it was uploaded (the server stopped while checking it); it is not offered"
-    return table_reader.vet(location, root=root, every_run=True)
+    known: dict[tuple[str, str, str], str | None] = {}
+    todo = []
+    for key in dict.fromkeys(tables):
+        root = key[0]
+        if key in _VETTED:
+            known[key] = _VETTED[key]
+        elif table_zip.vetted_version(root) == table_reader.VET_VERSION:
+            known[key] = None
+        elif table_zip.check_unfinished(root):
+            known[key] = ("its check did not end when it was uploaded (the server stopped while checking it); it is "
+                          "not offered")
+        else:
+            todo.append(key)
+    if todo:
+        known.update(zip(todo, vetting_process.vet_uploads([(location, root) for root, location, _sha in todo]),
+                         strict=True))
+    if len(_VETTED) + len(known) > _MAX_VETTED:
+        _VETTED.clear()  # a bound on what a long-lived server remembers; what it forgets is checked again
+    _VETTED.update(known)
+    return [known[key] for key in tables]
+
+
+def forget_vetting() -> None:
+    """Forget the answers ``_vetted_uploads`` remembers (as a new process starts without them)."""
+    _VETTED.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -775,14 +802,12 @@ def uploaded_tables(db: str | Path) -> UploadedTables:
         waiting = [i for i in waiting if len(ups[i].tables) > rank + 1]
         if left == 0 or not waiting:
             break
-    out = []
     names = Counter(_skeleton(up.name) for up, share in zip(ups, shares, strict=True) if share)
-    for up, share in zip(ups, shares, strict=True):
-        for rel in up.tables[:share]:
-            location = _upload_location(up, rel)
-            out.append(TableChoice(up.root, location, f"{up.name} ({_uploaded(up, names)})" +
-                                   ("" if rel == "." else f": {rel}"),
-                                   _vetted_upload(up.root, location, up.sha256 or up.root)))
+    listed = [(up, rel, _upload_location(up, rel)) for up, share in zip(ups, shares, strict=True)
+              for rel in up.tables[:share]]
+    refusals = _vetted_uploads([(up.root, location, up.sha256 or up.root) for up, _rel, location in listed])
+    out = [TableChoice(up.root, location, f"{up.name} ({_uploaded(up, names)})" + ("" if rel == "." else f": {rel}"),
+                       refused) for (up, rel, location), refused in zip(listed, refusals, strict=True)]
     return UploadedTables(tuple(out), sum(len(up.tables) for up in ups) - len(out), table_zip.MAX_UPLOAD_TABLES,
                           table_reader.MAX_LISTED_TABLES)
 
