@@ -295,7 +295,7 @@ def test_schema_16_rewrites_stored_times_and_folds_the_events_that_become_one(ws
     assert kept == [(10, at(0), None, 0), (11, at(5), None, 0), (13, at(0), None, 0), (15, at(9), 13, 0),
                     (16, at(0), None, 0), (17, at(0), None, 1), (18, "not a time", None, 0)]
     assert migrated.current_labels(ws.key) == {a: {"alice": D}, c: {"carol": D}, d: {"dave": G}}
-    assert version == len(schema.MIGRATIONS) == 16
+    assert version == len(schema.MIGRATIONS) >= 16
     exported = tmp_path / "exported.jsonl"
     exported.write_text("".join(line + "\n" for line in migrated.export_labels(ws.key).splitlines()
                                 if "not a time" not in line))

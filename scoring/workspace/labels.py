@@ -16,6 +16,7 @@ import io
 import json
 import sqlite3
 import time
+import unicodedata
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,7 +41,7 @@ from ..stored import LEGACY_SCORER_VERSION
 from ..text import csv_safe, csv_unsafe
 from . import carry
 from .reads import Reads
-from .schema import canonical_time, immediate, utc_now
+from .schema import canonical_time, immediate, normal_name, utc_now
 
 ADJUDICATORS_FILE = "adjudicators.txt"
 MAX_REVIEWER_CHARS = 256
@@ -48,12 +49,6 @@ MAX_NOTE_CHARS = 64 * 1024
 
 
 # --- who labels, and who reads -------------------------------------------------------------
-
-
-def normal_name(name: str | None) -> str:
-    """A reviewer's name as the log stores and compares it: without surrounding white space. The
-    app's field, a sign-in, a labels file and the adjudicators file are all read through it."""
-    return (name or "").strip()
 
 
 def unstorable(text: str) -> str | None:
@@ -82,6 +77,10 @@ def reviewer_identity(name: str | None, *, source: str = "label", line: int | No
     problem = unstorable(name)
     if problem is not None:
         raise InputError(f"the reviewer name {problem}", source=source, line=line, record_id=record_id)
+    control = next((ch for ch in name if unicodedata.category(ch) == "Cc"), None)
+    if control is not None:  # a terminal escape or a NUL in a name that reports and the CLI print
+        raise InputError(f"the reviewer name holds a control character (U+{ord(control):04X})", source=source,
+                         line=line, record_id=record_id)
     return name
 
 

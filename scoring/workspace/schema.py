@@ -9,6 +9,7 @@ import random
 import re
 import sqlite3
 import time
+import unicodedata
 import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -73,6 +74,18 @@ def canonical_time(text: str) -> str:
 
 
 # --- migrations ----------------------------------------------------------------------------
+
+
+def normal_name(name: str | None) -> str:
+    """A reviewer's name as the log stores and compares it: one name however it was typed or
+    encoded. The invisible format characters (zero-width spaces and joiners, a byte-order mark,
+    directional marks) are removed, the rest compatibility-normalised (NFKC: a letter written
+    composed or decomposed, full-width or as a ligature reads alike), each run of white space
+    made one space and the ends trimmed. Case is kept: "Alice" and "alice" look different on
+    every screen, and are two names. The app's field, a sign-in, a labels file and the roles
+    files are all read through it; names stored before are rewritten to it (schema 17)."""
+    visible = "".join(ch for ch in (name or "") if unicodedata.category(ch) != "Cf")
+    return " ".join(unicodedata.normalize("NFKC", visible).split())
 
 
 def _m1(db: sqlite_utils.Database) -> None:
@@ -344,8 +357,25 @@ def _m16(db: sqlite_utils.Database) -> None:
 
 
 
+def _m17(db: sqlite_utils.Database) -> None:
+    """Issue 34 (attack finding F10): one reviewer, one name. A name typed composed and decomposed
+    ("José" as é or as e + ◌́), or with a zero-width space in it, looked the same on every
+    screen and was two reviewers: one person's two labels agreed with each other, and a
+    reviewer with the adjudicator's name plus an invisible character was another reviewer.
+    Every door now stores ``normal_name``'s form; here every stored name is rewritten to it (a
+    name that would become empty, all invisible, is kept as it was: nothing is dropped), and the
+    events that became one are folded as schema 14 folded racing imports' copies."""
+    db.execute("DROP INDEX IF EXISTS idx_label_events_identity")  # rewritten names may meet before they fold
+    for (stored,) in db.execute("SELECT DISTINCT reviewer FROM label_events").fetchall():
+        name = normal_name(stored)
+        if name and name != stored:
+            db.execute("UPDATE label_events SET reviewer = ? WHERE reviewer = ?", [name, stored])
+    _fold_identity_twins(db)
+    db.execute(_IDENTITY_INDEX)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9,
-                                                                  _m10, _m11, _m12, _m13, _m14, _m15, _m16)
+                                                                  _m10, _m11, _m12, _m13, _m14, _m15, _m16, _m17)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
