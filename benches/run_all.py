@@ -502,6 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     for line in zip_floods.run():
         say(line)
     say()
+    import parquet_bombs  # benches/parquet_bombs.py: a score table upload's Parquet bombs, measured now
+
+    for line in parquet_bombs.run():
+        say(line)
+    say()
     say(f"Total benchmark time: {time.time() - started:.0f} s.")
     say()
     say(PROFILE_NOTES)
