@@ -45,7 +45,7 @@ def index_with_ids(table: Path, ids: pa.Array, **written) -> None:
 
 def test_a_dictionary_typed_column_is_refused_unread(tmp_path, table):
     # The attack as sent: a 1 MiB id stored once, named by 1,900 rows: the footer says about a
-    # megabyte, the ids decode to 1.9 GB (2.1 GB of the server's memory before this check).
+    # megabyte, the ids decode to 1.9 GB: the server held them all before this check.
     index_with_ids(table, pa.array(["a" * (1 << 20)] * 1_900).dictionary_encode())
     with pytest.raises(InputError, match=r"dictionary-encoded columns in the Inconclusive index .*\(trajectory_id\)"):
         views.unpack_table(tmp_path / "app.db", "bomb.zip", zip_folder(table.parent))
