@@ -31,9 +31,10 @@ before_after = loaders.figure(lambda: charts.before_after_bars(legends), "before
 # a busy laptop. The interactive chart of the same figure is a click away.
 st.image(charts.headline_svg(before_after), width="content")
 # The plotly charts wait for the browser's timer below: evaluating plotly.js is one long task, and
-# an image still to be painted when it starts waits for its end. A session without a browser
-# (AppTest) has no paint to wait for.
-painted = bool(st.session_state.get(state.CHARTS_PAINTED)) or not loaders.has_browser()
+# an image still to be painted when it starts waits for its end. Only a session's first run of the
+# page waits (every later one, the timer's or a widget's, draws them), and a session without a
+# browser (AppTest) has no paint to wait for.
+painted = bool(st.session_state.get(state.CHARTS_PAINT_TICK)) or not loaders.has_browser()
 
 
 def interactive(fig, key: str) -> None:
@@ -205,9 +206,9 @@ if not painted:
     @st.fragment(run_every=PAINT_WAIT_SECONDS)
     def after_first_paint() -> None:
         """Called inline at the end of this run, then by the browser's timer, which fires once the
-        browser is free after drawing this run: the second call draws the page with its charts."""
+        browser is free after drawing this run: the second call draws the page with its charts (a
+        widget changed first draws them too, and its run ends the timer)."""
         if st.session_state.get(state.CHARTS_PAINT_TICK):
-            st.session_state[state.CHARTS_PAINTED] = True
             st.rerun()  # the whole page: the frontend drops the timer when a full run starts
         st.session_state[state.CHARTS_PAINT_TICK] = True
 
