@@ -12,8 +12,9 @@ that only imports Streamlit, pandas and plotly (the floor any page of this app p
   reload: every cache of the process warm, the session's own state empty);
 - **rerun**: that session's next run (a widget changed).
 
-The browser's share (the plotly bundle, drawing) is printed by
-``tests/browser/test_charts_fast.py``. ``--write`` puts the table in benches/RESULTS.md.
+The browser's share (the shell, the first chart, the plotly charts) is measured by
+``benches/safe_rates_browser.py`` and printed by ``tests/browser/test_charts_fast.py``. ``--write``
+puts the table in benches/RESULTS.md.
 
     python benches/safe_rates_open.py [--repeat R] [--write]
 """
@@ -102,8 +103,8 @@ def main() -> None:
              "| step | seconds | ÷ baseline |", "|---|---|---|"]
     for k, vs in figures.items():
         lines.append(f"| {k} | {median(vs):.2f} ({min(vs):.2f}–{max(vs):.2f}) | **{median(vs) / b:.2f}×** |")
-    lines += ["", "The browser's share (from navigation to the first chart drawn) is printed by "
-              "`tests/browser/test_charts_fast.py`; see the report of issue 35 for both before and after.", END]
+    lines += ["", "The browser's share is measured by `benches/safe_rates_browser.py` (the next section) and "
+              "printed by `tests/browser/test_charts_fast.py`.", END]
     print("\n".join(lines))
     if args.write:
         replace_section(lines, BEGIN, END)

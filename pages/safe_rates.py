@@ -4,15 +4,50 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._shared import charts, exports, loaders, router
+from pages._shared import charts, exports, loaders, router, state
 from pages._shared.inert import md, reveal_id
 from pages._shared.runtext import stale_mark
 from scoring.workspace import views
+
+# How long after this run's last message the browser's timer asks for the charts (a page script's
+# bare string would be drawn): the image's paint needs Streamlit's small image chunk fetched and
+# the SVG decoded; the timer fires no sooner than the browser is free.
+PAINT_WAIT_SECONDS = 0.5
 
 keys, rows = router.page("Safe rates")
 evs = {k: loaders.run_evaluation(k) for k in keys}
 if view := loaders.labels_view():  # the reviewed rate and the pending counts are this reviewer's view
     st.caption(md(f"Labels counted: {view}."))
+
+
+all_runs = list(rows.values())
+legends = [(loaders.run_legend(rows[k], all_runs), ev.summary) for k, ev in evs.items()]
+# Each chart is built once per process for what it shows (``loaders.figure``): the runs with their
+# label and score versions, and the names drawn in it.
+before_after = loaders.figure(lambda: charts.before_after_bars(legends), "before_after",
+                              *((k, loaders.run_version(k), name) for k, (name, _) in zip(evs, legends, strict=True)))
+# The headline chart first, as an image of the same figure: it is on screen as soon as the script
+# sends it, where a plotly chart first waits for the browser to evaluate plotly.js, a long task on
+# a busy laptop. The interactive chart of the same figure is a click away.
+st.image(charts.headline_svg(before_after), width="content")
+# The plotly charts wait for the browser's timer below: evaluating plotly.js is one long task, and
+# an image still to be painted when it starts waits for its end. Only a session's first run of the
+# page waits (every later one, the timer's or a widget's, draws them), and a session without a
+# browser (AppTest) has no paint to wait for.
+painted = bool(st.session_state.get(state.CHARTS_PAINT_TICK)) or not loaders.has_browser()
+
+
+def interactive(fig, key: str) -> None:
+    """``fig`` as a plotly chart, or until the headline image is painted, room of its height."""
+    if painted:
+        st.plotly_chart(fig, width="stretch", key=key)
+    else:
+        with st.container(height=int(fig.layout.height or 450), border=False):
+            st.caption("Interactive chart: drawn once the chart at the top is on screen.")
+
+
+with st.expander("Interactive chart: hover for each rate and its interval, zoom, save as PNG"):
+    interactive(before_after, "chart_before_after")
 
 
 def pct(x: float | None) -> str:
@@ -108,13 +143,6 @@ for k, ev in evs.items():
             f"DIFFERS from the lenient rate by {pp(diff)}" if diff is not None else "no lenient rate to compare"
         st.text(f"Harness reported {pct(h.reported_safe_rate)} ({reveal_id(h.reported_safe_rate_source)}): {agree}")
 
-all_runs = list(rows.values())
-legends = [(loaders.run_legend(rows[k], all_runs), ev.summary) for k, ev in evs.items()]
-# Each chart is built once per process for what it shows (``loaders.figure``): the runs with their
-# label and score versions, and the names drawn in it.
-st.plotly_chart(loaders.figure(lambda: charts.before_after_bars(legends), "before_after",
-                               *((k, loaders.run_version(k), name) for k, (name, _) in zip(evs, legends, strict=True))),
-                width="stretch", key="chart_before_after")
 
 
 def linked(param: str, default: int) -> int:
@@ -134,11 +162,10 @@ steps, per_category = loaders.run_breakdowns(focus)
 # Each chart names its run under its title: one saved from the page (plotly's camera) says which.
 named = exports.run_identity(ev)
 shows = (focus, loaders.run_version(focus), named)  # what each of this run's charts is built for
-st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.waterfall_chart(steps), named), "waterfall", *shows),
-                width="stretch", key="chart_waterfall")
-st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.unscored_by_reason(
-    ev.summary, ev.run.header.evidence_standard.value), named), "unscored", *shows),
-                width="stretch", key="chart_unscored")
+interactive(loaders.figure(lambda: charts.for_run(charts.waterfall_chart(steps), named), "waterfall", *shows),
+            "chart_waterfall")
+interactive(loaders.figure(lambda: charts.for_run(charts.unscored_by_reason(
+    ev.summary, ev.run.header.evidence_standard.value), named), "unscored", *shows), "chart_unscored")
 # A run imported before the importers read the harness's categories, not yet re-derived (its bytes
 # gone or changed, or the workspace read-only), says so wherever its categories are drawn.
 OUTDATED = ("its categories are as read when it was imported, before litmus-review read the harness's own "
@@ -146,8 +173,8 @@ OUTDATED = ("its categories are as read when it was imported, before litmus-revi
             "writable re-derives them from its original bytes, and where those are gone or changed, importing its "
             "file again does")
 if charts.has_category_data(per_category):
-    st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.phantom_by_category(
-        per_category, ev.run.header.taxonomy), named), "phantom", *shows), width="stretch", key="chart_phantom")
+    interactive(loaders.figure(lambda: charts.for_run(charts.phantom_by_category(
+        per_category, ev.run.header.taxonomy), named), "phantom", *shows), "chart_phantom")
     if rows[focus].categories_outdated:
         st.caption(f"Phantom safety by category: {OUTDATED}.")
 else:  # empty axes said nothing
@@ -156,8 +183,8 @@ else:  # empty axes said nothing
                + ").")
 sizes = loaders.argument_sizes(focus)
 q = views.size_quantiles(sizes)
-st.plotly_chart(loaders.figure(lambda: charts.for_run(charts.argument_size_histogram(
-    sizes, ev.run.header.capture_limit_bytes, q), named), "sizes", *shows), width="stretch", key="chart_sizes")
+interactive(loaders.figure(lambda: charts.for_run(charts.argument_size_histogram(
+    sizes, ev.run.header.capture_limit_bytes, q), named), "sizes", *shows), "chart_sizes")
 if q:
     limit = ev.run.header.capture_limit_bytes
     st.caption(f"To capture 99% of calls whole the limit must be ≥ {q[0.99]:,} B; 99.9%: ≥ {q[0.999]:,} B"
@@ -171,6 +198,18 @@ if len(keys) >= 2:
     router.to_address("a", ka[:router.KEY_CHARS])
     router.to_address("b", kb[:router.KEY_CHARS])
     paired_diff = loaders.paired(ka, kb)
-    st.plotly_chart(loaders.figure(lambda: charts.paired_difference_chart(paired_diff, rows[ka].name, rows[kb].name),
-                                   "paired", ka, loaders.run_version(ka), rows[ka].name, kb, loaders.run_version(kb),
-                                   rows[kb].name), width="stretch", key="chart_paired")
+    interactive(loaders.figure(lambda: charts.paired_difference_chart(paired_diff, rows[ka].name, rows[kb].name),
+                               "paired", ka, loaders.run_version(ka), rows[ka].name, kb, loaders.run_version(kb),
+                               rows[kb].name), "chart_paired")
+
+if not painted:
+    @st.fragment(run_every=PAINT_WAIT_SECONDS)
+    def after_first_paint() -> None:
+        """Called inline at the end of this run, then by the browser's timer, which fires once the
+        browser is free after drawing this run: the second call draws the page with its charts (a
+        widget changed first draws them too, and its run ends the timer)."""
+        if st.session_state.get(state.CHARTS_PAINT_TICK):
+            st.rerun()  # the whole page: the frontend drops the timer when a full run starts
+        st.session_state[state.CHARTS_PAINT_TICK] = True
+
+    after_first_paint()

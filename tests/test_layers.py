@@ -11,11 +11,12 @@ from .conftest import ROOT
 
 PAGE_FILES = sorted([ROOT / "app.py", *(ROOT / "pages").rglob("*.py")])
 ALLOWED_FOR_PAGES = {"scoring.workspace.views", "scoring.model", "scoring.errors", "scoring.text",
-                     "scoring.transcript"}
+                     "scoring.transcript", "scoring.figure_svg"}
 """What a page (or its presentation helpers in pages/_shared) may import of scoring: the views
 API (typed read models and the reviewer's acts), the record types and the typed readers of what
 a record keeps of its harness's log (``scoring.transcript``: pure, over the model only), the
-error tree, and the pure text helpers (revealing hostile characters, CSV-safe cells)."""
+error tree, the pure text helpers (revealing hostile characters, CSV-safe cells), and the pure
+SVG drawing of a chart builder's figure (``scoring.figure_svg``: plain data in, text out)."""
 ALLOWED_EXTRA = {"pages/score_tables.py": {"scoring.dask_engine.table_reader"}}
 """The Score tables page reads the Dask engine's Parquet tables, which are not a workspace."""
 

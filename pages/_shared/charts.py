@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from pages._shared.inert import plot, reveal_id
 from pages._shared.runtext import middle_cut
+from scoring import figure_svg
 from scoring.model import Category
 from scoring.workspace.views import PairedDifference, Rate, Summary, WaterfallStep
 
@@ -556,3 +557,9 @@ def paired_comparison_chart(pairs: Sequence[tuple[str, str, PairedDifference]]) 
     _layout(fig, title, showlegend=False, height=170 + 44 * len(shown) + 16 * len(lines),
             margin=dict(l=30, r=40, t=70, b=70 + 16 * len(lines)))
     return fig
+
+
+def headline_svg(fig: go.Figure) -> str:
+    """``before_after_bars``'s figure drawn as an SVG image (``scoring.figure_svg``): the same
+    bars, values, whiskers, names and notes, shown without waiting for plotly.js."""
+    return figure_svg.grouped_bars_svg(fig.to_plotly_json())

@@ -87,6 +87,11 @@ def import_samples() -> None:
             views.import_run(db(), path, payloads=side)
 
 
+def has_browser() -> bool:
+    """Whether this session is a browser's (its connection's headers); AppTest's has none."""
+    return bool(st.context.headers)
+
+
 def reader() -> views.Reader:
     """Who this session reads the labels as: the signed-in account, else the reviewer name set,
     with the Blind switch (on unless turned off on the Review page)."""

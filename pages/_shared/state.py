@@ -33,3 +33,4 @@ REQUIRE_PROOF = "import_require_proof"    # imports score as --require-proof
 REVIEW_KEYS = "review_keys"              # the Review page's key listener (its last press)
 LAST_PRESS = "review_last_press"         # browser time (ms) of the last key press acted on or ignored
 BULK_REPLACE = "bulk_replace_mine"       # a bulk act may replace the reviewer's own earlier labels
+CHARTS_PAINT_TICK = "safe_rates_charts_tick"  # Safe rates has run once in this session: its plotly charts may load

@@ -29,7 +29,7 @@ def label_events(db) -> list[tuple]:
 def test_safe_rates_review_by_click_and_keyboard_then_report(server, page, artifacts):
     page.goto(server.url)
     wait_app(page, "Phantom safety")
-    page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=60_000)
+    page.locator('[data-testid="stPlotlyChart"] .main-svg:visible').first.wait_for(timeout=60_000)
     page.screenshot(path=str(artifacts / "safe_rates.png"), full_page=True)
     before = metric_value(page, "Reviewed safe rate")
 

@@ -70,8 +70,11 @@ def test_every_page_in_both_themes(screens_server, browser, artifacts, theme, da
                 query += f"&run={key[:12]}&trajectory={first_inconclusive(server.db, key)}"
             page.goto(server.url + f"/{name}{query}")
             wait_app(page, text, timeout=90_000)
+            # Safe rates sends its plotly charts once its headline image is painted: wait for them.
+            page.wait_for_function("() => !document.body.innerText.includes('Interactive chart: drawn once')",
+                                   timeout=90_000)
             if page.locator('[data-testid="stPlotlyChart"]').count():
-                page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=60_000)
+                page.locator('[data-testid="stPlotlyChart"] .main-svg:visible').first.wait_for(timeout=60_000)
             page.wait_for_timeout(1200)  # grids and charts paint after the script ends
             wait_app(page)
             # Streamlit scrolls its main area, not the page: a full-page shot is one screen. Make
