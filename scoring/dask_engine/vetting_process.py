@@ -6,11 +6,12 @@ decide, not ours: a Parquet column's dictionary, a page's compressed size, a foo
 counts are all the writer's word, and a value that the footer calls small may decode to
 gigabytes (issue 34, V9: a dictionary-encoded id of a megabyte, repeated on each row of the
 Inconclusive index, was decoded whole in the server; benches/RESULTS.md has the figures).
-Checking each of pyarrow's decoders against each lie is a race one loses; the operating
-system's count of the memory the reads took is a figure nobody can forge. So the reads run in a child process whose resident memory the server
-watches and which it ends at ``MAX_VETTING_RSS`` (or when one table takes longer than
-``VETTING_SECONDS``): such an upload is refused as a likely bomb, the server never holds its
-decoded bytes, and a crash of a decoder on a malformed part ends the child, not the server.
+Checking each of pyarrow's decoders against each lie is a race one loses; the operating system's
+count of the memory the reads took is a figure nobody can forge. So the reads run in a child
+process whose resident memory the server watches and which it ends at ``MAX_VETTING_RSS`` (or
+when one table takes longer than ``VETTING_SECONDS``): such an upload is refused as a likely
+bomb, the server never holds its decoded bytes, and a crash of a decoder on a malformed part
+ends the child, not the server.
 
 One child checks a listing's tables in turn (its start, importing pyarrow, costs more than
 checking a small table). A table it was checking when it was ended is checked again alone, in a
