@@ -337,17 +337,6 @@ def _commit(checkout: Path) -> str:
     return got.stdout.strip() or str(checkout)
 
 
-def write_files_section(lines: list[str]) -> None:
-    results = ROOT / "benches" / "RESULTS.md"
-    text = results.read_text()
-    section = "\n".join(lines) + "\n"
-    if FILES_BEGIN in text and FILES_END in text:
-        text = text[:text.index(FILES_BEGIN)] + section + text[text.index(FILES_END) + len(FILES_END) + 1:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    results.write_text(text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--entries", type=int, default=3_850_000, help="entries of the directory floods")
@@ -360,7 +349,7 @@ def main() -> None:
         lines = run_files(args.before)
         print("\n".join(lines))
         if args.write:
-            write_files_section(lines)
+            replace_section(lines, FILES_BEGIN, FILES_END)
         return
     lines = run(args.entries)
     print("\n".join(lines))
