@@ -21,6 +21,8 @@ subclasses the builtin it behaves like, so callers that only know Python still c
     │                                      verdict map): .spec
     ├── RuleError(ValueError)              a taxonomy rule RE2 cannot compile (the canonical
     │                                      importer reports it as the header's RecordError)
+    ├── UnsupportedFigure(ValueError)      a figure ``figure_svg`` does not draw (a page's bug:
+    │                                      refused rather than drawn wrong)
     ├── ClassifierError(RuntimeError)      a configured re-classifier failed, timed out or
     │                                      answered out of protocol: .classifier, .trajectory_id
     ├── EngineError(RuntimeError)          a run could not be scored on the Dask cluster (a
@@ -273,6 +275,11 @@ class SpecError(LitmusReviewError, ValueError):
 
 class RuleError(LitmusReviewError, ValueError):
     """A taxonomy rule that RE2 cannot compile; the message says why."""
+
+
+class UnsupportedFigure(LitmusReviewError, ValueError):
+    """The figure holds something ``figure_svg.grouped_bars_svg`` does not draw (named in the
+    message). A chart builder's bug, never input: no boundary maps it."""
 
 
 class ClassifierError(LitmusReviewError, RuntimeError):

@@ -30,11 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape
 
+from scoring.errors import UnsupportedFigure
+
 __all__ = ["UnsupportedFigure", "grouped_bars_svg", "plotly_text_lines"]
-
-
-class UnsupportedFigure(ValueError):
-    """The figure holds something ``grouped_bars_svg`` does not draw (named in the message)."""
 
 
 _BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
