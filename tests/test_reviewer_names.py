@@ -29,7 +29,10 @@ ws = test_labels_import.ws  # the fixture: a workspace with observed-m1 imported
 G, D = ReviewLabel.GENUINE_DECLINE, ReviewLabel.DEGENERATE
 JOSE = "José Núñez"
 TWINS = [unicodedata.normalize("NFC", JOSE), unicodedata.normalize("NFD", JOSE), "José\u200b Núñez",
-         "\ufeffJosé Núñez", "José\u00a0Núñez", "José  Núñez ", "José\u200dNúñez".replace("\u200d", "\u200d ")]
+         "\ufeffJosé Núñez", "José\u00a0Núñez", "José  Núñez ", "José\u200dNúñez".replace("\u200d", "\u200d "),
+         # drawn as nothing or a blank, yet no format character (the attack's second pass)
+         "José\u034f Núñez", "José Nu\u0301\ufe0fñez", "\u3164José Núñez", "José Núñez\u2800", "José\u2800Núñez",
+         "José Núñez\u115f\uffa0\U000e0041"]
 
 
 @pytest.mark.parametrize("twin", TWINS)
@@ -78,6 +81,25 @@ def test_an_adjudicators_name_with_an_invisible_character_is_the_adjudicator(ws)
     assert {e["reviewer"] for e in ws.history(ws.key) if e["action"] == "adjudicate"} == {"carol"}
     with pytest.raises(StoreError, match="does not hold the adjudicator role"):
         ws.adjudicate(ws.key, a, "carоl", D)  # a Cyrillic о: another name (and no role)
+
+
+def test_schema_18_folds_the_names_told_apart_by_ignorable_characters(ws):
+    """A schema-17 workspace (names already rewritten once) where one label is stored under
+    "alice" and another under "alice" with a combining grapheme joiner (U+034F): one name after
+    the migration, the later label her current one."""
+    a = ws.inconclusive[0]
+    con = sqlite3.connect(ws.path)
+    con.execute("PRAGMA user_version = 17")
+    con.executemany("INSERT INTO label_events (id, run_key, trajectory_id, reviewer, action, label, note, created_at) "
+                    "VALUES (?, ?, ?, ?, 'label', ?, '', ?)",
+                    [(20, ws.key, a, "alice", G.value, "2026-01-01T00:00:00.000000+00:00"),
+                     (21, ws.key, a, "alice\u034f", D.value, "2026-01-01T00:00:01.000000+00:00")])
+    con.commit()
+    con.close()
+    assert len(ws.current_labels(ws.key)[a]) == 2
+    migrated = Workspace(ws.path)
+    assert migrated.migrate() == len(schema.MIGRATIONS) >= 18
+    assert migrated.current_labels(ws.key) == {a: {"alice": D}}
 
 
 def test_schema_17_rewrites_stored_names_and_folds_the_events_that_become_one(ws):

@@ -84,8 +84,26 @@ def normal_name(name: str | None) -> str:
     made one space and the ends trimmed. Case is kept: "Alice" and "alice" look different on
     every screen, and are two names. The app's field, a sign-in, a labels file and the roles
     files are all read through it; names stored before are rewritten to it (schema 17)."""
-    visible = "".join(ch for ch in (name or "") if unicodedata.category(ch) != "Cf")
+    visible = "".join(" " if ch in _BLANK else ch for ch in (name or "")
+                      if unicodedata.category(ch) != "Cf" and not _ignorable(ch))
     return " ".join(unicodedata.normalize("NFKC", visible).split())
+
+
+_DEFAULT_IGNORABLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+                      (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+                      (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+                      (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+"""Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt), which ``unicodedata``
+does not expose: code points a font draws as nothing when it has no glyph for them, whatever
+their category (U+034F and the variation selectors are marks, the Hangul fillers letters)."""
+_BLANK = frozenset("\u2800")
+"""Characters drawn as blank space that Unicode calls neither white space nor ignorable (the
+Braille blank): a space in a name, so trimmed at its ends and folded inside it."""
+
+
+def _ignorable(ch: str) -> bool:
+    point = ord(ch)
+    return point >= 0x00AD and any(low <= point <= high for low, high in _DEFAULT_IGNORABLE)
 
 
 def _m1(db: sqlite_utils.Database) -> None:
@@ -374,8 +392,17 @@ def _m17(db: sqlite_utils.Database) -> None:
     db.execute(_IDENTITY_INDEX)
 
 
+def _m18(db: sqlite_utils.Database) -> None:
+    """Issue 34 (the attack's second pass): names still told apart by characters drawn as
+    nothing (U+034F, a variation selector, a Hangul filler: ignorable, not format characters)
+    or as a blank (the Braille blank) are one name now; stored names are rewritten as schema 17
+    rewrote them."""
+    _m17(db)
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9,
-                                                                  _m10, _m11, _m12, _m13, _m14, _m15, _m16, _m17)
+                                                                  _m10, _m11, _m12, _m13, _m14, _m15, _m16, _m17,
+                                                                  _m18)
 """Append only; ``PRAGMA user_version`` records how many have run."""
 
 
