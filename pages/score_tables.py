@@ -34,23 +34,20 @@ except ImportError:
 
 SHOW = {"all": None, "Inconclusive (to review)": "inconclusive", "UNSCORED": "unscored", "SAFE": "safe",
         "UNSAFE": "unsafe"}
+ROOT_LISTING_POLL_S = 2.0
+"""How often a page waiting on the roots' listing asks whether it has ended."""
 COLUMNS = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
            "tool_call_count", "max_raw_bytes", "tools", "model"]
-
-
-@st.cache_resource(ttl=60, show_spinner=False, max_entries=8)
-def _runs(location: str, root: str | None, options: str) -> list:
-    """The table's runs (shared, not copied on each rerun: a table of 10,000 runs is 10,000
-    summaries); each run's aggregates are read when that run is shown. ``options``: the storage
-    options (JSON) of the workspace's profile for the location, never the page's address."""
-    return table_reader.open_table(location, json.loads(options), root=root)
 
 
 def _open(location: str, root: str | None) -> list:
     """The table's runs, opened with the storage profile the workspace's settings give its
     location (credentials from the server's environment); the profile's name is shown."""
     profile, options = loaders.table_storage(location)
-    runs = _runs(location, root, json.dumps(options, sort_keys=True))
+    # shared, not copied on each rerun; kept by the reader within a bound of memory (each run's
+    # aggregates are read when that run is shown); the options are the workspace profile's for
+    # the location, never the page's address
+    runs = table_reader.opened_table(location, json.dumps(options, sort_keys=True), root)
     if profile is not None:
         st.caption(f"storage profile: {profile} (the workspace's settings)")
     return runs
@@ -134,6 +131,13 @@ def _upload_table() -> None:
     st.session_state["score_table_uploaded"] = root  # picked below
 
 
+@st.fragment(run_every=ROOT_LISTING_POLL_S)
+def _rerun_when_listed() -> None:
+    """The page again, whole, once the roots' listing has ended (polled by the browser's timer)."""
+    if not loaders.root_tables(wait=0).pending:
+        st.rerun()
+
+
 def _import(run) -> None:
     try:
         report = loaders.import_table_run(run)
@@ -156,12 +160,17 @@ if router.team_mode():
     _upload_table()
     # Each table vetted (its run keys are keys, its files inside it): one that fails is named
     # here with why, and never offered, so never any visitor's default.
-    listed, unlisted = loaders.root_tables()
-    for why in unlisted:  # a root that lists nothing says why, rather than look empty
+    # Listed in the background (a root's storage may answer slowly): the uploads never wait on it.
+    listing = loaders.root_tables()
+    for why in listing.unlisted:  # a root that lists nothing says why, rather than look empty
         st.warning("A folder of the operator's score_table_roots could not be listed:")
         st.code(why, language=None)
+    if listing.pending:
+        st.info("The operator's score_table_roots are still being listed (their storage is slow to answer); "
+                "their tables are offered here when the listing ends. Uploads are offered now.")
+        _rerun_when_listed()
     uploaded = views.uploaded_tables(loaders.db())
-    choices = [*uploaded.tables, *listed]
+    choices = [*uploaded.tables, *listing.tables]
     tables = [(c.root, c.location, c.label) for c in choices if c.refused is None]
     if refused := [c for c in choices if c.refused is not None]:
         st.warning(f"{len(refused):,} score table{'s' if len(refused) > 1 else ''} cannot be opened and "
@@ -172,6 +181,8 @@ if router.team_mode():
                 f"listed: an upload lists at most {uploaded.per_upload:,}, and all uploads at most "
                 f"{uploaded.at_most:,}, shared out evenly, newest upload first (the operator's folders are "
                 "listed apart). The server's operator removes old uploads from the workspace's folder.")
+    if not tables and listing.pending:
+        st.stop()
     if not tables:
         st.info("No score table to open. On a shared server, upload one (a zip of the folder `score --out` "
                 "wrote), or pick one from the folders the operator lists as score_table_roots in the "

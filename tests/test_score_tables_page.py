@@ -291,6 +291,7 @@ def test_a_table_of_10000_runs_in_s3_opens_and_reruns_reading_only_the_shown_run
     at = page
     st.cache_resource.clear()  # opened by the test before: this one times the first opening
     table_reader._run_file.cache_clear()
+    table_reader.opened_table.cache_clear()
     before = _gets(log, table_layout.RUN_AGGREGATES_DIR)
     summaries, whole = _gets(log, table_layout.SUMMARIES_DIR), _gets(log, table_layout.SUMMARY_FILE)
     at.text_input(key="score_table_location").input(location)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gc
 import json
 import math
@@ -63,6 +62,7 @@ from ..model import ReviewLabel, RunHeader, Status, Trajectory
 from ..report import Evaluation
 from ..rows import SCORE_FIELDS
 from ..stored import StoredRun, summary_proof
+from ..weighed_cache import weighed
 from ..workspace import Workspace
 from ..workspace.labels import Reader
 from ..workspace.settings import Settings
@@ -100,6 +100,17 @@ from .table_layout import (
 )
 
 INCONCLUSIVE = Status.INCONCLUSIVE.value
+
+RUN_FILES_MEMORY = 64 * 1024 * 1024
+"""What the runs' own files a server has read (``summaries/`` and ``aggregates/``) may hold in
+memory while kept for the next render; a file whose values hold more than ``TABLE_MEMORY_LARGEST``
+is read again each time it is asked for. The engine's files hold far less."""
+TABLE_MEMORY_LARGEST = 16 * 1024 * 1024
+"""The most one kept value of a score table (a run's file, a table's runs) may hold: an upload
+can make a file that parses to more, within the parse bound, and each kept one would stay."""
+OPENED_TABLES_MEMORY = 128 * 1024 * 1024
+"""What the tables a server has opened (``opened_table``: their runs as ``TableRun``s) may hold
+while kept for a minute."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +368,14 @@ def open_table(location: str, storage_options: dict | None = None, *, root: str 
         return _open_table(location, storage_options, root)
 
 
+@weighed(budget=OPENED_TABLES_MEMORY, largest=TABLE_MEMORY_LARGEST * 4, ttl=60)
+def opened_table(location: str, options: str, root: str | None) -> list[TableRun]:
+    """``open_table`` (``options``: the storage options as JSON text), kept for a minute within
+    ``OPENED_TABLES_MEMORY`` for the page's reruns: a table of 10,000 runs is 10,000 entries, and
+    a table without an index keeps each run's whole summary (as large as its file lets it be)."""
+    return open_table(location, json.loads(options), root=root)
+
+
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
     was = gc.isenabled()
@@ -445,7 +464,7 @@ def _summary_checked(summary: object, named_in: str, location: str) -> dict:
     return summary
 
 
-@functools.lru_cache(maxsize=512)
+@weighed(budget=RUN_FILES_MEMORY, largest=TABLE_MEMORY_LARGEST)
 def _run_file(location: str, folder: str, run_key: str, options: str) -> dict | None:
     """One run's ``FOLDER/RUN_KEY.json`` (its aggregates or its summary; None when absent)."""
     check_run_key(run_key, "the run", location)
@@ -462,7 +481,7 @@ def _run_file(location: str, folder: str, run_key: str, options: str) -> dict | 
     return got if isinstance(got, dict) else None
 
 
-@functools.lru_cache(maxsize=2)
+@weighed(budget=2 * TABLE_MEMORY_LARGEST, largest=TABLE_MEMORY_LARGEST)
 def _summaries(location: str, options: str) -> list[tuple[str, dict]]:
     """Every run's (key, summary) from summary.json (a run published before summaries/ was kept)."""
     for name in (SUMMARY_FILE, KEYS_FILE):

@@ -127,10 +127,12 @@ def _fields(cls: type) -> tuple[str, ...]:
     return names
 
 
-def retained_bytes(obj: Any, *, strings: bool = True) -> int:
+def retained_bytes(obj: Any, *, strings: bool = True, limit: int | None = None) -> int:
     """Memory held by ``obj`` and what it references (each object once): strings, numbers,
     containers, dataclasses; enum members, None and booleans are shared and counted as none.
-    ``strings=False``: its containers only (what copying it with its strings shared costs)."""
+    ``strings=False``: its containers only (what copying it with its strings shared costs).
+    ``limit``: the walk stops once the count passes it (a result over ``limit`` is a part of
+    the whole), so weighing a value too heavy to keep costs no more than weighing one kept."""
     cls = obj.__class__
     if strings and cls in _FIELDS:  # a record of leaves (a rejection): no walk, each leaf counted
         leaves = [getattr(obj, name) for name in _FIELDS[cls]]
@@ -138,7 +140,7 @@ def retained_bytes(obj: Any, *, strings: bool = True) -> int:
             return sys.getsizeof(obj) + sum(sys.getsizeof(leaf) for leaf in leaves if leaf.__class__ not in _SHARED)
     elif cls in _LEAVES or ((cls is list or cls is dict) and not obj):
         return 0 if cls in _SHARED or (cls is str and not strings) else sys.getsizeof(obj)
-    return _retained(obj, set(), strings)
+    return _retained(obj, set(), strings, limit)
 
 
 def retained_bytes_each(objs: Iterable[Any], *, strings: bool = True) -> list[int]:
@@ -173,10 +175,12 @@ def released_bytes(obj: Any) -> int:
     return total
 
 
-def _retained(obj: Any, seen: set[int], strings: bool) -> int:
-    total, stack = 0, [obj]
+def _retained(obj: Any, seen: set[int], strings: bool, limit: int | None = None) -> int:
+    total, stack, most = 0, [obj], sys.maxsize if limit is None else limit
     size, push = sys.getsizeof, stack.extend
     while stack:
+        if total > most:
+            break
         o = stack.pop()
         cls = o.__class__
         if cls in _SHARED or id(o) in seen:
