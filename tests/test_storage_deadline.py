@@ -30,6 +30,7 @@ from scoring.cli import main
 from scoring.dask_engine import planning, storage, table_layout, table_reader, table_writer
 from scoring.errors import InputError
 from scoring.s3_session import DeadlineSession
+from scoring.workspace import views
 from scoring.workspace.settings import settings_path
 
 from .conftest import SAMPLES
@@ -277,6 +278,26 @@ def test_the_deadline_is_always_there_and_a_users_own_value_may_move_it(monkeypa
             storage.file_system("s3://b/k", {})
 
 
+def listed_later(app, db: Path, limit: float) -> None:
+    """The team Score tables page, opened while a root's storage does not answer: it answers
+    within the page's wait for the listing (the listing goes on in the background), says the
+    roots are still being listed, and offers no table yet; then, once the listing has ended
+    (within its deadlines), the page again, with what the listing found."""
+    started = time.monotonic()
+    # AppTest's own timeout is no hang guard: it waits for the script's thread once it expires
+    got = answered(lambda: app.switch_page("pages/score_tables.py").run(timeout=limit), limit)
+    assert "error" not in got, got
+    assert not app.exception, app.exception
+    assert time.monotonic() - started < views.ROOT_LISTING_WAIT_S + 10, "the page waited on the listing"
+    assert "still being listed" in " ".join(i.value for i in app.info)
+    assert not app.warning and not app.selectbox
+    assert answered(lambda: views.root_listing(db, wait=limit), limit)["value"].pending is False
+    got = answered(lambda: app.run(timeout=limit), limit)
+    assert "error" not in got, got
+    assert not app.exception, app.exception
+    assert "still being listed" not in " ".join(i.value for i in app.info)
+
+
 def test_the_team_score_tables_page_says_which_root_is_unreachable_within_the_deadline(app, endpoint, tmp_path,
                                                                                       monkeypatch):
     monkeypatch.setenv("LITMUS_REVIEW_TEAM_MODE", "1")
@@ -284,10 +305,7 @@ def test_the_team_score_tables_page_says_which_root_is_unreachable_within_the_de
         'score_table_roots = ["s3://bucket/scores"]\n'
         f'[storage_profiles.lab]\nprefix = "s3://bucket/"\noptions = {{ endpoint_url = "{endpoint.url}", '
         'anon = true }\n')
-    # AppTest's own timeout is no hang guard: it waits for the script's thread once it expires
-    got = answered(lambda: app.switch_page("pages/score_tables.py").run(timeout=LIMIT_S))
-    assert "error" not in got, got
-    assert not app.exception, app.exception
+    listed_later(app, tmp_path / "app.db", LIMIT_S)
     assert any("score_table_roots could not be listed" in w.value for w in app.warning)
     (why,) = [c.value for c in app.code if "unreachable" in c.value]
     assert why.startswith("s3://bucket/scores: ") and endpoint.url not in why
@@ -338,10 +356,7 @@ def test_the_team_score_tables_page_says_a_root_that_trickles_is_unreachable(app
         'score_table_roots = ["s3://bucket/scores"]\n'
         f'[storage_profiles.lab]\nprefix = "s3://bucket/"\noptions = {{ endpoint_url = "{trickle.url}", '
         'anon = true }\n')
-    # AppTest's own timeout is no hang guard: it waits for the script's thread once it expires
-    got = answered(lambda: app.switch_page("pages/score_tables.py").run(timeout=TRICKLE_LIMIT_S), TRICKLE_LIMIT_S)
-    assert "error" not in got, got
-    assert not app.exception, app.exception
+    listed_later(app, tmp_path / "app.db", TRICKLE_LIMIT_S)
     assert any("score_table_roots could not be listed" in w.value for w in app.warning)
     (why,) = [c.value for c in app.code if "unreachable" in c.value]
     assert why.startswith("s3://bucket/scores: ") and trickle.url not in why
@@ -645,3 +660,27 @@ def test_the_readme_states_the_root_listing_bounds():
     assert storage.LISTING_REQUESTS == 2
     cap = table_reader.MAX_LISTED_TABLES
     assert f"more than {cap} score tables lists the first {cap}" in text
+
+
+def test_an_upload_is_offered_at_once_while_a_root_does_not_answer(app, endpoint, tmp_path, monkeypatch):
+    """Issue 34: a root whose storage trickled held every visitor of the team Score tables page,
+    upload-only ones too, for the listing's whole deadline (134-137 s)."""
+    from .test_table_upload import zip_folder
+    from .test_team_tables import make_table
+
+    monkeypatch.setenv("LITMUS_REVIEW_TEAM_MODE", "1")
+    settings_path(tmp_path / "app.db").write_text(
+        'score_table_roots = ["s3://bucket/scores"]\n'
+        f'[storage_profiles.lab]\nprefix = "s3://bucket/"\noptions = {{ endpoint_url = "{endpoint.url}", '
+        'anon = true }\n')
+    table, _run = make_table(tmp_path / "mine")
+    views.unpack_table(tmp_path / "app.db", "mine.zip", zip_folder(table))
+    started = time.monotonic()
+    got = answered(lambda: app.switch_page("pages/score_tables.py").run(timeout=LIMIT_S))
+    assert "error" not in got, got
+    assert not app.exception, app.exception
+    assert time.monotonic() - started < views.ROOT_LISTING_WAIT_S + 10
+    assert "still being listed" in " ".join(i.value for i in app.info)
+    pick = app.selectbox(key="score_table_pick")
+    assert pick.options == ["mine.zip (uploaded): out"], pick.options
+    assert app.metric, "the upload's run is shown"

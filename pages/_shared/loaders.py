@@ -391,15 +391,10 @@ def table_storage(location: str) -> tuple[str | None, dict]:
     return views.table_storage(db(), location)
 
 
-@st.cache_data(ttl=60, show_spinner=False)
-def _root_tables(db_path: str, roots: tuple[str, ...]) -> tuple[list[views.TableChoice], list[str]]:
-    # roots: in the cache's key only (a root added to the settings is listed at once)
-    return views.root_tables(db_path)
-
-
-def root_tables() -> tuple[list[views.TableChoice], list[str]]:
+def root_tables(wait: float = views.ROOT_LISTING_WAIT_S) -> views.RootListing:
     """The score tables under the operator's roots, each vetted, and why each root that lists
-    nothing could not be listed (unreachable...): listed and vetted once a minute for the whole
-    server, so a root whose storage does not answer costs one storage deadline a minute, not
-    one each rerun."""
-    return _root_tables(str(db()), tuple(table_roots()))
+    nothing could not be listed (unreachable...): listed in the background once a minute for the
+    whole server (``views.root_listing``), so a root whose storage does not answer costs the
+    page at most ``wait`` seconds, and the uploads are offered without it."""
+    return views.root_listing(db(), wait=wait)
+

@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -87,24 +88,20 @@ from .search import search_run
 from .settings import read_settings
 
 __all__ = [
-    "BUSY_TIMEOUT_S", "META_COLUMNS", "NO_GROUP", "SCORER_VERSION", "SUMMARY_COLUMNS", "VERDICT_PRESETS",
-    "WARM_UP_THREAD",
-    "Agreement", "CallReplay", "Evaluation", "HarnessEvent", "HarnessScore", "ImportReport", "LabelEvent",
-    "PairedComparison", "PairedDifference", "QueueMode", "QueueSort", "Rate", "Reader", "Replay", "RunInfo", "RunMeta",
-    "ScoreColumns", "SuggestionTrust", "Summary", "TableChoice", "ToolDefinition", "TrajectorySummary", "Undone",
-    "UploadedTables",
-    "WaterfallStep", "add_label", "add_labels", "adjudicate", "adjudicators", "adjudicators_file", "agreement",
-    "argument_sizes",
-    "breakdowns", "category_figures", "check_workspace", "count_lines", "current_labels", "default_db_path",
-    "disputed", "evaluation",
-    "export_file_name", "export_final_labels", "export_labels", "exported_now", "final_labels", "formats",
-    "has_any_tool", "history", "import_run", "label_version", "metadata", "named_evaluation", "next_pending",
-    "output_previews", "paired", "paired_csv", "paired_rows", "parse_verdict_map", "replay", "replay_of",
-    "review_queue", "role_names", "root_tables", "run", "run_names", "run_pairs", "runs", "score_columns", "scores",
-    "scores_version", "search", "side_log_beside", "size_quantiles", "suggestion_trust", "table_roots",
-    "tables_under", "timeline", "tool_definitions", "tool_names", "trajectory_table", "undo_last", "unlisted_note",
-    "unpack_table",
-    "uploaded_tables", "warm_up_storage", "workspace_folder"
+    "BUSY_TIMEOUT_S", "META_COLUMNS", "NO_GROUP", "ROOT_LISTING_FRESH_S", "ROOT_LISTING_WAIT_S", "SCORER_VERSION",
+    "SUMMARY_COLUMNS", "VERDICT_PRESETS", "WARM_UP_THREAD", "Agreement", "CallReplay", "Evaluation", "HarnessEvent",
+    "HarnessScore", "ImportReport", "LabelEvent", "PairedComparison", "PairedDifference", "QueueMode", "QueueSort",
+    "Rate", "Reader", "Replay", "RootListing", "RunInfo", "RunMeta", "ScoreColumns", "SuggestionTrust", "Summary",
+    "TableChoice", "ToolDefinition", "TrajectorySummary", "Undone", "UploadedTables", "WaterfallStep", "add_label",
+    "add_labels", "adjudicate", "adjudicators", "adjudicators_file", "agreement", "argument_sizes", "breakdowns",
+    "category_figures", "check_workspace", "count_lines", "current_labels", "default_db_path", "disputed",
+    "evaluation", "export_file_name", "export_final_labels", "export_labels", "exported_now", "final_labels",
+    "formats", "has_any_tool", "history", "import_run", "label_version", "metadata", "named_evaluation",
+    "next_pending", "output_previews", "paired", "paired_csv", "paired_rows", "parse_verdict_map", "replay",
+    "replay_of", "review_queue", "role_names", "root_listing", "root_tables", "run", "run_names", "run_pairs", "runs",
+    "score_columns", "scores", "scores_version", "search", "side_log_beside", "size_quantiles", "suggestion_trust",
+    "table_roots", "tables_under", "timeline", "tool_definitions", "tool_names", "trajectory_table", "undo_last",
+    "unlisted_note", "unpack_table", "uploaded_tables", "warm_up_storage", "workspace_folder"
 ]
 
 
@@ -850,5 +847,75 @@ def root_tables(db: str | Path) -> tuple[list[TableChoice], list[str]]:
             continue
         out.append(TableChoice(root, location, location, table_reader.vet(location, options, root=root)))
     return out, [str(e) for e in unlisted]
+
+
+ROOT_LISTING_WAIT_S = 2.0
+"""How long a page waits for the operator's roots to be listed before it goes on without them:
+the listing goes on in the background (a root's storage may answer slowly, within its own
+deadlines: ``storage.listed``), and uploads are never held behind it."""
+ROOT_LISTING_FRESH_S = 60.0
+"""How long a finished listing of the roots serves every page before the next is started (the
+older one is served while the new one runs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RootListing:
+    """What ``root_listing`` knows of the tables under the operator's roots."""
+
+    tables: list[TableChoice]
+    """Each table found, vetted (``root_tables``)."""
+    unlisted: list[str]
+    """Why each root that lists nothing could not be listed."""
+    pending: bool
+    """No listing has finished yet (a root's storage slow to answer): ``tables`` and
+    ``unlisted`` are empty until one does."""
+
+
+@dataclass
+class _Listing:
+    roots: tuple[str, ...]
+    done: threading.Event
+    result: tuple[list[TableChoice], list[str]] | None = None
+    finished: float = 0.0
+
+
+_root_listings: dict[str, _Listing] = {}
+_root_listings_lock = threading.Lock()
+
+
+def _list_roots(db: str, listing: _Listing) -> None:
+    try:
+        listing.result = root_tables(db)
+    except InputError as exc:  # the settings themselves unreadable
+        listing.result = ([], [str(exc)])
+    except Exception as exc:  # a storage backend's own: said, never a thread's silent death
+        listing.result = ([], [f"the listing failed: {type(exc).__name__}"])
+    listing.finished = time.monotonic()
+    listing.done.set()
+
+
+def root_listing(db: str | Path, *, wait: float = ROOT_LISTING_WAIT_S) -> RootListing:
+    """The tables under the operator's roots (``root_tables``), listed in a background thread
+    once for the whole server and served for ``ROOT_LISTING_FRESH_S``: waited for at most
+    ``wait`` seconds, after which the caller goes on with the last listing that finished (or,
+    before the first, ``pending``). Roots changed in the settings are listed at once."""
+    key, roots = str(db), table_roots(db)
+    with _root_listings_lock:
+        kept = _root_listings.get(key)
+        previous = kept if kept is not None and kept.roots == roots else None
+        if previous is not None and (not previous.done.is_set()
+                                     or time.monotonic() - previous.finished < ROOT_LISTING_FRESH_S):
+            current = previous
+        else:  # the last listing (its roots' own) is served while this one runs
+            current = _root_listings[key] = _Listing(roots, threading.Event(),
+                                                    previous.result if previous is not None else None)
+            threading.Thread(target=_list_roots, args=(key, current), daemon=True,
+                             name="litmus-root-listing").start()
+    if current.result is None:
+        current.done.wait(wait)
+    result = current.result
+    if result is None:
+        return RootListing([], [], pending=True)
+    return RootListing(result[0], result[1], pending=False)
 
 
