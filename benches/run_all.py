@@ -507,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     for line in parquet_bombs.run():
         say(line)
     say()
+    import table_pins  # benches/table_pins.py: padded files of score tables, what the server keeps, measured now
+
+    for line in table_pins.run():
+        say(line)
+    say()
     say(f"Total benchmark time: {time.time() - started:.0f} s.")
     say()
     say(PROFILE_NOTES)
