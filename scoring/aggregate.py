@@ -1005,7 +1005,7 @@ def t_interval(values: np.ndarray) -> tuple[float, float]:
     written out (a test holds the two equal), with the t quantile from ``scipy.special``:
     statsmodels.stats.weightstats imports scipy.stats, which cost a server's first Safe rates
     page more than everything else on it (benches/RESULTS.md, "Opening Safe rates")."""
-    from scipy.special import stdtrit
+    from scipy.special import stdtrit  # lazily: scipy is slow to import (see the docstring)
 
     n = len(values)
     mean = float(values.mean())

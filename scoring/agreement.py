@@ -30,7 +30,7 @@ class Agreement:
 
 def cohen_kappa(a: list[ReviewLabel], b: list[ReviewLabel]) -> float | None:
     """Cohen's kappa of two reviewers' labels on the same items."""
-    from statsmodels.stats.inter_rater import cohens_kappa
+    from statsmodels.stats.inter_rater import cohens_kappa  # lazily: slow to import, and only this needs it
 
     if not a:
         return None
@@ -44,7 +44,7 @@ def cohen_kappa(a: list[ReviewLabel], b: list[ReviewLabel]) -> float | None:
 
 def krippendorff_alpha(matrix: list[list[ReviewLabel | None]]) -> float | None:
     """Nominal Krippendorff's alpha; rows are reviewers, columns items, None = not labelled."""
-    import krippendorff
+    import krippendorff  # lazily: only agreement needs it
 
     data = np.array([[np.nan if v is None else _CODES[v] for v in row] for row in matrix], dtype=float)
     values = data[~np.isnan(data)]

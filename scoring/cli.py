@@ -438,7 +438,7 @@ def _check_dask_extra() -> None:
     any run is read or any cluster starts. Every format the
     local engine reads is read (a format that cannot be split is one task per file)."""
     try:
-        import distributed  # noqa: F401 - the cluster's client
+        import distributed  # noqa: F401  optional: the dask extra's (the cluster's client)
     except ImportError as exc:
         raise click.UsageError(f"--engine dask needs the dask extra (pip install 'litmus-review[dask]'): {exc}") \
             from exc
@@ -911,8 +911,6 @@ def app_script() -> Path:
 @STORAGE_TIMEOUT_OPTION
 def serve(port: int, address: str, storage_timeout: float | None) -> None:
     """Start the review app (Streamlit)."""
-    import os
-
     app = app_script()
     # The app's own launcher: Streamlit, with the app's imports and the bundled samples made ready
     # while the server starts (pages/_shared/serve.py), not in the first browser's session.

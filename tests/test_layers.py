@@ -284,6 +284,37 @@ def test_the_import_smell_check_sees_both(tmp_path):
                                    "1: private names of ingest: _read_header_line"]
 
 
+def _unexplained_function_imports(path: Path) -> list[str]:
+    """A file's function-level imports (of any module) that do not say why they are there:
+    ``# optional: why`` (a dependency that may be absent) or ``# lazily: why`` (one slow to
+    import, or needed by one rare path), on the import's line."""
+    text = path.read_text()
+    lines = text.splitlines()
+    found = []
+    for fn in ast.walk(ast.parse(text, str(path))):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                line = lines[node.lineno - 1] if isinstance(node, (ast.Import, ast.ImportFrom)) else ""
+                if line and "# optional:" not in line and "# lazily:" not in line and "  optional:" not in line \
+                        and "  lazily:" not in line:
+                    found.append(f"{node.lineno}: {line.strip()}")
+    return found
+
+
+def test_every_function_level_import_says_why():
+    """Issue 36 item 6: stdlib imports inside functions with no reason given. An import inside a
+    function is kept where its module is optional or slow to import, and says which."""
+    found = {p.relative_to(ROOT).as_posix(): _unexplained_function_imports(p) for p in PRODUCT_FILES}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_function_import_check_sees_an_unexplained_one(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\ndef f():\n    import json\n    import zstandard  # lazily: only for zstd\n"
+                   "def g():\n    import s3fs  # noqa: F401  optional: the dask extra\n")
+    assert _unexplained_function_imports(bad) == ["3: import json"]
+
+
 def _project_imports_of_a_scoring_module(path: Path) -> set[str]:
     """The scoring modules a top-level scoring module imports, relative imports included."""
     found = _scoring_imports(path)

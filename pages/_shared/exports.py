@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import html
 import io
 import json
 import threading
+import warnings
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -535,9 +537,7 @@ _CALL_LOCK = threading.Lock()
 def _renderer() -> None:
     """Start kaleido's one chromium, reused by every image this process renders (each image
     with its own chromium took seconds; one left running takes a fraction of that)."""
-    import atexit
-
-    import kaleido
+    import kaleido  # optional: kaleido starts its own chromium; imported only where an image is drawn
 
     with _RENDERER_LOCK:
         if not kaleido._global_server.is_running():
@@ -566,9 +566,7 @@ def render_images(figures: list[go.Figure], fmt: str, *, scale: float = 2.0,
                   progress: Callable[[int, int], None] | None = None) -> list[bytes]:
     """Every figure as an image (png, pdf or svg), through one reused renderer; ``progress(done,
     total)`` after each."""
-    import warnings
-
-    import plotly.io as pio
+    import plotly.io as pio  # optional: plotly.io imports kaleido's glue; only where an image is drawn
 
     _renderer()
     out = []

@@ -21,7 +21,7 @@ from scoring.workspace.views import SCORER_VERSION, RunInfo
 
 def auth_configured() -> bool:
     """True when secrets.toml has an [auth] section (Streamlit's built-in OIDC login)."""
-    from streamlit.auth_util import get_secrets_auth_section
+    from streamlit.auth_util import get_secrets_auth_section  # lazily: Streamlit's internals, OIDC only
 
     return bool(get_secrets_auth_section())
 
@@ -126,7 +126,7 @@ def require_router() -> None:
     script here (as ``__main__``, the way Streamlit runs it) routes to this same page through
     ``st.navigation``; then this outer run stops.
     """
-    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.pages_manager import PagesManager  # lazily: Streamlit's internals, needed only here
 
     if PagesManager.uses_pages_directory:
         runpy.run_path(str(APP_SCRIPT), run_name="__main__")

@@ -25,13 +25,13 @@ def warm_up() -> None:
         with loaders.SAMPLES_LOCK:
             loaders.import_samples()
         charts.warm_up()
-        from scipy.special import stdtrit  # noqa: F401  optional: imported here (the paired interval's quantile)
+        from scipy.special import stdtrit  # noqa: F401  lazily: imported here (the paired interval's quantile)
     except Exception:  # the session says what is wrong, in the app's words
         return
 
 
 if __name__ == "__main__":
-    from streamlit.web.cli import main
+    from streamlit.web.cli import main  # lazily: the launcher's alone (the module is imported by warm-up code too)
 
     threading.Thread(target=warm_up, name="litmus-warm-up", daemon=True).start()
     sys.exit(main())

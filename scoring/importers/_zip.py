@@ -445,7 +445,7 @@ def _decoder(data: bytes, info: zipfile.ZipInfo, room: Callable[[], int], limit:
     if method == zipfile.ZIP_STORED:
         return _Decoder(_stored(raw, room))
     if method == ZIP_ZSTANDARD:
-        import zstandard  # only for zstd members (a dependency of the project; kept off the import path)
+        import zstandard  # lazily: only for zstd members (a dependency of the project; kept off the import path)
 
         window = zstandard.get_frame_parameters(bytes(raw[:18])).window_size
         if window > ZSTD_MAX_WINDOW:
