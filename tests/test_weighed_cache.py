@@ -147,3 +147,20 @@ def test_weighing_a_value_too_heavy_to_keep_stops_past_the_limit():
     whole = retained_bytes(value)
     assert 1_000 < retained_bytes(value, limit=1_000) < whole // 10
     assert retained_bytes(value, limit=whole) == whole
+
+
+@pytest.mark.parametrize("folder", [table_layout.SUMMARIES_DIR, table_layout.RUN_AGGREGATES_DIR])
+def test_an_upload_whose_run_file_holds_more_than_a_reader_keeps_is_refused(table, tmp_path, monkeypatch, folder):
+    """An upload's check (``vet``, every run) refuses a table a reader would parse again on every
+    render of every visitor (the bound scaled down with the padding, the same arithmetic)."""
+    monkeypatch.setattr(table_reader, "TABLE_MEMORY_LARGEST", 512 * 1024)
+    assert table_reader.vet(str(table), every_run=True) is None
+    copy = tmp_path / "padded"
+    shutil.copytree(table, copy)
+    for path in (copy / folder).glob("*.json"):
+        _padded(path, 40_000)
+    table_reader._run_file.cache_clear()
+    said = table_reader.vet(str(copy), every_run=True)
+    what = "summary" if folder == table_layout.SUMMARIES_DIR else "aggregates"
+    assert said is not None and f"the table's {what} of run" in said and "holds more than 524,288 bytes" in said
+    assert str(tmp_path) not in said

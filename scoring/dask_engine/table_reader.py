@@ -57,6 +57,7 @@ from ..aggregate import (
 from ..errors import InputError, LitmusReviewError
 from ..importers import canonical
 from ..importers._common import RecordError, decode_json_line
+from ..importers._zip import retained_bytes
 from ..ingest import decode_header, read_header_line
 from ..model import ReviewLabel, RunHeader, Status, Trajectory
 from ..report import Evaluation
@@ -259,12 +260,23 @@ def _table_file(location: str, storage_options: dict | None, *parts: str):
     return fs, _inside(location, f"{path.rstrip('/')}/{rel}", rel)
 
 
-VET_VERSION = 3
+VET_VERSION = 4
 """The version of ``vet``'s checks: raised whenever they check more, so that uploads vetted
 under fewer checks are vetted again (``table_zip.vetted_version``). 2: every run's rows decoded
 and measured, its aggregates and Inconclusive index read. 3: no dictionary-typed column, the
 index read whole as Python values, an upload's check in a process whose memory is bounded
-(``vetting_process``)."""
+(``vetting_process``). 4: no run's summary or aggregates, nor the table's runs, hold more in
+memory than a reader keeps (``TABLE_MEMORY_LARGEST``)."""
+
+
+def _check_held(value: object, named: str, location: str) -> None:
+    """Refuse (InputError) a table whose ``named`` part holds more in memory once read than a
+    reader keeps of one value: such a file is parsed again on every render of every visitor
+    whose page shows it (an upload is every visitor's default table when it is the newest)."""
+    held = retained_bytes(value, limit=TABLE_MEMORY_LARGEST)
+    if held > TABLE_MEMORY_LARGEST:
+        raise InputError(f"the table's {named} holds more than {TABLE_MEMORY_LARGEST:,} bytes in memory once read "
+                         "(the most a reader keeps of one): the table is not read", source=location)
 
 
 def vet(location: str, storage_options: dict | None = None, *, root: str | None = None,
@@ -277,8 +289,11 @@ def vet(location: str, storage_options: dict | None = None, *, root: str | None 
     visitor lands on)."""
     try:
         runs = open_table(location, storage_options, root=root)
+        if every_run:
+            _check_held(runs, "list of runs", location)
         for run in {run.run_key: run for run in runs}.values() if every_run else ():  # a key listed twice: once
-            _ = run.summary
+            _check_held(run.summary, f"summary of run {run.run_key[:12]}", location)
+            _check_held(run.aggregates, f"aggregates of run {run.run_key[:12]}", location)
             rates(run, None)  # its aggregates, read as the page reads them
             _inconclusive(run).to_pylist()  # every column the pages read of it, as Python values (the filters' read)
             check_rows(run)
