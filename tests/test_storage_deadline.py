@@ -664,7 +664,7 @@ def test_the_readme_states_the_root_listing_bounds():
 
 def test_an_upload_is_offered_at_once_while_a_root_does_not_answer(app, endpoint, tmp_path, monkeypatch):
     """Issue 34: a root whose storage trickled held every visitor of the team Score tables page,
-    upload-only ones too, for the listing's whole deadline (134-137 s)."""
+    upload-only ones too, for the listing's whole deadline."""
     from .test_table_upload import zip_folder
     from .test_team_tables import make_table
 

@@ -1,6 +1,6 @@
 """A memo bounded by what its values hold (issue 34: a score table's JSON files, padded within
-the parse bound, each kept by a count-bounded cache, took a server from 566 to 3,064 MiB for a
-zip of 8 tables)."""
+the parse bound, were each kept by a count-bounded cache, for the life of the server; the
+figures are in benches/RESULTS.md, "table-pins")."""
 
 from __future__ import annotations
 
