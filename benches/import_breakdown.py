@@ -117,6 +117,9 @@ class Ledger:
 
     stage: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES + OTHER, 0.0))
     floor: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    stage_wall: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES + OTHER, 0.0))
+    """Wall seconds of the same: above the CPU seconds where a stage waits (on the disk, or for a core)."""
+    floor_wall: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     whole: float = 0.0
     rehash: float = 0.0
     """The file's SHA-256 by ``copies.sha256_of_file`` (in *hash*; not part of ``score_bytes``)."""
@@ -124,12 +127,13 @@ class Ledger:
 
     @contextlib.contextmanager
     def timing(self, name: str, *, floor: bool = False) -> Iterator[None]:
-        into = self.floor if floor else self.stage
-        start = time.thread_time()
+        into, wall = (self.floor, self.floor_wall) if floor else (self.stage, self.stage_wall)
+        start, started = time.thread_time(), time.perf_counter()
         try:
             yield
         finally:
             into[name] += time.thread_time() - start
+            wall[name] += time.perf_counter() - started
 
 
 class Predecoded:
@@ -320,6 +324,7 @@ def breakdown(path: Path, workdir: Path) -> tuple[Ledger, Counts]:
     file_sha256 = copies.sha256_of_file(path)
     led.rehash = time.thread_time() - start
     led.stage["hash"] += led.rehash
+    led.stage_wall["hash"] += led.rehash  # a CPU-bound pass: its wall is not told apart
     assert file_sha256 == file_hash.hexdigest()
     with led.timing("rows spooled for the writer"):
         spooled = list(importing._scored_ahead(iter(blocks), None, workdir))
@@ -458,6 +463,7 @@ def run(trajectories: int = 200_000, pairs: int = 3) -> list[str]:
     cpu = statistics.median(i["cpu_s"] / a["cpu_s"] for a, i in rounds)
     peak_round = max((i for _a, i in rounds), key=lambda i: i["peak_rss_mb"])
     peak = peak_round["peak_rss_mb"]
+    peaks = ", ".join(f"{i['peak_rss_mb']:,.0f}" for _a, i in rounds)
     size_mb = info["bytes"] / 2**20
     say(BEGIN)
     say("## Where the import's seconds go: each stage beside its floor")
@@ -470,20 +476,22 @@ def run(trajectories: int = 200_000, pairs: int = 3) -> list[str]:
         f"of them searched by the taxonomy rules), {counts.rejected:,} were rejected. Each stage calls the project's "
         f"own functions on the blocks' bytes, serially in one process (CPU seconds of its thread, summed over the "
         f"blocks); each floor is measured in the same pass over the same bytes. Load average (1, 5, 15 min) "
-        f"{started_load} at the start, {ended_load} at the end.")
+        f"{started_load} at the start, {ended_load} at the end. The last column is wall time, for the stages that wait "
+        f"(the disk; a core, on a busy machine).")
     say("")
-    say("| stage | seconds | floor | floor seconds | stage ÷ floor | stage − floor |")
-    say("|---|---|---|---|---|---|")
+    say("| stage | seconds | floor | floor seconds | stage ÷ floor | stage − floor | wall s, stage / floor |")
+    say("|---|---|---|---|---|---|---|")
     for name in STAGES:
         s, f = led.stage[name], led.floor[name]
         ratio = f"{s / f:.2f}×" if f else "—"
-        say(f"| {name} | {s:.4f} | {FLOORS[name]} | {f:.4f} | {ratio} | {s - f:.4f} |")
+        say(f"| {name} | {s:.4f} | {FLOORS[name]} | {f:.4f} | {ratio} | {s - f:.4f} | "
+            f"{led.stage_wall[name]:.2f} / {led.floor_wall[name]:.2f} |")
     for name in OTHER:
-        say(f"| {name} | {led.stage[name]:.4f} | — | — | — | — |")
+        say(f"| {name} | {led.stage[name]:.4f} | — | — | — | — | {led.stage_wall[name]:.2f} / — |")
     staged = sum(led.stage.values())
     floors = sum(led.floor.values())
     say(f"| **all stages** | **{staged:.2f}** | the floors | {floors:.2f} | {staged / floors:.2f}× | "
-        f"{staged - floors:.2f} |")
+        f"{staged - floors:.2f} | {sum(led.stage_wall.values()):.2f} / {sum(led.floor_wall.values()):.2f} |")
     say("")
     in_blocks = sum(led.stage[n] for n in ("split", "decode", "hash", "capture rules", "taxonomy rules",
                                           "row building")) - led.rehash
@@ -491,6 +499,18 @@ def run(trajectories: int = 200_000, pairs: int = 3) -> list[str]:
         f"stages; the stages it runs (split, decode, hash but the file's {led.rehash:.2f} s re-hash, capture rules, "
         f"taxonomy rules, row building) sum to {in_blocks:.2f} s. The lean records' argument surfaces: "
         f"{counts.surfaces:,}, {counts.surface_bytes / 2**20:,.0f} MiB.")
+    say("")
+    before, after = led.stage["evidence copy"], led.stage["settle"] + led.stage["SQLite writes"]
+    workers = led.stage["read"] + led.whole
+    beside = led.rehash + led.stage["rows pickled between processes"] + led.stage["rows spooled for the writer"]
+    say(f"Where these run in a large import (`importing._import_parallel`): the evidence copy in the main process "
+        f"before any worker starts ({before:.2f} s here, one core idle); reading and scoring the blocks on "
+        f"{ingest.IMPORT_WORKERS} workers ({workers:.2f} s here: {workers / ingest.IMPORT_WORKERS:.2f} s each on free "
+        f"cores); beside them in the main process the source's re-hash, the blocks' rows unpickled and spooled "
+        f"({beside:.2f} s here, the re-hash in a thread); after the last block settle and the SQLite writes "
+        f"({after:.2f} s here, one core idle). From these figures (an estimate, not a measurement) the import's "
+        f"wall on two free cores is at least {before + max(workers / ingest.IMPORT_WORKERS, beside) + after:.2f} s, "
+        f"of which {before + after:.2f} s on one core.")
     say("")
     walls = ", ".join(f"{i['wall_s']:.2f}/{a['wall_s']:.2f}" for a, i in rounds)
     cpus = ", ".join(f"{i['cpu_s']:.2f}/{a['cpu_s']:.2f}" for a, i in rounds)
@@ -501,7 +521,7 @@ def run(trajectories: int = 200_000, pairs: int = 3) -> list[str]:
     say(f"| CPU, all processes (import/pyarrow s: {cpus}) | **{cpu:.2f}×** | "
         f"≤ 1.2{'' if cpu <= 1.2 else ': not met'} |")
     say(f"| import's peak RSS, main + workers ({peak:,.0f} MiB: {peak_round['own_rss_mb']:,.0f} + "
-        f"{peak_round['workers']} × {peak_round['worker_rss_mb']:,.0f}, the largest of the pairs) ÷ the file "
+        f"{peak_round['workers']} × {peak_round['worker_rss_mb']:,.0f}, the largest of the pairs: {peaks}) ÷ the file "
         f"({size_mb:,.0f} MiB) | "
         f"**{peak / size_mb:.2f}×** | ≤ 0.5{'' if peak / size_mb <= 0.5 else ': not met'} |")
     say(END)

@@ -23,8 +23,8 @@ def test_the_breakdown_prints_every_stage_beside_its_floor_and_the_whole_import(
     assert out.returncode == 0, out.stderr
     text = out.stdout
     for stage in STAGES:
-        # | stage | seconds | floor | floor seconds | ratio | excess |
-        cells = rf"\| ({NUMBER}) \| [^|]+ \| ({NUMBER}) \| ({NUMBER})× \| ({NUMBER}) \|$"
+        # | stage | seconds | floor | floor seconds | ratio | excess | wall, stage / floor |
+        cells = rf"\| ({NUMBER}) \| [^|]+ \| ({NUMBER}) \| ({NUMBER})× \| ({NUMBER}) \| {NUMBER} / {NUMBER} \|$"
         row = re.search(rf"^\| {re.escape(stage)} " + cells, text, re.MULTILINE)
         assert row is not None, f"no row for the stage {stage!r}:\n{text}"
         assert float(row[1]) >= 0 and float(row[2]) >= 0, (stage, row[0])
