@@ -441,6 +441,11 @@ def main(argv: list[str] | None = None) -> int:
             f"(1.00 = linear); {per_m:.1f} s per million calls at the largest size.")
         say()
     if biggest:
+        import import_breakdown  # benches/import_breakdown.py: where the import's seconds go, measured now
+
+        for line in import_breakdown.run(biggest[0], max(3, args.runs)):
+            say(line)
+        say()
         n, path = biggest
         # re-import once so the app sees a ready database at a known path
         db_path = empty_db(OUT / "app-bench.db")  # never a database left by older code

@@ -352,10 +352,15 @@ def score_range(header_line: bytes, source: str, path: str, offset: int, length:
                 pay: PayloadJoin | None = None, reclassifier=None, require_proof: bool = False) -> Block:
     """Read one range of the run and score it; line numbers are relative to the range (from 1)
     and ``Block.lines`` says how many it spans, so the writer can number them."""
+    return score_bytes(header_line, source, offset, read_range(path, offset, length), pay, reclassifier,
+                       require_proof=require_proof)
+
+
+def read_range(path: str, offset: int, length: int) -> bytes:
+    """The bytes of one range of the run, as ``score_range`` reads them (fewer at the file's end)."""
     with open(path, "rb") as fh:
         fh.seek(offset)
-        data = fh.read(length)
-    return score_bytes(header_line, source, offset, data, pay, reclassifier, require_proof=require_proof)
+        return fh.read(length)
 
 
 def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: PayloadJoin | None = None,

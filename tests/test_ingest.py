@@ -241,3 +241,17 @@ def test_lean_and_typed_paths_agree_on_generated_records(case, limit):
     typed = ingest.score_bytes(header, "gen", 0, data, harness=harness, lean=False)
     assert lean.rows == typed.rows
     assert [(r.line, r.message) for r in lean.rejected] == [(r.line, r.message) for r in typed.rejected]
+
+
+def test_a_range_is_read_as_score_range_scores_it(tmp_path):
+    """``read_range`` (the block read ``score_range`` makes, timed alone by
+    benches/import_breakdown.py): exactly the range's bytes, fewer where the file ends first."""
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b"0123456789\nabcdef\n")
+    assert ingest.read_range(str(path), 11, 7) == b"abcdef\n"
+    assert ingest.read_range(str(path), 4, 3) == b"456"
+    assert ingest.read_range(str(path), 15, 100) == b"ef\n"
+    header_line, rest = (SAMPLES / "observed-m1.jsonl").read_bytes().split(b"\n", 1)
+    offset = len(header_line) + 1
+    whole = ingest.score_range(header_line, "s", str(SAMPLES / "observed-m1.jsonl"), offset, len(rest))
+    assert whole.rows == ingest.score_bytes(header_line, "s", offset, rest).rows and whole.rows
