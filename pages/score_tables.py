@@ -34,8 +34,7 @@ except ImportError:
 
 SHOW = {"all": None, "Inconclusive (to review)": "inconclusive", "UNSCORED": "unscored", "SAFE": "safe",
         "UNSAFE": "unsafe"}
-ROOT_LISTING_POLL_S = 2.0
-"""How often a page waiting on the roots' listing asks whether it has ended."""
+ROOT_LISTING_POLL_S = 2.0  # how often a page waiting on the roots' listing asks whether it has ended
 COLUMNS = ["trajectory_id", "task_id", "status", "reason", "intended_category", "fired_category", "termination",
            "tool_call_count", "max_raw_bytes", "tools", "model"]
 
@@ -164,7 +163,7 @@ if router.team_mode():
     listing = loaders.root_tables()
     for why in listing.unlisted:  # a root that lists nothing says why, rather than look empty
         st.warning("A folder of the operator's score_table_roots could not be listed:")
-        st.code(why, language=None)
+        st.code(why, language=None, wrap_lines=True)
     if listing.pending:
         st.info("The operator's score_table_roots are still being listed (their storage is slow to answer); "
                 "their tables are offered here when the listing ends. Uploads are offered now.")

@@ -329,3 +329,35 @@ def test_the_modules_pages_may_import_besides_the_views_import_only_the_model_an
     for name in ALLOWED_FOR_PAGES - {"scoring.workspace.views", "scoring.model", "scoring.errors"}:
         path = ROOT.joinpath(*name.split(".")).with_suffix(".py")
         assert _project_imports_of_a_scoring_module(path) <= {"scoring.model", "scoring.errors"}, name
+
+
+def _magic_strings(path: Path) -> list[str]:
+    """The string literals a page's script would draw (Streamlit's magic writes every bare
+    expression the script runs outside a function): any after the module's docstring."""
+    body = ast.parse(path.read_text(), str(path)).body
+    found, stack = [], list(body[1:] if body and isinstance(body[0], ast.Expr) else body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            found.append(f"{node.lineno}: {node.value.value[:60]!r}")
+        elif isinstance(node, (ast.If, ast.With, ast.For, ast.While, ast.Try)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                stack.extend(getattr(node, field, []) or [])
+        elif isinstance(node, ast.ExceptHandler):
+            stack.extend(node.body)
+    return found
+
+
+def test_no_page_draws_a_docstring_by_magic():
+    """A constant's docstring in a page's script is drawn on the page (the Score tables page
+    showed one above its upload box): pages say why in comments."""
+    pages = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+    found = {p.relative_to(ROOT).as_posix(): _magic_strings(p) for p in pages}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_magic_string_check_sees_one_in_a_block(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text('"""The page."""\nX = 1\n"""X\'s docstring."""\nif X:\n    "drawn too"\n'
+                    'def f():\n    """a function\'s own: not drawn"""\n')
+    assert sorted(_magic_strings(page)) == ["3: \"X's docstring.\"", "5: 'drawn too'"]
