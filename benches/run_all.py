@@ -517,6 +517,11 @@ def main(argv: list[str] | None = None) -> int:
     for line in table_pins.run():
         say(line)
     say()
+    import labels_under_load  # benches/labels_under_load.py: reviewers acting during a large labels import, now
+
+    for line in labels_under_load.run():
+        say(line)
+    say()
     say(f"Total benchmark time: {time.time() - started:.0f} s.")
     say()
     say(PROFILE_NOTES)

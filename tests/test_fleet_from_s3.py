@@ -1,10 +1,11 @@
 """A fleet on a real loopback cluster and a moto S3 server: ``RUNS`` small generated runs of
-three formats in a bucket (1,200 here: enough for the fleet's batching, cheap enough for every
-``make test``; the 10,000 runs issue 27 asks for are run by ``make bench``, benches/dask_engine.py's fleet, and
-by this test with ``LITMUS_FLEET_TEST_RUNS=10000``), given as a glob, then as a manifest;
-one damaged, one on a worker that dies while scoring it. All but the damaged one are scored and published to a
-score table, the damaged one is reported with its path, no part is left outside a run the
-table lists, and a retry to the same table (the damaged run repaired) completes it.
+three formats in a bucket (650 here: eleven plan batches, more than four a worker, cheap enough
+for every ``make test``; the 10,000 runs issue 27 asks for are run by ``make bench``,
+benches/dask_engine.py's fleet, and by this test with ``LITMUS_FLEET_TEST_RUNS=10000``), given as
+a glob, then as a manifest; one damaged, one on a worker that dies while scoring it. All but the
+damaged one are scored and published to a score table, the damaged one is reported with its path,
+no part is left outside a run the table lists, and a retry to the same table (the damaged run
+repaired) completes it.
 
 The table is written to a local folder: on moto, each object written costs the suite about as
 much as scoring a tiny run, and a run writes five; a table in the bucket takes the same code
@@ -22,14 +23,19 @@ from pathlib import Path
 
 import pytest
 
+from scoring.dask_engine import fleet
+
 from .s3_tables import moto_server
 from .test_engine import OBSERVED, Cluster, cli, local_json, unsourced
 from .worker_dies_once import DIES_ONCE
 
 pytestmark = pytest.mark.dask
 
-RUNS = int(os.environ.get("LITMUS_FLEET_TEST_RUNS", "1200"))
-"""Enough for many plan batches (``engine.PLAN_BATCH`` runs each) on both workers."""
+RUNS = int(os.environ.get("LITMUS_FLEET_TEST_RUNS", "650"))
+"""Enough for many plan batches (``fleet.PLAN_BATCH`` runs each, the most a batch holds) on both
+workers: ``fleet.plan_batch_size`` gives each worker at least four. A multiple of 50, so that the
+last run but 24 is a LITMUS log (``fleet_runs``)."""
+WORKERS = 2
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 DAMAGED = "run-00007.jsonl"
 DIES_ON = f"run-{RUNS // 2 + 3:05d}.jsonl"
@@ -71,12 +77,14 @@ def table_files(table: Path) -> dict[str, set[str]]:
 
 
 def test_a_fleet_of_runs_from_s3_scores_all_but_the_damaged_one_and_a_retry_completes_it(tmp_path):
+    assert fleet.plan_batch_size(RUNS, WORKERS) == fleet.PLAN_BATCH and RUNS >= 4 * WORKERS * fleet.PLAN_BATCH
+    assert RUNS % 50 == 0
     died = tmp_path / "a-worker-died"
     cluster = Cluster(tmp_path, {"LITMUS_TEST_DIES_ONCE": str(died)})
     try:
-        for name in ("w1", "w2"):
+        for name in (f"w{k + 1}" for k in range(WORKERS)):
             cluster.add_worker(name, nanny=True, preload=Path(__file__).parent / "worker_dies_once.py")
-        cluster.wait_for_workers(2)
+        cluster.wait_for_workers(WORKERS)
         with moto_server(tmp_path / "moto.log") as s3:
             import s3fs
 

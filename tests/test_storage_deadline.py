@@ -1,6 +1,6 @@
 """Every request to object storage has a deadline (issue 34): an endpoint that accepts a
 connection and never answers is reported "unreachable", naming the location, within the storage
-deadline (here 1 s) — by the score tables, the team-mode Score tables page and the CLI — never
+deadline (here ``DEADLINE_S``) — by the score tables, the team-mode Score tables page and the CLI — never
 after the 25 read deadlines s3fs's and botocore's retries made of one call. An endpoint that
 answers a byte within every read deadline (it trickles) is cut by each request's whole-call
 deadline (``storage.request_deadline``) and reported the same way; a listing of many requests,
@@ -38,6 +38,13 @@ from .test_engine import run_inline
 
 DEADLINE_ENV = "LITMUS_REVIEW_STORAGE_TIMEOUT"
 """The storage deadline's setting, as the README names it (``storage.STORAGE_TIMEOUT_ENV``)."""
+DEADLINE_S = 0.25
+"""The storage deadline these tests set: a fraction of a second, so that a call cut at its
+deadlines (two attempts of a connection's and four reads' deadlines each) ends in seconds; the
+default's wiring is ``test_the_deadline_is_always_there_and_a_users_own_value_may_move_it``'s."""
+ONE_REQUEST_S = DEADLINE_S + 4 * DEADLINE_S
+"""A request's whole-call deadline at ``DEADLINE_S``: its connection's (the storage deadline, under
+``storage.CONNECT_TIMEOUT_S``) and four read deadlines, as ``storage.request_deadline`` makes it."""
 LIMIT_S = 30
 """How long a test waits for an answer the deadline gives in a few seconds (without it, one
 call to the endpoint took over 400 s): a regression fails here instead of hanging."""
@@ -77,7 +84,7 @@ class SilentEndpoint:
 
 @pytest.fixture
 def endpoint(monkeypatch):
-    monkeypatch.setenv(DEADLINE_ENV, "1")
+    monkeypatch.setenv(DEADLINE_ENV, str(DEADLINE_S))
     s = SilentEndpoint()
     try:
         yield s
@@ -85,8 +92,8 @@ def endpoint(monkeypatch):
         s.close()
 
 
-TRICKLE_GAP_S = 0.5
-"""The trickling endpoint's wait between two bytes: half the tests' read deadline (1 s), so every
+TRICKLE_GAP_S = DEADLINE_S / 2
+"""The trickling endpoint's wait between two bytes: half the tests' read deadline, so every
 read gets a byte in time and the read deadline alone never cuts a request."""
 TRICKLE_LIMIT_S = 60
 """How long a test waits for the answer to a call to the trickling endpoint (a hang guard: with
@@ -165,8 +172,8 @@ class TricklingEndpoint:
 @pytest.fixture
 def trickle(monkeypatch, request):
     """A ``TricklingEndpoint`` (``head_at_once`` when the test is parametrized so), the storage
-    deadline at 1 s."""
-    monkeypatch.setenv(DEADLINE_ENV, "1")
+    deadline at ``DEADLINE_S``."""
+    monkeypatch.setenv(DEADLINE_ENV, str(DEADLINE_S))
     t = TricklingEndpoint(head_at_once=getattr(request, "param", False))
     try:
         yield t
@@ -196,9 +203,9 @@ def answered(call: Callable[[], Any], limit: float = LIMIT_S) -> Any:
 
 
 def held_past_a_read_deadline(t: TricklingEndpoint) -> bool:
-    """Whether a connection got bytes for longer than a read deadline (1 s) before it was cut:
+    """Whether a connection got bytes for longer than a read deadline before it was cut:
     the read deadline was met, so something else cut it (bytes, not a clock, tell)."""
-    return max(t.sent, default=0) * TRICKLE_GAP_S > 1
+    return max(t.sent, default=0) * TRICKLE_GAP_S > DEADLINE_S
 
 
 def test_opening_a_table_on_an_endpoint_that_never_answers_is_unreachable_within_the_deadline(endpoint):
@@ -316,7 +323,7 @@ def test_the_cli_says_unreachable_and_exits_2_within_the_deadline(endpoint, monk
     monkeypatch.delenv(DEADLINE_ENV)  # --storage-timeout sets it
     args = ["score", "--engine", "dask", str(SAMPLES / "observed-m1.jsonl"), "--out", "s3://bucket/scores/nightly",
             "--storage-option", f"endpoint_url={endpoint.url}", "--storage-option", "anon=true",
-            "--storage-timeout", "1"]
+            "--storage-timeout", str(DEADLINE_S)]
     res = answered(lambda: CliRunner().invoke(main, args))["value"]
     assert res.exit_code == 2, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
@@ -334,7 +341,8 @@ def test_opening_a_table_on_an_endpoint_that_trickles_is_unreachable(trickle):
     err = got.get("error")
     assert isinstance(err, InputError), got
     assert err.source == "s3://bucket/scores/nightly" and "unreachable" in err.message
-    assert "5 s a request" in err.message  # the total the message names: 1 s to connect and 4 reads
+    assert storage.request_deadline(DEADLINE_S, DEADLINE_S) == ONE_REQUEST_S
+    assert f"{ONE_REQUEST_S:g} s a request" in err.message  # the total the message names: to connect and 4 reads
     assert "Traceback" not in str(err) and trickle.url not in str(err)
     assert held_past_a_read_deadline(trickle)
     if not trickle.head_at_once:  # one request, cut in its headers, tried again, cut (a body's read is s3fs's)
@@ -368,7 +376,7 @@ def test_the_cli_says_a_location_that_trickles_is_unreachable_and_exits_2(trickl
     monkeypatch.delenv(DEADLINE_ENV)  # --storage-timeout sets it
     args = ["score", "--engine", "dask", str(SAMPLES / "observed-m1.jsonl"), "--out", "s3://bucket/scores/nightly",
             "--storage-option", f"endpoint_url={trickle.url}", "--storage-option", "anon=true",
-            "--storage-timeout", "1"]
+            "--storage-timeout", str(DEADLINE_S)]
     res = answered(lambda: CliRunner().invoke(main, args), TRICKLE_LIMIT_S)["value"]
     assert res.exit_code == 2, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
@@ -492,21 +500,26 @@ class _BucketHandler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
 
 
+LISTING_GAP_S = 0.3 * DEADLINE_S
+"""The wait before each piece of a listing page's body: within a read deadline, a page's pieces
+within a request's whole-call deadline."""
+
+
 def test_a_listing_of_many_requests_is_not_cut_by_one_requests_deadline(monkeypatch):
     """The whole-call deadline bounds a request, not a call: a root listed in many pages, which
     together take longer than one request may, lists every table (a real bucket of a million
     keys is a thousand pages)."""
-    monkeypatch.setenv(DEADLINE_ENV, "1")
+    monkeypatch.setenv(DEADLINE_ENV, str(DEADLINE_S))
     tables = [f"scores/t{i:02}" for i in range(12)]
-    bucket = Bucket({f"{t}/{table_layout.SUMMARY_FILE}": b"[]" for t in tables}, page=2, listing_gap=0.3)
+    bucket = Bucket({f"{t}/{table_layout.SUMMARY_FILE}": b"[]" for t in tables}, page=2,
+                    listing_gap=LISTING_GAP_S)
     try:
         got = answered(lambda: table_reader.tables_under(["s3://bucket/scores"], options(bucket)), TRICKLE_LIMIT_S)
     finally:
         bucket.close()
     assert got.get("value") == [("s3://bucket/scores", f"s3://bucket/{t}") for t in tables], got
     # the pages' own waits, added up (no clock read), are past one request's whole-call deadline
-    one_request = storage.request_deadline(1, 1)
-    assert bucket.listings * Bucket.PIECES * 0.3 > one_request
+    assert bucket.listings * Bucket.PIECES * LISTING_GAP_S > ONE_REQUEST_S
 
 
 class EndlessBucket(Bucket):
@@ -522,14 +535,14 @@ class EndlessBucket(Bucket):
 def test_a_root_whose_listing_never_ends_is_named_unreachable_within_its_listing_deadline(monkeypatch, tmp_path):
     """Every page within a request's deadline, and no end: the root's whole listing is cut at
     ``storage.LISTING_REQUESTS`` request deadlines, the root named unreachable, the others listed."""
-    monkeypatch.setenv(DEADLINE_ENV, "1")
+    monkeypatch.setenv(DEADLINE_ENV, str(DEADLINE_S))
     bucket = EndlessBucket({f"scores/t/{table_layout.SUMMARY_FILE}": b"[]"})
     out = tmp_path / "scores" / "nightly"
     out.mkdir(parents=True)
     (out / table_layout.SUMMARY_FILE).write_text("[]")
     unlisted: list[InputError] = []
     roots = ["s3://bucket/scores", str(tmp_path / "scores")]
-    allowed = storage.LISTING_REQUESTS * storage.request_deadline(1, 1)
+    allowed = storage.LISTING_REQUESTS * ONE_REQUEST_S
     try:
         began = time.monotonic()
         got = answered(lambda: [*table_reader.tables_under(roots[:1], options(bucket), unlisted=unlisted),
@@ -548,9 +561,10 @@ def test_the_cli_given_a_pattern_whose_listing_never_ends_says_unreachable_and_e
     34, F3: killed at 150 s after 690 requests, nothing said): cut at the listing deadline."""
     monkeypatch.delenv(DEADLINE_ENV, raising=False)
     bucket = EndlessBucket({"runs/a.jsonl": (SAMPLES / "observed-m1.jsonl").read_bytes()})
-    allowed = storage.LISTING_REQUESTS * storage.request_deadline(1, 1)
+    allowed = storage.LISTING_REQUESTS * ONE_REQUEST_S
     args = ["score", "--engine", "dask", "s3://bucket/runs/*.jsonl", "--out", str(tmp_path / "out"),
-            "--storage-option", f"endpoint_url={bucket.url}", "--storage-option", "anon=true", "--storage-timeout", "1"]
+            "--storage-option", f"endpoint_url={bucket.url}", "--storage-option", "anon=true",
+            "--storage-timeout", str(DEADLINE_S)]
     try:
         res = answered(lambda: CliRunner().invoke(main, args), allowed + LIMIT_S)["value"]
     finally:
@@ -590,7 +604,7 @@ def test_a_run_whose_store_answers_malformed_is_a_located_failure_not_a_tracebac
     monkeypatch.delenv(DEADLINE_ENV, raising=False)
     bucket = BodyOnHead()
     args = ["score", "--engine", "dask", "s3://bucket/run.jsonl", "--storage-option", f"endpoint_url={bucket.url}",
-            "--storage-option", "anon=true", "--storage-timeout", "1"]
+            "--storage-option", "anon=true", "--storage-timeout", str(DEADLINE_S)]
     try:
         res = answered(lambda: CliRunner().invoke(main, args))["value"]
     finally:
@@ -615,7 +629,7 @@ def test_a_listing_cut_at_its_cap_says_so(monkeypatch, tmp_path):
 @pytest.fixture
 def table_in_a_bucket(tmp_path, monkeypatch):
     """A score table of the observed sample in a ``Bucket`` at ``s3://bucket/scores/nightly``,
-    its rows' parts trickling (the rest answered at once); the storage deadline at 1 s."""
+    its rows' parts trickling (the rest answered at once); the storage deadline at ``DEADLINE_S``."""
     run = tmp_path / "observed-m1.jsonl"
     shutil.copyfile(SAMPLES / "observed-m1.jsonl", run)
     out = tmp_path / "out"
@@ -623,7 +637,7 @@ def table_in_a_bucket(tmp_path, monkeypatch):
     objects = {f"scores/nightly/{p.relative_to(out).as_posix()}": p.read_bytes() for p in out.rglob("*")
                if p.is_file()}
     assert any(f"/{table_layout.TABLE_DIR}/" in k for k in objects)
-    monkeypatch.setenv(DEADLINE_ENV, "1")
+    monkeypatch.setenv(DEADLINE_ENV, str(DEADLINE_S))
     bucket = Bucket(objects, slow=lambda key: f"/{table_layout.TABLE_DIR}/" in key)
     try:
         yield bucket
@@ -649,7 +663,7 @@ def test_the_team_score_tables_page_says_a_table_whose_rows_trickle_is_unreachab
     # as every team-mode message names the location an error carries ([server path])
     whys = [c.value for c in app.code if "unreachable" in c.value]
     assert whys and all(": cannot read the run's rows" in w and bucket.url not in w for w in whys), whys
-    assert bucket.trickled * TRICKLE_GAP_S > 1  # a part's bytes came within each read deadline, past one
+    assert bucket.trickled * TRICKLE_GAP_S > DEADLINE_S  # a part's bytes came within each read deadline, past one
 
 
 def test_the_readme_states_the_root_listing_bounds():

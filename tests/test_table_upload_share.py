@@ -23,6 +23,22 @@ from .test_team_tables import make_table
 team_page = test_team_tables.team_page  # the fixture: the Score tables page in team mode
 FLOOD = 600
 """The attack's upload: more tables than the picker lists (``table_reader.MAX_LISTED_TABLES``)."""
+KEPT_FLOOD = 40
+"""A flood kept before the bound: every table of it is vetted as it is kept (a child process reads
+each), so it is kept smaller than the attack's and the listing's room made smaller than it
+(``LISTING_ROOM``): the attack's shape, one upload holding more tables than the picker lists."""
+LISTING_ROOM = 30
+"""``table_reader.MAX_LISTED_TABLES`` while a ``KEPT_FLOOD`` is listed: below the flood, above an
+upload's bound and the colleague's table."""
+
+
+def flood_kept_before_the_bound(db: Path, monkeypatch) -> None:
+    """The attack's order: a colleague's table, then one upload of ``KEPT_FLOOD`` tables kept by an
+    older version, more than the listing's room (``LISTING_ROOM``, set for the rest of the test)."""
+    monkeypatch.setattr(table_reader, "MAX_LISTED_TABLES", LISTING_ROOM)
+    assert table_zip.MAX_UPLOAD_TABLES + 1 < LISTING_ROOM < KEPT_FLOOD
+    views.unpack_table(db, "colleague.zip", tables_zip(1, "mine"))
+    keep_unbounded(db, tables_zip(KEPT_FLOOD), "flood.zip", monkeypatch)
 
 
 def tables_zip(count: int, prefix: str = "t") -> bytes:
@@ -61,15 +77,15 @@ def test_an_upload_holds_at_most_its_bound_of_tables(tmp_path):
 
 
 def test_an_upload_kept_before_the_bound_pushes_no_one_out(tmp_path, monkeypatch):
-    """The attack's order: a colleague's table, then one upload of 600 (kept by an older version)."""
+    """The attack's order: a colleague's table, then one upload of more tables than the listing
+    has room for (kept by an older version)."""
     db = tmp_path / "ws.db"
-    views.unpack_table(db, "colleague.zip", tables_zip(1, "mine"))
-    keep_unbounded(db, tables_zip(FLOOD), "flood.zip", monkeypatch)
+    flood_kept_before_the_bound(db, monkeypatch)
     listed = views.uploaded_tables(db)
     labels = [c.label for c in listed.tables]
     assert labels == [f"flood.zip (uploaded): t{i:03}" for i in range(table_zip.MAX_UPLOAD_TABLES)] + [
         "colleague.zip (uploaded): mine000"]
-    assert listed.not_listed == FLOOD - table_zip.MAX_UPLOAD_TABLES
+    assert listed.not_listed == KEPT_FLOOD - table_zip.MAX_UPLOAD_TABLES
     assert all(c.refused is None for c in listed.tables)
 
 
@@ -103,14 +119,13 @@ def test_the_page_lists_the_roots_and_every_upload_and_says_what_it_leaves_out(t
     db = tmp_path / "app.db"
     out, _run = make_table(tmp_path / "scores", "nightly")
     settings_path(db).write_text(f'score_table_roots = ["{tmp_path / "scores"}"]\n')
-    views.unpack_table(db, "colleague.zip", tables_zip(1, "mine"))
-    keep_unbounded(db, tables_zip(FLOOD), "flood.zip", monkeypatch)
+    flood_kept_before_the_bound(db, monkeypatch)
     at.run()
     assert not at.exception, at.exception
     options = at.selectbox(key="score_table_pick").options
     assert "colleague.zip (uploaded): mine000" in options and str(out) in options  # the root's table too
     assert len(options) == table_zip.MAX_UPLOAD_TABLES + 2
-    assert any(f"{FLOOD - table_zip.MAX_UPLOAD_TABLES:,} uploaded score tables are not listed" in i.value
+    assert any(f"{KEPT_FLOOD - table_zip.MAX_UPLOAD_TABLES:,} uploaded score tables are not listed" in i.value
                for i in at.info)
     at.file_uploader(key="score_table_upload").upload("again.zip", tables_zip(FLOOD, "x")).run()
     assert not at.exception, at.exception
