@@ -22,6 +22,7 @@ from scoring.dask_engine import table_layout, table_reader, table_zip, vetting_p
 from scoring.errors import InputError
 from scoring.workspace import views
 
+from .conftest import ROOT
 from .test_table_upload import zip_folder
 from .test_team_tables import make_table
 
@@ -176,6 +177,50 @@ def test_aggregates_whose_figures_are_not_numbers_are_refused_at_upload(tmp_path
         views.unpack_table(tmp_path / "app.db", "nightly.zip", zip_folder(table.parent))
 
 
+def note_by_a_process_that_died(root: str) -> None:
+    """The note a process that died checking the upload at ``root`` left (it wrote it, and ended)."""
+    subprocess.run([sys.executable, "-c", "import sys; from scoring.dask_engine import table_zip; "
+                    "table_zip.note_checking(sys.argv[1])", root], check=True, cwd=ROOT)
+    assert table_zip.check_unfinished(root) and not table_zip.check_under_way(root)
+
+
+def test_an_upload_being_checked_is_said_to_be_and_offered_once_checked(tmp_path, table, monkeypatch):
+    """The attack's third pass: while an upload was checked, every other visitor's listing (and
+    the uploader's own rerun) read its note as a check that never ended, named it refused, and
+    remembered that until the server restarted. A check under way (its note written by a process
+    still running) is said to be under way, never remembered, and the upload offered once it ends;
+    the same bytes uploaded meanwhile are told so, and the upload is kept."""
+    db = tmp_path / "app.db"
+    data = zip_folder(table.parent)
+    root = views.unpack_table(db, "nightly.zip", data)
+    table_zip.note_checking(root)  # this process, checking it now
+    views.forget_vetting()
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.refused is not None and "under way" in choice.refused
+    with pytest.raises(InputError, match="being checked now") as err:
+        views.unpack_table(db, "again.zip", data)
+    assert err.value.source == "again.zip" and Path(root).exists()
+    table_zip.note_vetted(root, table_reader.VET_VERSION)  # the check ended
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.refused is None
+
+
+def test_a_check_that_fails_in_the_server_leaves_no_note(tmp_path, table, monkeypatch):
+    """A check the server itself failed to finish (an error of its own, not the upload's) leaves
+    neither the upload nor a note that would refuse the same bytes for good."""
+    db = tmp_path / "app.db"
+
+    def broken(*_a, **_k):
+        raise RuntimeError("the server's own failure")
+
+    monkeypatch.setattr(vetting_process, "vet_uploads", broken)
+    with pytest.raises(RuntimeError):
+        views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    monkeypatch.undo()
+    root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    assert table_zip.vetted_version(root) == table_reader.VET_VERSION
+
+
 def test_an_upload_whose_check_never_ended_is_not_checked_again(tmp_path, table, monkeypatch):
     """Second confirmation attack, V2b: a bomb that killed the process checking it stayed on disk,
     and every new process's listing checked it again and died. A check that began and never
@@ -184,7 +229,7 @@ def test_an_upload_whose_check_never_ended_is_not_checked_again(tmp_path, table,
     db = tmp_path / "app.db"
     data = zip_folder(table.parent)
     root = views.unpack_table(db, "nightly.zip", data)
-    table_zip.note_checking(root)  # as a process that died while checking it left it
+    note_by_a_process_that_died(root)
     views.forget_vetting()  # a new process
 
     def checked_again(*_a, **_k):

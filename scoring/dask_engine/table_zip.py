@@ -388,13 +388,34 @@ def _write_note(root: Path | str, text: str) -> None:
 
 
 CHECKING = "checking"
-"""The note of an upload whose check has begun and not ended: a process that died checking it (a
-bomb that took its memory) leaves it, and no later process checks that upload again."""
+"""The note of an upload whose check has begun and not ended, followed by who checks it (the
+process's id, its start time and the machine's boot): a process that died checking it (a bomb
+that took its memory, a server stopped) leaves it, and no later process checks that upload
+again; while the process that wrote it lives, the check is under way, not abandoned."""
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat``), None when no
+    such process is running (or the system has no ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command's name, which may hold spaces
+    return fields[19] if len(fields) > 19 else None
+
+
+def _boot() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "-"
 
 
 def note_checking(root: Path | str) -> None:
-    """Note that the upload at ``root`` is being checked (``CHECKING``), before its check begins."""
-    _write_note(root, CHECKING)
+    """Note that the upload at ``root`` is being checked by this process (``CHECKING``), before
+    its check begins."""
+    _write_note(root, f"{CHECKING} {os.getpid()} {_process_start(os.getpid())} {_boot()}")
 
 
 def forget_note(root: Path | str) -> None:
@@ -407,12 +428,28 @@ def forget_note(root: Path | str) -> None:
         folder.rmdir()
 
 
-def check_unfinished(root: Path | str) -> bool:
-    """Whether a check of the upload at ``root`` began and never ended (``CHECKING``)."""
+def _checking_note(root: Path | str) -> list[str] | None:
     try:
-        return (Path(root).parent / VETTED / Path(root).name).read_text() == CHECKING
+        words = (Path(root).parent / VETTED / Path(root).name).read_text().split()
     except OSError:
+        return None
+    return words if words[:1] == [CHECKING] else None
+
+
+def check_under_way(root: Path | str) -> bool:
+    """Whether the upload at ``root`` is being checked now: its note says ``CHECKING`` and the
+    process that wrote it is still running (the same process id, start time and boot)."""
+    words = _checking_note(root)
+    if words is None or len(words) != 4 or not words[1].isdigit():
         return False
+    _, pid, started, boot = words
+    return started != "None" and _process_start(int(pid)) == started and _boot() == boot
+
+
+def check_unfinished(root: Path | str) -> bool:
+    """Whether a check of the upload at ``root`` began and never ended: its note says
+    ``CHECKING`` and the process that wrote it is gone (or the note names none)."""
+    return _checking_note(root) is not None and not check_under_way(root)
 
 
 def vetted_version(root: Path | str) -> int | None:

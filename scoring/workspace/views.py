@@ -682,13 +682,22 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
     up = table_zip.read_upload(root)
     if up is None:  # removed under us (an operator's clean-up): nothing to open
         raise InputError("the upload was removed from the workspace while it was unpacked", source=name)
-    if table_zip.check_unfinished(root):  # these bytes, uploaded before: their check never ended
+    with _checking_lock:  # two sessions of this server uploading the same bytes: one checks them
+        if table_zip.check_under_way(root):
+            raise InputError("these bytes are being checked now (uploaded a moment ago); the upload is offered when "
+                             "its check ends", source=name)
+        if table_zip.check_unfinished(root):  # these bytes, uploaded before: their check never ended
+            shutil.rmtree(root, ignore_errors=True)
+            table_zip.forget_note(root)
+            raise InputError("an earlier check of this upload did not end (the server stopped while checking it); "
+                             "it is not checked again", source=name)
+        table_zip.note_checking(root)  # a process that dies checking it leaves this note: no other checks it again
+    try:
+        answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables])
+    except BaseException:  # this server's own failure, not the upload's (its check's process is bounded)
         shutil.rmtree(root, ignore_errors=True)
         table_zip.forget_note(root)
-        raise InputError("an earlier check of this upload did not end (the server stopped while checking it); it "
-                         "is not checked again", source=up.name)
-    table_zip.note_checking(root)  # a process that dies checking it leaves this note: no other checks it again
-    answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables])
+        raise
     for rel, why in zip(up.tables, answers, strict=True):
         if why is not None:
             shutil.rmtree(root, ignore_errors=True)
@@ -722,6 +731,7 @@ _VETTED: dict[tuple[str, str, str], str | None] = {}
 """(upload's folder, table's location, upload's SHA-256) → ``table_reader.vet``'s answer, once per
 process: an upload's folder is named by its bytes' SHA-256 and never changes."""
 _MAX_VETTED = 4_096
+_checking_lock = threading.Lock()
 
 
 def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
@@ -733,13 +743,16 @@ def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
     from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     known: dict[tuple[str, str, str], str | None] = {}
-    todo = []
+    todo, under_way = [], set()
     for key in dict.fromkeys(tables):
         root = key[0]
         if key in _VETTED:
             known[key] = _VETTED[key]
         elif table_zip.vetted_version(root) == table_reader.VET_VERSION:
             known[key] = None
+        elif table_zip.check_under_way(root):  # said now, never remembered: it is offered once checked
+            known[key] = "its check is under way (uploaded a moment ago); it is offered when the check ends"
+            under_way.add(key)
         elif table_zip.check_unfinished(root):
             known[key] = ("its check did not end when it was uploaded (the server stopped while checking it); it is "
                           "not offered")
@@ -750,7 +763,7 @@ def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
                          strict=True))
     if len(_VETTED) + len(known) > _MAX_VETTED:
         _VETTED.clear()  # a bound on what a long-lived server remembers; what it forgets is checked again
-    _VETTED.update(known)
+    _VETTED.update((key, why) for key, why in known.items() if key not in under_way)
     return [known[key] for key in tables]
 
 
