@@ -391,10 +391,11 @@ def table_storage(location: str) -> tuple[str | None, dict]:
     return views.table_storage(db(), location)
 
 
-def root_tables(wait: float = views.ROOT_LISTING_WAIT_S) -> views.RootListing:
+def root_tables(wait: float | None = None) -> views.RootListing:
     """The score tables under the operator's roots, each vetted, and why each root that lists
     nothing could not be listed (unreachable...): listed in the background once a minute for the
     whole server (``views.root_listing``), so a root whose storage does not answer costs the
-    page at most ``wait`` seconds, and the uploads are offered without it."""
-    return views.root_listing(db(), wait=wait)
+    page at most ``wait`` seconds (``views.ROOT_LISTING_WAIT_S`` unless given), and the uploads
+    are offered without it."""
+    return views.root_listing(db(), wait=views.ROOT_LISTING_WAIT_S if wait is None else wait)
 
