@@ -232,6 +232,19 @@ def test_key_scan_ignores_keys_inside_strings_and_deeper_levels():
     assert json_key_paths(head) == {("a",), ("b",), ("b", "c"), ("b", "e")}
 
 
+def test_a_head_cut_inside_a_string_is_scanned_once():
+    """A sniffed head that ends inside a long string full of escaped quotes (a tau2 file's
+    guidelines) was scanned again from every quote in it: one sniff took half a minute. The
+    string cut by the head's end is one token, to the end, so the scan never restarts inside it."""
+    from scoring.importers import _common
+
+    cut = b'"' + b'say \\"policy\\": no, ' * 1000 + b"\\"
+    (token,) = _common._JSON_TOKEN.finditer(cut)
+    assert token.span() == (0, len(cut)) and token.group(1) is None  # a value, not a key
+    head = b'{"info": {"v": 1}, "tasks": [{"id": 1, "guidelines": ' + cut
+    assert json_key_paths(head) == {("info",), ("info", "v"), ("tasks",)}
+
+
 def test_atif_follows_continuation_segments_beside_the_file():
     run = load_run(FIXTURES / "atif_fx.trajectory.json")
     (t,) = run.trajectories

@@ -170,7 +170,7 @@ def _int_limit(exc: ValueError) -> str:
     return f"a number too long to read ({exc.args[0].split(';')[0] if exc.args else exc})"
 
 
-_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"(\s*:)?|[{}\[\]]')
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*(?:"(\s*:)?|\\?\Z)|[{}\[\]]')
 
 
 def json_key_paths(head: bytes, max_depth: int = 2) -> set[tuple[str, ...]]:
