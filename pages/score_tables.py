@@ -171,7 +171,11 @@ if router.team_mode():
     uploaded = views.uploaded_tables(loaders.db())
     choices = [*uploaded.tables, *listing.tables]
     tables = [(c.root, c.location, c.label) for c in choices if c.refused is None]
-    if refused := [c for c in choices if c.refused is not None]:
+    if checking := [c for c in choices if c.checking]:
+        st.info(f"{len(checking):,} uploaded score table{'s are' if len(checking) > 1 else ' is'} being checked "
+                "(uploaded a moment ago) and offered when the check ends; reload the page then:")
+        st.code("\n".join(c.label for c in checking), language=None)
+    if refused := [c for c in choices if c.refused is not None and not c.checking]:
         st.warning(f"{len(refused):,} score table{'s' if len(refused) > 1 else ''} cannot be opened and "
                    f"{'are' if len(refused) > 1 else 'is'} not offered:")
         st.code("\n".join(f"{c.label}: {c.refused}" for c in refused), language=None)

@@ -196,13 +196,13 @@ def test_an_upload_being_checked_is_said_to_be_and_offered_once_checked(tmp_path
     table_zip.note_checking(root)  # this process, checking it now
     views.forget_vetting()
     (choice,) = views.uploaded_tables(db).tables
-    assert choice.refused is not None and "under way" in choice.refused
+    assert choice.refused is not None and "under way" in choice.refused and choice.checking
     with pytest.raises(InputError, match="being checked now") as err:
         views.unpack_table(db, "again.zip", data)
     assert err.value.source == "again.zip" and Path(root).exists()
     table_zip.note_vetted(root, table_reader.VET_VERSION)  # the check ended
     (choice,) = views.uploaded_tables(db).tables
-    assert choice.refused is None
+    assert choice.refused is None and not choice.checking
 
 
 def test_a_check_that_fails_in_the_server_leaves_no_note(tmp_path, table, monkeypatch):
@@ -274,3 +274,20 @@ def test_the_inconclusive_index_is_read_for_its_columns_and_bounded(tmp_path, ta
                    compression="zstd", use_dictionary=False)
     with pytest.raises(InputError, match=r"Inconclusive index of run .* refused as a likely bomb"):
         views.unpack_table(tmp_path / "app.db", "index.zip", zip_folder(table.parent))
+
+
+def test_the_page_says_an_upload_is_being_checked_and_offers_it_once_checked(app, tmp_path, table, monkeypatch):
+    monkeypatch.setenv("LITMUS_REVIEW_TEAM_MODE", "1")
+    db = tmp_path / "app.db"
+    root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    table_zip.note_checking(root)  # this process, checking it now
+    views.forget_vetting()
+    app.switch_page("pages/score_tables.py").run()
+    assert not app.exception, app.exception
+    assert any("being checked" in i.value for i in app.info)
+    assert [c.value for c in app.code if "nightly.zip" in c.value] == ["nightly.zip (uploaded): nightly/table"]
+    assert not [w for w in app.warning if "cannot be opened" in w.value]
+    table_zip.note_vetted(root, table_reader.VET_VERSION)
+    app.run()
+    assert not any("being checked" in i.value for i in app.info)
+    assert app.selectbox(key="score_table_pick").options == ["nightly.zip (uploaded): nightly/table"]

@@ -721,6 +721,8 @@ class TableChoice:
     refused: str | None
     """Why it cannot be opened (``table_reader.vet``'s message, naming no server path); None
     when it opens. A refused table is named beside the list, never offered in it."""
+    checking: bool = False
+    """Not offered yet: its upload's check is under way (``refused`` says so)."""
 
 
 def _upload_location(up: table_zip.Upload, rel: str) -> str:
@@ -731,6 +733,8 @@ _VETTED: dict[tuple[str, str, str], str | None] = {}
 """(upload's folder, table's location, upload's SHA-256) → ``table_reader.vet``'s answer, once per
 process: an upload's folder is named by its bytes' SHA-256 and never changes."""
 _MAX_VETTED = 4_096
+CHECK_UNDER_WAY = "its check is under way (uploaded a moment ago); it is offered when the check ends"
+"""``TableChoice.refused`` of an upload whose check has not ended yet (``TableChoice.checking``)."""
 _checking_lock = threading.Lock()
 
 
@@ -751,7 +755,7 @@ def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
         elif table_zip.vetted_version(root) == table_reader.VET_VERSION:
             known[key] = None
         elif table_zip.check_under_way(root):  # said now, never remembered: it is offered once checked
-            known[key] = "its check is under way (uploaded a moment ago); it is offered when the check ends"
+            known[key] = CHECK_UNDER_WAY
             under_way.add(key)
         elif table_zip.check_unfinished(root):
             known[key] = ("its check did not end when it was uploaded (the server stopped while checking it); it is "
@@ -817,7 +821,8 @@ def uploaded_tables(db: str | Path) -> UploadedTables:
               for rel in up.tables[:share]]
     refusals = _vetted_uploads([(up.root, location, up.sha256 or up.root) for up, _rel, location in listed])
     out = [TableChoice(up.root, location, f"{up.name} ({_uploaded(up, names)})" + ("" if rel == "." else f": {rel}"),
-                       refused) for (up, rel, location), refused in zip(listed, refusals, strict=True)]
+                       refused, checking=refused is CHECK_UNDER_WAY)
+           for (up, rel, location), refused in zip(listed, refusals, strict=True)]
     return UploadedTables(tuple(out), sum(len(up.tables) for up in ups) - len(out), table_zip.MAX_UPLOAD_TABLES,
                           table_reader.MAX_LISTED_TABLES)
 
