@@ -54,6 +54,29 @@ def test_a_name_all_invisible_or_with_a_control_character_is_refused():
         reviewer_identity("alice\x1b[31m")
 
 
+@pytest.mark.parametrize("name", ["c\u0430rol", "\u0441arol", "car\u03bfl", "Jos\u0435 N\u00fa\u00f1ez"])
+def test_a_word_mixing_lookalike_scripts_is_refused(name):
+    """The attack's third pass: "cаrol" with a Cyrillic а was drawn pixel for pixel as "carol" and
+    stored as another reviewer. A word may be written in one of the scripts drawn alike."""
+    with pytest.raises(InputError, match=r"mixes (Cyrillic and Latin|Greek and Latin) letters in one word"):
+        reviewer_identity(name)
+
+
+@pytest.mark.parametrize("name", ["Σωκράτης Smith", "Дмитрий", "José Núñez", "李 Wei", "o'brien-2"])
+def test_names_in_one_script_a_word_are_taken(name):
+    assert reviewer_identity(name) == normal_name(name)
+
+
+def test_a_mixed_script_name_is_refused_by_labels_import(ws, tmp_path):
+    a = ws.inconclusive[0]
+    path = tmp_path / "labels.jsonl"
+    path.write_text(json.dumps(test_labels_import.event(ws, trajectory_id=a, reviewer="c\u0430rol",
+                                                        label="genuine_decline", event_id=1)) + "\n")
+    got = CliRunner().invoke(main, ["labels", "import", str(path), "--db", str(ws.path)])
+    assert "mixes Cyrillic and Latin letters" in got.output
+    assert ws.current_labels(ws.key) == {}
+
+
 def test_twins_label_as_one_reviewer_at_every_door(ws, tmp_path):
     a = ws.inconclusive[0]
     ws.add_label(ws.key, a, TWINS[0], G)
@@ -79,8 +102,10 @@ def test_an_adjudicators_name_with_an_invisible_character_is_the_adjudicator(ws)
     ws.add_label(ws.key, a, "bob", D)
     ws.adjudicate(ws.key, a, "car\u200bol", G)  # the role's holder, however her name was typed
     assert {e["reviewer"] for e in ws.history(ws.key) if e["action"] == "adjudicate"} == {"carol"}
+    with pytest.raises(InputError, match="mixes Cyrillic and Latin letters"):
+        ws.adjudicate(ws.key, a, "carоl", D)  # a Cyrillic о: refused, drawn as "carol"
     with pytest.raises(StoreError, match="does not hold the adjudicator role"):
-        ws.adjudicate(ws.key, a, "carоl", D)  # a Cyrillic о: another name (and no role)
+        ws.adjudicate(ws.key, a, "Carol", D)  # another name, drawn otherwise: no role
 
 
 def test_schema_18_folds_the_names_told_apart_by_ignorable_characters(ws):

@@ -81,7 +81,24 @@ def reviewer_identity(name: str | None, *, source: str = "label", line: int | No
     if control is not None:  # a terminal escape or a NUL in a name that reports and the CLI print
         raise InputError(f"the reviewer name holds a control character (U+{ord(control):04X})", source=source,
                          line=line, record_id=record_id)
+    for word in name.split():
+        scripts = sorted({script for ch in word if (script := _lookalike_script(ch)) is not None})
+        if len(scripts) > 1:  # "cаrol" with a Cyrillic а is drawn exactly as "carol", and is someone else
+            raise InputError(f"the reviewer name mixes {' and '.join(scripts)} letters in one word ({word!a}), which "
+                             "are drawn alike: write it in one script", source=source, line=line,
+                             record_id=record_id)
     return name
+
+
+_LOOKALIKE_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+"""The scripts whose letters are drawn alike (Latin a, Cyrillic а, Greek α…): a word may use one."""
+
+
+def _lookalike_script(ch: str) -> str | None:
+    if not ch.isalpha():
+        return None
+    name = unicodedata.name(ch, "")
+    return next((script.title() for script in _LOOKALIKE_SCRIPTS if name.startswith(script + " ")), None)
 
 
 def _note_text(note: str | None, *, source: str = "label") -> str:
