@@ -122,7 +122,7 @@ def _upload_table() -> None:
         root = views.unpack_table(loaders.db(), up.name, up.getvalue())
     except LitmusReviewError as exc:
         st.error("This upload is not a score table that can be opened:")
-        st.code(error_text(exc), language=None)
+        st.code(error_text(exc, names={up.name: up.name}), language=None)  # the upload named as its user named it
         return
     if not any(t.root == root for t in views.uploaded_tables(loaders.db()).tables):
         st.warning("The upload holds no score table (no summary.json written by `score --out`).")

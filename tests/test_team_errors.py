@@ -150,3 +150,18 @@ def test_the_report_s_json_names_files_not_their_server_paths_in_team_mode(team_
     shown_text = [plain(str(e.value)) for e in [*team_runs.caption, *team_runs.markdown, *team_runs.text]]
     assert any("side log: " in t and ".jsonl" in t for t in shown_text), shown_text
     no_server_path(shown_text, str(ROOT))
+
+
+def test_an_upload_refused_is_named_as_its_user_named_it(monkeypatch):
+    """The fourth attack: every refusal of a score table upload named the upload "[server path]"
+    (its name is the error's source, which team mode hides as a server path unless the page names
+    it): the Score tables page passes the upload's own name."""
+    from pages._shared.errors import error_text
+    from scoring.errors import InputError
+
+    monkeypatch.setenv("LITMUS_REVIEW_TEAM_MODE", "1")
+    refused = InputError("these bytes are being checked now", source="again.zip")
+    assert error_text(refused).startswith("[server path]")
+    assert error_text(refused, names={"again.zip": "again.zip"}) == "again.zip: these bytes are being checked now"
+    page = (ROOT / "pages" / "score_tables.py").read_text()  # the page wires it (AppTest cannot upload a file)
+    assert "error_text(exc, names={up.name: up.name})" in page

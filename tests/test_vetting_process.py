@@ -128,3 +128,30 @@ def test_one_process_checks_a_listing_and_a_bomb_costs_only_itself(tmp_path, tab
                                        (honest, str(table.parent))])
     assert got[0] is None and got[2] is None and "MiB of memory" in (got[1] or ""), got
     assert len(started) == 3  # the first child (ended on the bomb), the bomb alone, the rest
+
+
+def test_no_more_checking_processes_run_at_once_than_the_bound(monkeypatch):
+    """The fourth attack: eight members uploading at once ran eight checking processes, each
+    within its own bound (2,250 MiB together); the rest wait their turn."""
+    import threading
+    import time
+
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def child(tables):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return [None] * len(tables)
+
+    monkeypatch.setattr(vetting_process, "_vet_in_child", child)
+    threads = [threading.Thread(target=vetting_process.vet_uploads, args=([("t", "r")],)) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == vetting_process.MAX_CHECKS_AT_ONCE

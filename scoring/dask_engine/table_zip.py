@@ -389,9 +389,9 @@ def _write_note(root: Path | str, text: str) -> None:
 
 CHECKING = "checking"
 """The note of an upload whose check has begun and not ended, followed by who checks it (the
-process's id, its start time and the machine's boot): a process that died checking it (a bomb
-that took its memory, a server stopped) leaves it, and no later process checks that upload
-again; while the process that wrote it lives, the check is under way, not abandoned."""
+process's id, its start time and the machine's boot): while the process that wrote it lives, the
+check is under way; a server stopped mid-check leaves it, and the upload is checked again (the
+check runs in a bounded process of its own, so an upload cannot take the server down with it)."""
 
 
 def _process_start(pid: int) -> str | None:

@@ -70,9 +70,16 @@ def vet_uploads(tables: Sequence[tuple[str, str]]) -> list[str | None]:
     child passed ``MAX_VETTING_RSS`` of memory or ``VETTING_SECONDS`` on that table, or ended
     without answering for it."""
     answers: list[str | None] = []
-    while len(answers) < len(tables):
-        answers.extend(_vet_in_child(tables[len(answers):]))
+    with _checks_running:
+        while len(answers) < len(tables):
+            answers.extend(_vet_in_child(tables[len(answers):]))
     return answers
+
+
+MAX_CHECKS_AT_ONCE = 2
+"""How many checking processes a server runs at once (each bounded by ``MAX_VETTING_RSS``): the
+rest wait their turn, so N members uploading together cost at most this many bounds."""
+_checks_running = threading.BoundedSemaphore(MAX_CHECKS_AT_ONCE)
 
 
 def _vet_in_child(tables: Sequence[tuple[str, str]]) -> list[str | None]:

@@ -682,30 +682,38 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
     up = table_zip.read_upload(root)
     if up is None:  # removed under us (an operator's clean-up): nothing to open
         raise InputError("the upload was removed from the workspace while it was unpacked", source=name)
+    passed_before = table_zip.vetted_version(root)
+    if passed_before == table_reader.VET_VERSION:  # these bytes, kept and checked under today's checks
+        return str(root)
     with _checking_lock:  # two sessions of this server uploading the same bytes: one checks them
         if table_zip.check_under_way(root):
-            raise InputError("these bytes are being checked now (uploaded a moment ago); the upload is offered when "
-                             "its check ends", source=name)
-        if table_zip.check_unfinished(root):  # these bytes, uploaded before: their check never ended
-            shutil.rmtree(root, ignore_errors=True)
-            table_zip.forget_note(root)
-            raise InputError("an earlier check of this upload did not end (the server stopped while checking it); "
-                             "it is not checked again", source=name)
-        table_zip.note_checking(root)  # a process that dies checking it leaves this note: no other checks it again
+            raise InputError("these bytes are being checked now (uploaded a moment ago); if they pass, the upload "
+                             "is offered when the check ends", source=name)
+        # a note whose process is gone (the server stopped mid-check) is checked again: the check
+        # runs in a process of its own, bounded, so no upload can take the server down with it
+        table_zip.note_checking(root)
     try:
         answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables])
     except BaseException:  # this server's own failure, not the upload's (its check's process is bounded)
-        shutil.rmtree(root, ignore_errors=True)
-        table_zip.forget_note(root)
+        _check_failed(root, passed_before)
         raise
     for rel, why in zip(up.tables, answers, strict=True):
         if why is not None:
-            shutil.rmtree(root, ignore_errors=True)
-            table_zip.forget_note(root)
-            raise InputError(f"its score table {rel} cannot be opened: {why}; the upload is not kept",
-                             source=up.name)
+            _check_failed(root, passed_before)
+            raise InputError(f"its score table {rel} cannot be opened: {why}; the upload is not kept"
+                             if passed_before is None else
+                             f"its score table {rel} cannot be opened: {why}", source=name)
     table_zip.note_vetted(root, table_reader.VET_VERSION)
     return str(root)
+
+
+def _check_failed(root: Path | str, passed_before: int | None) -> None:
+    """An upload's check ended without a pass: removed, unless it passed an earlier version's
+    checks when it was uploaded (another member's upload, offered since: it is only forgotten, so
+    each listing checks it again and names it refused if it still fails)."""
+    if passed_before is None:
+        shutil.rmtree(root, ignore_errors=True)
+    table_zip.forget_note(root)
 
 
 @dataclass(frozen=True, slots=True)
@@ -757,10 +765,7 @@ def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
         elif table_zip.check_under_way(root):  # said now, never remembered: it is offered once checked
             known[key] = CHECK_UNDER_WAY
             under_way.add(key)
-        elif table_zip.check_unfinished(root):
-            known[key] = ("its check did not end when it was uploaded (the server stopped while checking it); it is "
-                          "not offered")
-        else:
+        else:  # never checked in this process, or its check's process is gone: checked (bounded) now
             todo.append(key)
     if todo:
         known.update(zip(todo, vetting_process.vet_uploads([(location, root) for root, location, _sha in todo]),
