@@ -233,11 +233,12 @@ def test_an_upload_whose_check_never_ended_is_checked_again_in_a_process_of_its_
     views.forget_vetting()  # a new process
     checked: list[int] = []
     real = vetting_process.vet_uploads
+    real = vetting_process.vet_uploads
     monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables: checked.append(len(tables)) or real(tables))
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and checked == [1]
-    assert views.unpack_table(db, "nightly.zip", data) == root and checked == [1, 1]
-    assert table_zip.vetted_version(root) == table_reader.VET_VERSION
+    assert table_zip.vetted_version(root) == table_reader.VET_VERSION  # noted: no later process checks it again
+    assert views.unpack_table(db, "nightly.zip", data) == root and checked == [1]
 
 
 def test_kept_bytes_uploaded_again_are_not_checked_again_and_a_failed_recheck_removes_no_one(tmp_path, table,
@@ -314,3 +315,21 @@ def test_the_page_says_an_upload_is_being_checked_and_offers_it_once_checked(app
     app.run()
     assert not any("being checked" in i.value for i in app.info)
     assert app.selectbox(key="score_table_pick").options == ["nightly.zip (uploaded): nightly/table"]
+
+
+def test_a_listing_never_waits_behind_other_members_checks(tmp_path, table, monkeypatch):
+    """The fifth attack: two members' slow uploads held both checking slots, and every listing
+    (every render of the Score tables page) that had an upload to check waited behind them, 436 s.
+    A listing that finds no slot free says those uploads are waiting their turn, at once, and
+    checks them on a later render."""
+    db = tmp_path / "app.db"
+    root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    table_zip.forget_note(root)  # to be checked by a listing
+    views.forget_vetting()
+    monkeypatch.setattr(vetting_process, "all_busy", lambda: True)  # two members' checks hold the slots
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.checking and "under way" in (choice.refused or "")
+    monkeypatch.undo()
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.refused is None and not choice.checking
+    assert table_zip.vetted_version(root) == table_reader.VET_VERSION

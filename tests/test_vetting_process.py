@@ -6,6 +6,7 @@ it, the upload is refused as a likely bomb, and a checking process that dies is 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -155,3 +156,13 @@ def test_no_more_checking_processes_run_at_once_than_the_bound(monkeypatch):
     for t in threads:
         t.join()
     assert most[0] == vetting_process.MAX_CHECKS_AT_ONCE
+
+
+def test_a_checking_process_whose_parent_is_gone_ends_at_once():
+    """The fifth attack: a server stopped mid-check left its checking child decoding a bomb with
+    nothing to watch its bounds. The child dies with its parent; one started for a parent that
+    is already gone ends before it reads anything."""
+    env = dict(os.environ, LITMUS_VETTING_PARENT="999999999")
+    got = subprocess.run([sys.executable, "-m", vetting_process.__name__], input=b"[]", capture_output=True, env=env,
+                         cwd=ROOT, timeout=120)
+    assert got.returncode == 1 and got.stdout == b""

@@ -33,6 +33,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..ingest import die_with_parent
+
 MAX_VETTING_RSS = 512 << 20
 """The most resident memory the checking process may reach (its interpreter, pyarrow and the
 project's modules included), whatever the upload."""
@@ -69,23 +71,39 @@ def vet_uploads(tables: Sequence[tuple[str, str]]) -> list[str | None]:
     a child process: its answer (why the table cannot be offered, or None), or a refusal when the
     child passed ``MAX_VETTING_RSS`` of memory or ``VETTING_SECONDS`` on that table, or ended
     without answering for it."""
-    answers: list[str | None] = []
     with _checks_running:
-        while len(answers) < len(tables):
-            answers.extend(_vet_in_child(tables[len(answers):]))
-    return answers
+        with _running_lock:
+            _running[0] += 1
+        try:
+            answers: list[str | None] = []
+            while len(answers) < len(tables):
+                answers.extend(_vet_in_child(tables[len(answers):]))
+            return answers
+        finally:
+            with _running_lock:
+                _running[0] -= 1
+
+
+def all_busy() -> bool:
+    """Whether ``MAX_CHECKS_AT_ONCE`` checks are running now (a new one would wait its turn): a
+    listing then says its uploads are waiting rather than hold every visitor's page behind
+    other members' uploads (a check begun meanwhile may still make it wait)."""
+    return _running[0] >= MAX_CHECKS_AT_ONCE
 
 
 MAX_CHECKS_AT_ONCE = 2
 """How many checking processes a server runs at once (each bounded by ``MAX_VETTING_RSS``): the
 rest wait their turn, so N members uploading together cost at most this many bounds."""
 _checks_running = threading.BoundedSemaphore(MAX_CHECKS_AT_ONCE)
+_running = [0]  # checks holding a slot
+_running_lock = threading.Lock()
 
 
 def _vet_in_child(tables: Sequence[tuple[str, str]]) -> list[str | None]:
     """The answers of one child for the first of ``tables`` (at least one): all of them, or those
     before the table it was ended on (which is then refused, when it was the child's first)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
+    env = dict(os.environ, LITMUS_VETTING_PARENT=str(os.getpid()),
+               PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_PARENT, os.environ.get("PYTHONPATH")])),
                # one thread for pyarrow's decoding: the bound is on the check, not on how many cores the server has
                OMP_NUM_THREADS="1", ARROW_IO_THREADS="1")
     child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -142,6 +160,9 @@ def _watch(child: subprocess.Popen, got: list) -> str | None:
 
 
 def _main() -> None:
+    # the check's bounds are kept by its parent's watch: a child whose parent died (a server
+    # stopped mid-check) would decode on unwatched, so it dies with it
+    die_with_parent(int(os.environ.get("LITMUS_VETTING_PARENT", os.getppid())))
     import pyarrow as pa  # optional: the dask extra (the child runs only where an upload is vetted)
 
     from . import table_reader  # optional: the dask extra's pyarrow; this module is imported without it

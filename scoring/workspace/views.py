@@ -768,8 +768,16 @@ def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
         else:  # never checked in this process, or its check's process is gone: checked (bounded) now
             todo.append(key)
     if todo:
-        known.update(zip(todo, vetting_process.vet_uploads([(location, root) for root, location, _sha in todo]),
-                         strict=True))
+        answers = None if vetting_process.all_busy() else vetting_process.vet_uploads(
+            [(location, root) for root, location, _sha in todo])
+        if answers is None:  # other members' uploads are being checked: these wait their turn, said, not held
+            known.update((key, CHECK_UNDER_WAY) for key in todo)
+            under_way.update(todo)
+        else:
+            known.update(zip(todo, answers, strict=True))
+            for key, why in zip(todo, answers, strict=True):
+                if why is None:  # checked whole, as at the upload: no later process checks it again
+                    table_zip.note_vetted(key[0], table_reader.VET_VERSION)
     if len(_VETTED) + len(known) > _MAX_VETTED:
         _VETTED.clear()  # a bound on what a long-lived server remembers; what it forgets is checked again
     _VETTED.update((key, why) for key, why in known.items() if key not in under_way)
