@@ -319,7 +319,7 @@ def test_the_page_says_an_upload_is_being_checked_and_offers_it_once_checked(app
 
 def test_a_listing_never_waits_behind_other_members_checks(tmp_path, table, monkeypatch):
     """The fifth attack: two members' slow uploads held both checking slots, and every listing
-    (every render of the Score tables page) that had an upload to check waited behind them, 436 s.
+    (every render of the Score tables page) that had an upload to check waited behind them.
     A listing that finds no slot free says those uploads are waiting their turn, at once, and
     checks them on a later render."""
     db = tmp_path / "app.db"

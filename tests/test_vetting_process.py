@@ -133,7 +133,7 @@ def test_one_process_checks_a_listing_and_a_bomb_costs_only_itself(tmp_path, tab
 
 def test_no_more_checking_processes_run_at_once_than_the_bound(monkeypatch):
     """The fourth attack: eight members uploading at once ran eight checking processes, each
-    within its own bound (2,250 MiB together); the rest wait their turn."""
+    within its own bound; the rest wait their turn."""
     import threading
     import time
 
