@@ -234,7 +234,7 @@ def test_key_scan_ignores_keys_inside_strings_and_deeper_levels():
 
 def test_a_head_cut_inside_a_string_is_scanned_once():
     """A sniffed head that ends inside a long string full of escaped quotes (a tau2 file's
-    guidelines) was scanned again from every quote in it: one sniff took half a minute. The
+    guidelines) was scanned again from every quote in it (quadratic in the head). The
     string cut by the head's end is one token, to the end, so the scan never restarts inside it."""
     from scoring.importers import _common
 
