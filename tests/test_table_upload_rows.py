@@ -181,7 +181,8 @@ def note_by_a_process_that_died(root: str) -> None:
     """The note a process that died checking the upload at ``root`` left (it wrote it, and ended)."""
     subprocess.run([sys.executable, "-c", "import sys; from scoring.dask_engine import table_zip; "
                     "table_zip.note_checking(sys.argv[1])", root], check=True, cwd=ROOT)
-    assert table_zip.check_unfinished(root) and not table_zip.check_under_way(root)
+    note = (Path(root).parent / table_zip.VETTED / Path(root).name).read_text()
+    assert note.startswith(table_zip.CHECKING) and not table_zip.check_under_way(root)
 
 
 def test_an_upload_being_checked_is_said_to_be_and_offered_once_checked(tmp_path, table, monkeypatch):

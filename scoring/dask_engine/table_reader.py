@@ -112,6 +112,8 @@ can make a file that parses to more, within the parse bound, and each kept one w
 OPENED_TABLES_MEMORY = 128 * 1024 * 1024
 """What the tables a server has opened (``opened_table``: their runs as ``TableRun``s) may hold
 while kept for a minute."""
+OPENED_TABLE_LARGEST = 4 * TABLE_MEMORY_LARGEST
+"""The most one opened table's runs may hold and be kept (a table of 10,000 runs holds a few MiB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,14 +271,13 @@ index read whole as Python values, an upload's check in a process whose memory i
 memory than a reader keeps (``TABLE_MEMORY_LARGEST``)."""
 
 
-def _check_held(value: object, named: str, location: str) -> None:
-    """Refuse (InputError) a table whose ``named`` part holds more in memory once read than a
-    reader keeps of one value: such a file is parsed again on every render of every visitor
-    whose page shows it (an upload is every visitor's default table when it is the newest)."""
-    held = retained_bytes(value, limit=TABLE_MEMORY_LARGEST)
-    if held > TABLE_MEMORY_LARGEST:
-        raise InputError(f"the table's {named} holds more than {TABLE_MEMORY_LARGEST:,} bytes in memory once read "
-                         "(the most a reader keeps of one): the table is not read", source=location)
+def _check_held(value: object, named: str, location: str, most: int) -> None:
+    """Refuse (InputError) a table whose ``named`` part holds more than ``most`` in memory once
+    read (the most a reader keeps of it): such a part is read again on every render of every
+    visitor whose page shows it (an upload is every visitor's default table when it is the newest)."""
+    if retained_bytes(value, limit=most) > most:
+        raise InputError(f"the table's {named} holds more than {most:,} bytes in memory once read (the most a "
+                         "reader keeps of one): the table is not read", source=location)
 
 
 def vet(location: str, storage_options: dict | None = None, *, root: str | None = None,
@@ -290,10 +291,10 @@ def vet(location: str, storage_options: dict | None = None, *, root: str | None 
     try:
         runs = open_table(location, storage_options, root=root)
         if every_run:
-            _check_held(runs, "list of runs", location)
+            _check_held(runs, "list of runs", location, OPENED_TABLE_LARGEST)
         for run in {run.run_key: run for run in runs}.values() if every_run else ():  # a key listed twice: once
-            _check_held(run.summary, f"summary of run {run.run_key[:12]}", location)
-            _check_held(run.aggregates, f"aggregates of run {run.run_key[:12]}", location)
+            _check_held(run.summary, f"summary of run {run.run_key[:12]}", location, TABLE_MEMORY_LARGEST)
+            _check_held(run.aggregates, f"aggregates of run {run.run_key[:12]}", location, TABLE_MEMORY_LARGEST)
             rates(run, None)  # its aggregates, read as the page reads them
             _inconclusive(run).to_pylist()  # every column the pages read of it, as Python values (the filters' read)
             check_rows(run)
@@ -383,7 +384,7 @@ def open_table(location: str, storage_options: dict | None = None, *, root: str 
         return _open_table(location, storage_options, root)
 
 
-@weighed(budget=OPENED_TABLES_MEMORY, largest=TABLE_MEMORY_LARGEST * 4, ttl=60)
+@weighed(budget=OPENED_TABLES_MEMORY, largest=OPENED_TABLE_LARGEST, ttl=60)
 def opened_table(location: str, options: str, root: str | None) -> list[TableRun]:
     """``open_table`` (``options``: the storage options as JSON text), kept for a minute within
     ``OPENED_TABLES_MEMORY`` for the page's reruns: a table of 10,000 runs is 10,000 entries, and

@@ -446,12 +446,6 @@ def check_under_way(root: Path | str) -> bool:
     return started != "None" and _process_start(int(pid)) == started and _boot() == boot
 
 
-def check_unfinished(root: Path | str) -> bool:
-    """Whether a check of the upload at ``root`` began and never ended: its note says
-    ``CHECKING`` and the process that wrote it is gone (or the note names none)."""
-    return _checking_note(root) is not None and not check_under_way(root)
-
-
 def vetted_version(root: Path | str) -> int | None:
     """The version of the checks the upload at ``root`` passed when it was uploaded (None: no note)."""
     try:
