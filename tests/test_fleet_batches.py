@@ -59,6 +59,44 @@ def test_a_batch_plans_and_scores_its_runs_and_a_bad_file_fails_alone(inproc_cli
     assert [r.status for r in again] == ["skipped", "skipped", "failed", "skipped", "skipped"]
 
 
+
+def test_a_record_a_dead_worker_began_is_no_record_and_the_run_is_scored_again(inproc_client, tmp_path):
+    """A worker that died while writing a run's record left it empty (seen on CI: the run then
+    failed "cannot read: JSONDecodeError"): a record that does not parse is no record, the run is
+    scored and published again, and the new record is written whole (no ``.writing-`` file left)."""
+    runs = []
+    for i in range(2):
+        runs.append(tmp_path / f"run{i}.jsonl")
+        shutil.copyfile(OBSERVED, runs[-1])
+    out = tmp_path / "table"
+    first = fleet.score_runs(list(map(str, runs)), inproc_client, out=str(out), plan_batch=2)
+    assert [r.status for r in first] == ["done", "done"]
+    torn = out / table_layout.RUNS_DIR / table_layout.record_name(str(runs[1]))
+    assert torn.exists()
+    torn.write_text("")  # begun, never finished
+    again = fleet.score_runs(list(map(str, runs)), inproc_client, out=str(out), plan_batch=2)
+    assert [r.status for r in again] == ["skipped", "done"], [r.error for r in again]
+    assert json.loads(torn.read_text())["run_key"] == first[1].run_key
+    assert not [p for p in out.rglob("*") if ".writing-" in p.name]
+    assert [r.status for r in fleet.score_runs(list(map(str, runs)), inproc_client, out=str(out))] == ["skipped"] * 2
+
+
+def test_a_file_written_whole_is_never_seen_begun(tmp_path):
+    """``write_whole`` on a local disk: the old text or the new, never a prefix; a write that fails
+    leaves the old file and no stray."""
+    fs, path = table_writer.file_system(str(tmp_path / "record.json"), {}, table_writer.WRITE_PROTOCOLS)
+    table_writer.write_whole(fs, path, '{"a": 1}')
+    assert json.loads(Path(path).read_text()) == {"a": 1}
+
+    class Unwritable:
+        def __str__(self):
+            raise OSError("disk full")
+
+    with pytest.raises(TypeError):
+        table_writer.write_whole(fs, path, Unwritable())  # type: ignore[arg-type]
+    assert json.loads(Path(path).read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["record.json"]
+
 def test_a_runs_rows_are_gathered_into_parts_of_about_part_bytes(inproc_client, tmp_path):
     """Blocks of 16 KiB make about 50 staged parts of the sample; published with parts of
     64 KiB there are a few parts, each but the last at least that size of staged parts, the rows

@@ -107,6 +107,10 @@ def _recorded(out: str, storage_options: dict, source: str, size: int | None, op
         record = json.loads(fs.cat_file(join_url(base, RUNS_DIR, record_name(source)), start=0))
     except FileNotFoundError:
         return None
+    except ValueError:  # a record begun by a worker that died (a table written before write_whole)
+        return None  # not a record: the run is scored again and its publish writes one whole
+    if not isinstance(record, dict):
+        return None
     if record.get("options") != options or record.get("scorer_version") != scorer_version:
         return None
     if size is None:

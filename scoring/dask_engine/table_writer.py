@@ -107,6 +107,26 @@ def _move(fs, src: str, dst: str) -> None:
     fs.rm(src, recursive=True)
 
 
+def write_whole(fs, path: str, text: str) -> None:
+    """``text`` at ``path``, all of it or none: a reader (a retried task looking for a run's
+    record, the app) never finds the file begun and not finished. A local file is written beside
+    it and renamed over it (a worker that dies mid-write leaves a stray ``.writing-`` file, not an
+    empty record); an object store's put is whole already."""
+    from fsspec.implementations.local import LocalFileSystem  # optional: the dask extra
+
+    if not isinstance(fs, LocalFileSystem):
+        fs.pipe_file(path, text.encode())
+        return
+    partial = f"{path}.writing-{uuid.uuid4().hex[:8]}"  # a local path: file_system strips file://
+    try:
+        with open(partial, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(partial, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+
+
 def gather_parts(fs, src: str, dst: str, part_bytes: int = PART_BYTES, prefix: str = "part-") -> int:
     """Write a run's staged parts (``src``: one per block, named in file order) into ``dst`` as
     parts of about ``part_bytes`` (by the staged parts' sizes), rows in the same order, each
@@ -189,13 +209,12 @@ def publish_run(final: RunResult, staging: str, out: str, storage_options: dict,
                     fs.rm(dst, recursive=True)
                 _move(fs, src, dst)
         make_folders(fs, join_url(base, RUN_AGGREGATES_DIR))
-        with fs.open(join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), "w") as fh:
-            fh.write(json.dumps(final.aggregates))
+        write_whole(fs, join_url(base, RUN_AGGREGATES_DIR, f"{key}.json"), json.dumps(final.aggregates))
         write_summary(fs, base, str(key), final.summary)
         final = dataclasses.replace(final, aggregates=None)  # in the table: they need not travel to the client
         make_folders(fs, join_url(base, RUNS_DIR))
-        with fs.open(join_url(base, RUNS_DIR, record_name(record['source'])), "w") as fh:
-            fh.write(json.dumps({**record, "run_key": key, "summary": final.summary}))
+        write_whole(fs, join_url(base, RUNS_DIR, record_name(record['source'])),
+                    json.dumps({**record, "run_key": key, "summary": final.summary}))
         if staged:
             _drop_parts(fs, join_url(base, rows), keep=attempt)  # an earlier publish's of the same key
             with contextlib.suppress(FileNotFoundError, OSError):
@@ -355,8 +374,7 @@ def _drop_replaced(fs, base: str, keys: set) -> None:
 def write_summary(fs, base: str, run_key: str, summary: Any) -> None:
     """A run's ``SUMMARIES_DIR/RUN_KEY.json`` (what the app reads when the run is shown)."""
     make_folders(fs, join_url(base, SUMMARIES_DIR))
-    with fs.open(join_url(base, SUMMARIES_DIR, f"{run_key}.json"), "w") as fh:
-        fh.write(json.dumps(summary))
+    write_whole(fs, join_url(base, SUMMARIES_DIR, f"{run_key}.json"), json.dumps(summary))
 
 
 def write_index(fs, path: str, entries: list[tuple[str | None, Any]]) -> None:
@@ -364,12 +382,10 @@ def write_index(fs, path: str, entries: list[tuple[str | None, Any]]) -> None:
     the first layout's ``aggregates.json`` removed (each run's are in ``RUN_AGGREGATES_DIR``)."""
     with contextlib.suppress(FileNotFoundError):
         fs.rm(join_url(path, AGGREGATES_FILE))
-    with fs.open(join_url(path, KEYS_FILE), "w") as fh:
-        fh.write(json.dumps([k for k, _s in entries]))  # the partition of each summary, in order
-    with fs.open(join_url(path, INDEX_FILE), "w") as fh:
-        fh.write(json.dumps([[k, s.get("run_id"), s.get("model")] for k, s in entries]))
-    with fs.open(join_url(path, SUMMARY_FILE), "w") as fh:
-        fh.write(json.dumps([s for _k, s in entries]))
+    # the partition of each summary, in order
+    write_whole(fs, join_url(path, KEYS_FILE), json.dumps([k for k, _s in entries]))
+    write_whole(fs, join_url(path, INDEX_FILE), json.dumps([[k, s.get("run_id"), s.get("model")] for k, s in entries]))
+    write_whole(fs, join_url(path, SUMMARY_FILE), json.dumps([s for _k, s in entries]))
 
 
 def commit_results(tmp: str, out: str, storage_options: dict, results: list[RunResult]) -> None:
@@ -380,8 +396,7 @@ def commit_results(tmp: str, out: str, storage_options: dict, results: list[RunR
     for r in results:
         write_inconclusive(r, tmp, storage_options)
         make_folders(fs, join_url(tmp_path, RUN_AGGREGATES_DIR))
-        with fs.open(join_url(tmp_path, RUN_AGGREGATES_DIR, f"{r.run_key}.json"), "w") as fh:
-            fh.write(json.dumps(r.aggregates))
+        write_whole(fs, join_url(tmp_path, RUN_AGGREGATES_DIR, f"{r.run_key}.json"), json.dumps(r.aggregates))
         write_summary(fs, tmp_path, str(r.run_key), r.summary)
     make_folders(fs, join_url(tmp_path, RUNS_DIR))
     write_index(fs, tmp_path, [(r.run_key, r.summary) for r in results])
