@@ -349,11 +349,13 @@ def block_ranges(fh, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def score_range(header_line: bytes, source: str, path: str, offset: int, length: int,
-                pay: PayloadJoin | None = None, reclassifier=None, require_proof: bool = False) -> Block:
+                pay: PayloadJoin | None = None, reclassifier=None, require_proof: bool = False, *,
+                span: bool = True) -> Block:
     """Read one range of the run and score it; line numbers are relative to the range (from 1)
-    and ``Block.lines`` says how many it spans, so the writer can number them."""
+    and ``Block.lines`` says how many it spans, so the writer can number them. ``span=False``:
+    no ``Block.span`` digest, for a caller that checks the whole file's hash instead."""
     return score_bytes(header_line, source, offset, read_range(path, offset, length), pay, reclassifier,
-                       require_proof=require_proof)
+                       require_proof=require_proof, span=span)
 
 
 def read_range(path: str, offset: int, length: int) -> bytes:
@@ -365,7 +367,7 @@ def read_range(path: str, offset: int, length: int) -> bytes:
 
 def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: PayloadJoin | None = None,
                 reclassifier=None, *, harness: HarnessVerdictClassifier | None = None, lean: bool = True,
-                require_proof: bool = False) -> Block:
+                require_proof: bool = False, span: bool = True) -> Block:
     """Score whole lines already read (``data`` starts at byte ``offset`` of the run): the one
     block scorer of the local import and of the Dask engine, which reads its ranges itself.
 
@@ -373,10 +375,13 @@ def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: 
     scores every record by the typed path (the rows are the same: tests hold them so);
     ``require_proof``: as ``--require-proof`` (``RunHeader.require_proof``; the header line
     never carries it). The lean path is unchanged by it: it takes only calls proven by size and
-    digest."""
+    digest. ``span``: the block's ``Block.span`` (its bytes' SHA-256), which ``score FILE`` and the
+    Dask engine check against their hash of the file; the workspace hashes the file whole."""
     with no_cyclic_gc():  # it cost 7 % of a block's time
         block = _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier, harness=harness,
                              lean=lean, require_proof=require_proof)
+    if not span:
+        return block
     return dataclasses.replace(block, span=(offset, len(data), hashlib.sha256(data).digest()))
 
 

@@ -263,6 +263,74 @@ def test_c_a_full_disk_while_copying_is_a_clear_error_and_leaves_no_copy(tmp_pat
     assert ws.runs() == [] and list(ws.files.iterdir()) == []
 
 
+
+@pytest.fixture
+def parallel_import(monkeypatch):
+    """Every import of a canonical run takes the large-run path (``_import_parallel``: the
+    kernel's copy, two workers), in blocks of 64 KiB."""
+    from scoring import ingest
+    from scoring.workspace import importing
+
+    monkeypatch.setattr(importing, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
+
+
+def test_c_a_full_disk_in_the_kernels_copy_is_a_clear_error_and_leaves_no_copy(tmp_path, monkeypatch,
+                                                                                  parallel_import):
+    from scoring.workspace import copies
+
+    def full(*_args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "copy_file_range", full)
+    ws = Workspace(tmp_path / "w.db")
+    with pytest.raises(StoreError, match="No space left on device"):
+        ws.import_run(OBSERVED)
+    assert ws.runs() == [] and list(ws.files.iterdir()) == []
+    monkeypatch.setattr(copies, "_write_chunk", full)  # the streamed copy's full disk, past the kernel's
+    monkeypatch.setattr(os, "copy_file_range", lambda *_: (_ for _ in ()).throw(OSError(errno.EXDEV, "cross-device")))
+    monkeypatch.setattr(os, "sendfile", lambda *_: (_ for _ in ()).throw(OSError(errno.EINVAL, "not here")))
+    with pytest.raises(StoreError, match="No space left on device"):
+        ws.import_run(OBSERVED)
+    assert ws.runs() == [] and list(ws.files.iterdir()) == []
+
+
+@pytest.mark.parametrize("stops_after", [0, 1000, 70_000])
+def test_b_a_kernel_copy_cut_short_goes_on_by_the_next_way_and_the_copy_is_whole(tmp_path, monkeypatch,
+                                                                                   parallel_import, stops_after):
+    """``copy_file_range`` that copies ``stops_after`` bytes and then is refused (a file system
+    that takes it only in part): ``sendfile``, then the streamed copy, go on from there; the run
+    imported from the copy is the one imported in process, its copy the file's bytes."""
+    real = os.copy_file_range
+    done = [0]
+
+    def partial(fin, fout, count):
+        if done[0] >= stops_after:
+            raise OSError(errno.EXDEV, "cross-device")
+        n = real(fin, fout, min(count, stops_after - done[0]))
+        done[0] += n
+        return n
+
+    monkeypatch.setattr(os, "copy_file_range", partial)
+    monkeypatch.setattr(os, "sendfile", lambda *_: (_ for _ in ()).throw(OSError(errno.ENOSYS, "none")))
+    ws = Workspace(tmp_path / "w.db")
+    run = ws.import_run(OBSERVED).run
+    assert run["run_key"] == _sha(OBSERVED.read_bytes()) == run["stored_sha256"]
+    assert (ws.files / f"{run['run_key']}.jsonl").read_bytes() == OBSERVED.read_bytes()
+    again = ws.import_run(OBSERVED)
+    assert again.already_present and again.run_key == run["run_key"] and len(ws.runs()) == 1
+
+
+def test_b_a_large_run_imported_again_is_found_by_its_key_and_nothing_is_written(tmp_path, parallel_import):
+    """The key is hashed while the workers score: a run already in the workspace is found once it
+    is known, its workers' blocks dropped; no second copy, no second row."""
+    ws = Workspace(tmp_path / "w.db")
+    first = ws.import_run(OBSERVED)
+    files = sorted(p.name for p in ws.files.iterdir())
+    again = ws.import_run(OBSERVED)
+    assert again.already_present and again.run_key == first.run_key
+    assert sorted(p.name for p in ws.files.iterdir()) == files and len(ws.runs()) == 1
+
 def test_c_a_full_disk_at_the_commit_is_a_clear_error_and_leaves_no_copy(tmp_path, monkeypatch):
     from scoring.workspace import schema
 

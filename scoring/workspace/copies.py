@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -211,6 +212,63 @@ def copy_file(path: Path, dest: Path) -> str:
                 return h.hexdigest()
             h.update(chunk)
             _write_chunk(out, chunk)
+
+
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""What a kernel copy raises for the destination (a full disk, a quota): the workspace's error,
+kept as an OSError (``Workspace._writing`` names the folder), never blamed on the input."""
+
+
+def kernel_copy(path: Path, dest: Path) -> None:
+    """Copy a regular file to a new ``dest`` by the kernel (a reflink, else ``copy_file_range``,
+    else ``sendfile``, else a streamed copy): its bytes never pass through Python and nothing
+    hashes them here. The caller hashes ``dest`` (the run key is of the bytes the workspace holds)
+    and ``path`` again (a torn copy tells). A read error is an InputError naming ``path``; a write
+    error stays an OSError."""
+    with _reading(path):
+        src = open_regular(path)
+    with src, open(dest, "xb", buffering=0) as out:
+        if _reflink(src, out):
+            return
+        fin, fout = src.fileno(), out.fileno()
+        for kernel in (_copy_file_range, _sendfile):
+            try:
+                if kernel(fin, fout):
+                    return
+            except OSError as exc:
+                if exc.errno in WRITE_ERRORS:
+                    raise
+                # not offered here (an old kernel, another file system): the next way goes on
+                # from where this one stopped (both offsets moved with what it copied)
+        while True:
+            with _reading(path):
+                chunk = src.read(COPY_CHUNK)
+            if not chunk:
+                return
+            _write_chunk(out, chunk)
+
+
+def _copy_file_range(fin: int, fout: int) -> bool:
+    """All of ``fin`` from its offset into ``fout`` by ``os.copy_file_range``; False where Python
+    has none."""
+    if not hasattr(os, "copy_file_range"):
+        return False
+    while os.copy_file_range(fin, fout, KERNEL_COPY_BYTES):
+        pass
+    return True
+
+
+def _sendfile(fin: int, fout: int) -> bool:
+    """All of ``fin`` from its offset into ``fout`` by ``os.sendfile``; False where it has none."""
+    if not hasattr(os, "sendfile"):
+        return False
+    while os.sendfile(fout, fin, None, KERNEL_COPY_BYTES):
+        pass
+    return True
+
+
+KERNEL_COPY_BYTES = 1 << 30
+"""The most one kernel copy call is asked for (it may copy less; the loop asks again)."""
 
 
 def same_content(path: Path, expected: str, found: str) -> None:

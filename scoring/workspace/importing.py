@@ -5,7 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import hashlib
+import itertools
 import json
 import marshal
 import os
@@ -59,6 +61,7 @@ from .copies import (
     PendingCopy,
     copy_file,
     file_state,
+    kernel_copy,
     rejection_dict,
     same_content,
     sha256_of_file,
@@ -195,43 +198,61 @@ class Importing(Reads):
 
     def _import_parallel(self, path: Path, progress, before: FileState,
                          original_name: str | None = None) -> ImportResult:
-        """A large canonical run on two cores. The workspace's copy is made first, hashed as
-        it is written (its hash is the run key); worker processes then parse and score blocks
-        of lines of that copy while this process hashes the source again (in a thread: hashlib
-        releases the GIL). A source that changed in between (a torn copy) is refused: the two
-        hashes differ. Nothing is written to the database before the key is known."""
+        """A large canonical run on two cores. The workspace's copy is made first by the kernel
+        (no byte of it through Python); worker processes then parse and score blocks of lines of
+        that copy while two threads of this process hash the copy (the run key: of the bytes the
+        workspace holds and the workers read) and the source again (hashlib releases the GIL). A
+        source that changed in between (a torn copy) is refused: the two hashes differ. A run
+        already imported is found once its key is known, and the workers' queued blocks dropped.
+        Nothing is written to the database before the key is known."""
         with self._writing():
             self.files.mkdir(parents=True, exist_ok=True)
             sweep_abandoned_copies(self.files)
         copy = PendingCopy(temporary_name(self.files / "run.jsonl"), self.files / "run.jsonl")
         with copy:
-            run_key = copy.sha256 = self._copy_in(path, copy.read)
-            existing = self.run(run_key)
-            if existing is not None:
-                stored_run = StoredRun.from_row(existing)
-                if stored_run.stale:  # the same bytes under a new scorer: rescored from them
-                    outcome = self._rescore(stored_run, original=path)
-                    return ImportResult(run_key=run_key, already_present=True, run=self._run_or_raise(run_key),
-                                        rejected=(), rescored=outcome)
-                if stored_run.categories_outdated:  # its bytes given again: its categories are read from them
-                    self._rederive(stored_run, original=path)
-                    existing = self._run_or_raise(run_key)
-                return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
-            copy.final = self.files / f"{run_key}.jsonl"
-            with copy.read.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(1) as hashing:
+            with self._writing():
+                kernel_copy(path, copy.read)
+            with copy.read.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(2) as hashing:
+                keyed = hashing.submit(sha256_of_file, copy.read)
                 rehashed = hashing.submit(sha256_of_file, path)
                 header_line, header, first_line, header_end = read_header(fh, str(path), canonical.NAME)
                 work = ((header_line, str(path), str(copy.read), off, n)
                         for off, n in block_ranges(fh, header_end, before.size))
-                results = pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
+                # no block digests: the whole copy's hash is the check (score FILE's and Dask's read them)
+                results = pool_map(functools.partial(score_range, span=False), work, IMPORT_WORKERS,
+                                   window=PARALLEL_WINDOW)
                 try:
-                    blocks = _scored_ahead(results, progress, self.files)
+                    first = next(results, None)  # the workers are scoring while the key is hashed
+                    run_key = copy.sha256 = keyed.result()
+                    present = self._already_imported(run_key, path)
+                    if present is not None:
+                        return present
+                    copy.final = self.files / f"{run_key}.jsonl"
+                    blocks = _scored_ahead(itertools.chain([first] if first is not None else [], results),
+                                           progress, self.files)
                 finally:
                     results.close()
                 same_content(path, run_key, rehashed.result())
             settled = settle(header, blocks.digests, file_sha256=run_key, first_line=first_line)
             return self._write_run(settled, blocks, copy, None, path, before,
                                    provenance=_provenance(run_key, original_name, None))
+
+    def _already_imported(self, run_key: str, path: Path) -> ImportResult | None:
+        """The result of importing ``path`` again when the workspace holds its run ``run_key``
+        (rescored from these bytes when stale; its categories read again when outdated); None
+        when it holds no such run."""
+        existing = self.run(run_key)
+        if existing is None:
+            return None
+        stored_run = StoredRun.from_row(existing)
+        if stored_run.stale:  # the same bytes under a new scorer: rescored from them
+            outcome = self._rescore(stored_run, original=path)
+            return ImportResult(run_key=run_key, already_present=True, run=self._run_or_raise(run_key),
+                                rejected=(), rescored=outcome)
+        if stored_run.categories_outdated:  # its bytes given again: its categories are read from them
+            self._rederive(stored_run, original=path)
+            existing = self._run_or_raise(run_key)
+        return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
 
     def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None,
                     source_sha256: str | None = None,
