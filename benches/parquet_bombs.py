@@ -47,7 +47,8 @@ import json, resource, sys, time
 from scoring.dask_engine import table_reader, vetting_process
 from scoring.workspace import views
 if sys.argv[3] == "in-server":
-    vetting_process.vet_uploads = lambda tables: [table_reader.vet(l, root=r, every_run=True) for l, r in tables]
+    vetting_process.vet_uploads = lambda tables, wait=None: [
+        table_reader.vet(l, root=r, every_run=True) for l, r in tables]
 data = open(sys.argv[1], "rb").read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()

@@ -17,7 +17,7 @@ from pages._shared.errors import error_text
 from pages._shared.inert import md, reveal_id
 from pages._shared.render import render_trajectory
 from pages._shared.runtext import run_line
-from scoring.errors import LitmusReviewError
+from scoring.errors import LitmusReviewError, UploadWaiting
 from scoring.model import ReviewLabel
 from scoring.workspace import views
 
@@ -120,6 +120,10 @@ def _upload_table() -> None:
         return
     try:
         root = views.unpack_table(loaders.db(), up.name, up.getvalue())
+    except UploadWaiting as exc:  # kept, not refused: checked on a later visit
+        st.info("This upload is kept but not checked yet:")
+        st.code(error_text(exc, names={up.name: up.name}), language=None, wrap_lines=True)
+        return
     except LitmusReviewError as exc:
         st.error("This upload is not a score table that can be opened:")
         st.code(error_text(exc, names={up.name: up.name}), language=None)  # the upload named as its user named it
@@ -172,9 +176,10 @@ if router.team_mode():
     choices = [*uploaded.tables, *listing.tables]
     tables = [(c.root, c.location, c.label) for c in choices if c.refused is None]
     if checking := [c for c in choices if c.checking]:
-        st.info(f"{len(checking):,} uploaded score table{'s are' if len(checking) > 1 else ' is'} being checked "
-                "(uploaded a moment ago) and offered when the check ends; reload the page then:")
-        st.code("\n".join(c.label for c in checking), language=None)
+        st.info(f"{len(checking):,} uploaded score table{'s are' if len(checking) > 1 else ' is'} not offered yet: "
+                "being checked, or waiting for a check to be free; each is offered once its check passes "
+                "(reload the page then):")
+        st.code("\n".join(f"{c.label}: {c.refused}" for c in checking), language=None, wrap_lines=True)
     if refused := [c for c in choices if c.refused is not None and not c.checking]:
         st.warning(f"{len(refused):,} score table{'s' if len(refused) > 1 else ''} cannot be opened and "
                    f"{'are' if len(refused) > 1 else 'is'} not offered:")

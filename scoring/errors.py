@@ -9,6 +9,8 @@ subclasses the builtin it behaves like, so callers that only know Python still c
     ├── InputError(ValueError)             bad input, located: .source, .line, .record_id
     │   ├── UnknownFormatError             no importer recognised the file: .tried, .closest
     │   ├── FormatVersionError             a canonical file of a version we do not read
+    │   ├── UploadWaiting                  an uploaded score table kept, not checked yet
+    │   │                                  (every check busy): a later listing checks it
     │   └── OverBudgetError                reading the file would take more memory than its
     │                                      budget (a likely bomb): refused whole, whatever
     │                                      else it might be read as
@@ -207,6 +209,11 @@ class InputError(LitmusReviewError, ValueError):
         if record_id is not None:
             where += f" (record {record_id!r})"
         super().__init__(f"{where}: {message}")
+
+
+class UploadWaiting(InputError):
+    """An upload kept but not checked yet: every check was held by other uploads' for longer than
+    its request may wait. Not a refusal: a later listing checks it and offers it if it passes."""
 
 
 class OverBudgetError(InputError):

@@ -332,7 +332,8 @@ def test_the_page_lists_uploads_without_globbing_them_and_vets_each_table_once(t
     monkeypatch.setattr(table_reader, "tables_under", no_glob)
     vets: list[tuple] = []
     real = vetting_process.vet_uploads
-    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables: vets.extend(tables) or real(tables))
+    monkeypatch.setattr(vetting_process, "vet_uploads",
+                        lambda tables, wait=None: vets.extend(tables) or real(tables, wait))
     views.forget_vetting()
     for _ in range(3):  # three renders of the page
         listed = views.uploaded_tables(db).tables

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from scoring import errors
 from scoring.dask_engine import table_layout, table_reader, table_zip, vetting_process
 from scoring.errors import InputError
 from scoring.workspace import views
@@ -56,7 +58,7 @@ def table(tmp_path):
 def vet_here(monkeypatch):
     """An upload's check run in this process, so that a bound a test lowers reaches it (the
     check's own process, and its bounds, are tested in test_vetting_process.py)."""
-    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables: [
+    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables, wait=None: [
         table_reader.vet(location, root=root, every_run=True) for location, root in tables])
 
 
@@ -234,8 +236,8 @@ def test_an_upload_whose_check_never_ended_is_checked_again_in_a_process_of_its_
     views.forget_vetting()  # a new process
     checked: list[int] = []
     real = vetting_process.vet_uploads
-    real = vetting_process.vet_uploads
-    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables: checked.append(len(tables)) or real(tables))
+    monkeypatch.setattr(vetting_process, "vet_uploads",
+                        lambda tables, wait=None: checked.append(len(tables)) or real(tables, wait))
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and checked == [1]
     assert table_zip.vetted_version(root) == table_reader.VET_VERSION  # noted: no later process checks it again
@@ -252,7 +254,7 @@ def test_kept_bytes_uploaded_again_are_not_checked_again_and_a_failed_recheck_re
     data = zip_folder(table.parent)
     root = views.unpack_table(db, "nightly.zip", data)
 
-    def killed(tables):
+    def killed(tables, wait=None):
         return ["its check ended without an answer (its process ended with code -9)"] * len(tables)
 
     monkeypatch.setattr(vetting_process, "vet_uploads", killed)
@@ -310,7 +312,8 @@ def test_the_page_says_an_upload_is_being_checked_and_offers_it_once_checked(app
     app.switch_page("pages/score_tables.py").run()
     assert not app.exception, app.exception
     assert any("being checked" in i.value for i in app.info)
-    assert [c.value for c in app.code if "nightly.zip" in c.value] == ["nightly.zip (uploaded): nightly/table"]
+    assert [c.value for c in app.code if "nightly.zip" in c.value] == [
+        f"nightly.zip (uploaded): nightly/table: {views.CHECK_UNDER_WAY}"]
     assert not [w for w in app.warning if "cannot be opened" in w.value]
     table_zip.note_vetted(root, table_reader.VET_VERSION)
     app.run()
@@ -327,10 +330,44 @@ def test_a_listing_never_waits_behind_other_members_checks(tmp_path, table, monk
     root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
     table_zip.forget_note(root)  # to be checked by a listing
     views.forget_vetting()
-    monkeypatch.setattr(vetting_process, "all_busy", lambda: True)  # two members' checks hold the slots
-    (choice,) = views.uploaded_tables(db).tables
-    assert choice.checking and "under way" in (choice.refused or "")
-    monkeypatch.undo()
+    held = [vetting_process._checks_running.acquire(blocking=False)  # two members' checks hold the slots
+            for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
+    try:
+        assert all(held)
+        began = time.monotonic()
+        (choice,) = views.uploaded_tables(db).tables
+        waited = time.monotonic() - began
+    finally:
+        for _ in held:
+            vetting_process._checks_running.release()
+    assert choice.checking and choice.refused == views.WAITING_TURN and "waiting its turn" in choice.refused
+    assert waited < views.UPLOAD_CHECK_WAIT_S / 2  # said at once, never waited for a slot
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and not choice.checking
     assert table_zip.vetted_version(root) == table_reader.VET_VERSION
+
+
+def test_an_uploaders_own_request_waits_for_a_check_at_most_its_bound_and_the_upload_is_kept(
+        tmp_path, table, monkeypatch):
+    """Two other members' slow uploads hold both checks: an upload's request waits at most
+    ``UPLOAD_CHECK_WAIT_S`` (before, as long as their checks took: up to 10 minutes each), is told
+    it is kept and waiting (``UploadWaiting``, not a refusal), and a later listing checks it."""
+    monkeypatch.setattr(views, "UPLOAD_CHECK_WAIT_S", 0.5)
+    db = tmp_path / "app.db"
+    held = [vetting_process._checks_running.acquire(blocking=False) for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
+    try:
+        assert all(held)
+        began = time.monotonic()
+        with pytest.raises(errors.UploadWaiting, match="waiting its turn to be checked") as err:
+            views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+        assert time.monotonic() - began < 10
+        assert err.value.source == "nightly.zip"
+        views.forget_vetting()
+        (choice,) = views.uploaded_tables(db).tables  # a listing meanwhile: waiting, not refused
+        assert choice.checking and choice.refused == views.WAITING_TURN
+    finally:
+        for _ in held:
+            vetting_process._checks_running.release()
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.refused is None and not choice.checking
+    assert table_zip.vetted_version(choice.root) == table_reader.VET_VERSION

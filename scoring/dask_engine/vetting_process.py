@@ -63,40 +63,36 @@ def _resident_bytes(pid: int) -> int | None:
 
 def vet_upload(location: str, root: str) -> str | None:
     """``table_reader.vet(location, root=root, every_run=True)`` in a child process (``vet_uploads``)."""
-    return vet_uploads([(location, root)])[0]
+    answers = vet_uploads([(location, root)])
+    assert answers is not None  # waited for a slot as long as it took
+    return answers[0]
 
 
-def vet_uploads(tables: Sequence[tuple[str, str]]) -> list[str | None]:
+def vet_uploads(tables: Sequence[tuple[str, str]], wait: float | None = None) -> list[str | None] | None:
     """For each (location, root), ``table_reader.vet(location, root=root, every_run=True)`` run in
     a child process: its answer (why the table cannot be offered, or None), or a refusal when the
     child passed ``MAX_VETTING_RSS`` of memory or ``VETTING_SECONDS`` on that table, or ended
-    without answering for it."""
-    with _checks_running:
-        with _running_lock:
-            _running[0] += 1
-        try:
-            answers: list[str | None] = []
-            while len(answers) < len(tables):
-                answers.extend(_vet_in_child(tables[len(answers):]))
-            return answers
-        finally:
-            with _running_lock:
-                _running[0] -= 1
-
-
-def all_busy() -> bool:
-    """Whether ``MAX_CHECKS_AT_ONCE`` checks are running now (a new one would wait its turn): a
-    listing then says its uploads are waiting rather than hold every visitor's page behind
-    other members' uploads (a check begun meanwhile may still make it wait)."""
-    return _running[0] >= MAX_CHECKS_AT_ONCE
+    without answering for it. ``wait``: the longest this call waits for one of the
+    ``MAX_CHECKS_AT_ONCE`` slots (None: as long as it takes); None, nothing checked, when no slot
+    was free by then (a listing asks with 0: it never waits behind other members' checks)."""
+    if wait is None:
+        _checks_running.acquire()
+    elif not (_checks_running.acquire(timeout=wait) if wait > 0 else _checks_running.acquire(blocking=False)):
+        return None
+    try:
+        answers: list[str | None] = []
+        while len(answers) < len(tables):
+            answers.extend(_vet_in_child(tables[len(answers):]))
+        return answers
+    finally:
+        _checks_running.release()
 
 
 MAX_CHECKS_AT_ONCE = 2
 """How many checking processes a server runs at once (each bounded by ``MAX_VETTING_RSS``): the
 rest wait their turn, so N members uploading together cost at most this many bounds."""
 _checks_running = threading.BoundedSemaphore(MAX_CHECKS_AT_ONCE)
-_running = [0]  # checks holding a slot
-_running_lock = threading.Lock()
+"""The slots: a check holds one while its process runs (taken without waiting by a listing)."""
 
 
 def _vet_in_child(tables: Sequence[tuple[str, str]]) -> list[str | None]:

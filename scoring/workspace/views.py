@@ -43,7 +43,7 @@ from ..aggregate import (
 )
 from ..agreement import Agreement
 from ..dask_engine import table_zip, vetting_process
-from ..errors import BLOCKING_REASONS, InputError, ReasonCode
+from ..errors import BLOCKING_REASONS, InputError, ReasonCode, UploadWaiting
 from ..export_files import (
     META_COLUMNS,
     PairedComparison,
@@ -693,10 +693,16 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
         # runs in a process of its own, bounded, so no upload can take the server down with it
         table_zip.note_checking(root)
     try:
-        answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables])
+        answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables],
+                                              wait=UPLOAD_CHECK_WAIT_S)
     except BaseException:  # this server's own failure, not the upload's (its check's process is bounded)
         _check_failed(root, passed_before)
         raise
+    if answers is None:  # every slot held by other members' checks: kept, checked by a later listing
+        table_zip.forget_note(root)
+        raise UploadWaiting(f"kept, and waiting its turn to be checked ({vetting_process.MAX_CHECKS_AT_ONCE} other "
+                            "uploads are being checked): it is checked when the Score tables page is next "
+                            "opened with a check free, and offered once it passes", source=name)
     for rel, why in zip(up.tables, answers, strict=True):
         if why is not None:
             _check_failed(root, passed_before)
@@ -743,6 +749,12 @@ process: an upload's folder is named by its bytes' SHA-256 and never changes."""
 _MAX_VETTED = 4_096
 CHECK_UNDER_WAY = "its check is under way (uploaded a moment ago); it is offered when the check ends"
 """``TableChoice.refused`` of an upload whose check has not ended yet (``TableChoice.checking``)."""
+WAITING_TURN = ("waiting its turn to be checked (other uploads hold every check); it is checked on a later "
+                "visit of this page and offered once it passes")
+"""``TableChoice.refused`` of an upload no check has taken yet (``TableChoice.checking``)."""
+UPLOAD_CHECK_WAIT_S = 20.0
+"""The longest an upload's own request waits for a free check (others' slow uploads hold them):
+past it the upload is kept unchecked, the uploader told so, and a later listing checks it."""
 _checking_lock = threading.Lock()
 
 
@@ -768,10 +780,9 @@ def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
         else:  # never checked in this process, or its check's process is gone: checked (bounded) now
             todo.append(key)
     if todo:
-        answers = None if vetting_process.all_busy() else vetting_process.vet_uploads(
-            [(location, root) for root, location, _sha in todo])
+        answers = vetting_process.vet_uploads([(location, root) for root, location, _sha in todo], wait=0)
         if answers is None:  # other members' uploads are being checked: these wait their turn, said, not held
-            known.update((key, CHECK_UNDER_WAY) for key in todo)
+            known.update((key, WAITING_TURN) for key in todo)
             under_way.update(todo)
         else:
             known.update(zip(todo, answers, strict=True))
@@ -834,7 +845,7 @@ def uploaded_tables(db: str | Path) -> UploadedTables:
               for rel in up.tables[:share]]
     refusals = _vetted_uploads([(up.root, location, up.sha256 or up.root) for up, _rel, location in listed])
     out = [TableChoice(up.root, location, f"{up.name} ({_uploaded(up, names)})" + ("" if rel == "." else f": {rel}"),
-                       refused, checking=refused is CHECK_UNDER_WAY)
+                       refused, checking=refused in (CHECK_UNDER_WAY, WAITING_TURN))
            for (up, rel, location), refused in zip(listed, refusals, strict=True)]
     return UploadedTables(tuple(out), sum(len(up.tables) for up in ups) - len(out), table_zip.MAX_UPLOAD_TABLES,
                           table_reader.MAX_LISTED_TABLES)
