@@ -25,6 +25,7 @@ from . import (
     tau2,
 )
 from ._common import array_first_keys, read_bytes
+from ._zip import reading, total_budget
 from .base import Importer, ParseOptions, Segment
 from .inspect_log import VerdictMap
 
@@ -165,12 +166,21 @@ def parse_run(data: bytes, source: str, fmt: str = "auto", *, verdict_map: Verdi
     if continuations is None:
         continuations = read_continuations(importer, data, source)
     try:
-        return importer.parse(data, source, ParseOptions(verdict_map=verdict_map, continuations=continuations,
-                                                         decode_budget=decode_budget))
+        # its budget held against every file this process reads at once (a server's visitors)
+        with reading(getattr(importer, "reading_budget", file_reading_budget)(data, decode_budget)):
+            return importer.parse(data, source, ParseOptions(verdict_map=verdict_map, continuations=continuations,
+                                                             decode_budget=decode_budget))
     except RecordError as exc:
         # a whole-document format whose single record is malformed: the file is unusable
         raise InputError(exc.message, source=source, record_id=exc.record_id) from exc
 
+
+
+def file_reading_budget(data: bytes, decode_budget: int | None) -> int:
+    """What parsing ``data`` may cost (``_zip.Budget``): ``decode_budget``, else the documented
+    ``total_budget`` of its size. A format whose parse holds another budget says so with a
+    ``reading_budget`` of its own (``agentdojo_dir``)."""
+    return total_budget(len(data)) if decode_budget is None else decode_budget
 
 def read_continuations(importer: Importer, data: bytes, source: str) -> tuple[Segment, ...]:
     """The files continuing the run file ``source`` (whose bytes are ``data``), in order: for

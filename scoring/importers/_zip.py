@@ -42,12 +42,15 @@ Why it is written this way:
 from __future__ import annotations
 
 import bz2
+import collections
+import contextlib
 import dataclasses
 import json
 import lzma
 import re
 import struct
 import sys
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -231,6 +234,61 @@ def total_budget(file_bytes: int) -> int:
     to, and what reading it may take in memory."""
     return min(MAX_TOTAL_BYTES, max(MIN_TOTAL_BYTES, TOTAL_RATIO * file_bytes))
 
+
+
+READING_TOTAL_BYTES = MAX_TOTAL_BYTES
+"""What the files this process reads at once may cost together (``reading``): one file's largest
+budget, so that N visitors of one server uploading padded logs at once take what one would, in
+turn, not N budgets (two padded ``.eval`` files at once took a server past 4 GiB)."""
+
+
+class _Reading:
+    """The budgets of the files being read in this process, against ``READING_TOTAL_BYTES``:
+    a file waits, first come first served, until its budget fits beside the others'."""
+
+    def __init__(self) -> None:
+        self.in_use = 0
+        self.turns: collections.deque[object] = collections.deque()
+        self.changed = threading.Condition()
+        self.this_thread = threading.local()
+
+    @contextlib.contextmanager
+    def reserved(self, nbytes: int) -> Iterator[None]:
+        if getattr(self.this_thread, "reading", False):  # a file read inside another's reading
+            yield  # (its continuations, a run of a directory): within the outer file's turn
+            return
+        n, turn = min(max(nbytes, 0), READING_TOTAL_BYTES), object()
+        with self.changed:
+            self.turns.append(turn)
+            while self.turns[0] is not turn or self.in_use + n > READING_TOTAL_BYTES:
+                self.changed.wait()
+            self.turns.popleft()
+            self.in_use += n
+            self.changed.notify_all()  # the next in line may fit beside this one
+        self.this_thread.reading = True
+        try:
+            yield
+        finally:
+            self.this_thread.reading = False
+            with self.changed:
+                self.in_use -= n
+                self.changed.notify_all()
+
+
+_READING = _Reading()
+
+
+def reading(nbytes: int) -> contextlib.AbstractContextManager[None]:
+    """Hold ``nbytes`` (a file's budget, at most ``READING_TOTAL_BYTES``) of what this process's
+    reads may cost together for the duration, waiting in turn until it fits beside the files
+    other threads are reading (an app's sessions). A thread already reading a file reads those
+    it leads to within that one's turn."""
+    return _READING.reserved(nbytes)
+
+
+def reading_in_use() -> int:
+    """The bytes of budget the files being read now hold (``reading``)."""
+    return _READING.in_use
 
 RECORD_SLOTS = sys.getsizeof((None, None)) + 16 * _PTR
 """What keeping one more record costs beside the record: its pair in the kept list and its

@@ -41,7 +41,7 @@ from ..files import read_regular
 from ..model import EvidenceStandard, Rejection, Run, RunHeader, Trajectory
 from ._agentdojo import TAXONOMY, attacks_text, suites_text, task_id, trajectory
 from ._common import sha256_bytes
-from ._zip import RECORD_SLOTS, Budget, read_member
+from ._zip import RECORD_SLOTS, Budget, read_member, reading
 from .base import DEFAULT_OPTIONS, ParseOptions, no_continuations
 
 NAME = "agentdojo_dir"
@@ -65,6 +65,12 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_FILES = 200_000
 MAX_ZIP_TOTAL = 2 * 1024 * 1024 * 1024
 
+
+
+def reading_budget(data: bytes, decode_budget: int | None) -> int:
+    """What parsing one run's zip may cost (``parse``'s ``Budget``): ``MAX_ZIP_TOTAL`` whatever
+    its size, held against every file the process reads at once (``_zip.reading``)."""
+    return MAX_ZIP_TOTAL
 
 @dataclass(frozen=True)
 class CaseFile:
@@ -344,13 +350,15 @@ def run_zips(path: str | Path) -> list[tuple[str, bytes]]:
     """(run label, ``run_zip`` bytes) for every run of a run directory (a folder or a zip of
     one): what a workspace imports, one file per run."""
     path = Path(path)
-    if path.is_dir():
-        files, source, root_name = directory_files(path), str(path), path.name
-    else:
-        data = read_regular(path)
-        files, source, root_name = zip_files(data, str(path)), str(path), path.stem
-    files = normalized(files, root_name)
-    return [(r.header.run_id, run_zip(files, r.header.run_id)) for r in read_case_files(files, source, root_name)]
+    with reading(MAX_ZIP_TOTAL):  # its budgets held against every file the process reads at once
+        if path.is_dir():
+            files, source, root_name = directory_files(path), str(path), path.name
+        else:
+            data = read_regular(path)
+            files, source, root_name = zip_files(data, str(path)), str(path), path.stem
+        files = normalized(files, root_name)
+        return [(r.header.run_id, run_zip(files, r.header.run_id))
+                for r in read_case_files(files, source, root_name)]
 
 
 def zip_files(data: bytes, source: str) -> list[CaseFile]:
