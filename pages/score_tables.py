@@ -135,6 +135,13 @@ def _upload_table() -> None:
 
 
 @st.fragment(run_every=ROOT_LISTING_POLL_S)
+def _rerun_when_checked(roots: tuple[str, ...]) -> None:
+    """The page again, whole, once these uploads' checks have ended (polled by the browser's timer)."""
+    if not views.still_checking(roots):
+        st.rerun()
+
+
+@st.fragment(run_every=ROOT_LISTING_POLL_S)
 def _rerun_when_listed() -> None:
     """The page again, whole, once the roots' listing has ended (polled by the browser's timer)."""
     if not loaders.root_tables(wait=0).pending:
@@ -177,9 +184,9 @@ if router.team_mode():
     tables = [(c.root, c.location, c.label) for c in choices if c.refused is None]
     if checking := [c for c in choices if c.checking]:
         st.info(f"{len(checking):,} uploaded score table{'s are' if len(checking) > 1 else ' is'} not offered yet: "
-                "being checked, or waiting for a check to be free; each is offered once its check passes "
-                "(reload the page then):")
+                "being checked, or waiting for a check to be free; each is offered here once its check passes:")
         st.code("\n".join(f"{c.label}: {c.refused}" for c in checking), language=None, wrap_lines=True)
+        _rerun_when_checked(tuple(dict.fromkeys(c.root for c in checking)))
     if refused := [c for c in choices if c.refused is not None and not c.checking]:
         st.warning(f"{len(refused):,} score table{'s' if len(refused) > 1 else ''} cannot be opened and "
                    f"{'are' if len(refused) > 1 else 'is'} not offered:")

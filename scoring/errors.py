@@ -27,6 +27,8 @@ subclasses the builtin it behaves like, so callers that only know Python still c
     │                                      refused rather than drawn wrong)
     ├── ClassifierError(RuntimeError)      a configured re-classifier failed, timed out or
     │                                      answered out of protocol: .classifier, .trajectory_id
+    ├── CheckInterrupted                   an upload's check stopped from outside the server
+    │                                      (not checked: neither refused nor offered)
     ├── EngineError(RuntimeError)          a run could not be scored on the Dask cluster (a
     │   │                                  block failed, a file changed, the output is unwritable)
     │   ├── RunFailed                      raised on a worker: one run of a fleet failed (its
@@ -214,6 +216,16 @@ class InputError(LitmusReviewError, ValueError):
 class UploadWaiting(InputError):
     """An upload kept but not checked yet: every check was held by other uploads' for longer than
     its request may wait. Not a refusal: a later listing checks it and offers it if it passes."""
+
+
+class CheckInterrupted(LitmusReviewError):
+    """An upload's check that something outside the server stopped (its process killed by the
+    system's memory killer or an operator): not checked, so neither refused nor offered. The
+    caller, who knows the upload, names it (``.message`` says what happened)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
 
 
 class OverBudgetError(InputError):

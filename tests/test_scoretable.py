@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from scoring.aggregate import by_category, summarize, summarize_by, waterfall
-from scoring.dask_engine import table_layout, table_reader, table_workspace, table_writer
+from scoring.dask_engine import table_layout, table_locations, table_reader, table_workspace, table_writer
 from scoring.errors import InputError, StoreError
 from scoring.model import ReviewLabel
 from scoring.workspace import Workspace, evaluation
@@ -261,7 +261,7 @@ def test_the_first_rows_of_a_large_part_are_read_from_its_first_row_groups(tmp_p
         """The local file system under another name: pyarrow reads it through fsspec's files, as
         it reads s3fs (a class named LocalFileSystem it replaces with its own)."""
 
-    monkeypatch.setattr(table_reader, "_fs", lambda location, options=None: (Counted(), location))
+    monkeypatch.setattr(table_locations, "table_fs", lambda location, options=None: (Counted(), location))
     columns = ["trajectory_id", "status", "tools", "note"]
     head = table_reader.first_rows(run, columns, 10)
     assert head.column("trajectory_id").to_pylist() == [f"run-t{i:07d}" for i in range(10)]

@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 from scoring.cli import main
-from scoring.dask_engine import planning, storage, table_layout, table_reader, table_writer
+from scoring.dask_engine import planning, storage, table_layout, table_locations, table_reader, table_writer
 from scoring.errors import InputError
 from scoring.s3_session import DeadlineSession
 from scoring.workspace import views
@@ -224,8 +224,8 @@ def test_a_root_that_never_answers_is_named_unreachable_and_the_other_roots_stil
     (out / table_layout.SUMMARY_FILE).write_text("[]")
     roots = ["s3://bucket/scores", str(tmp_path / "scores")]
     unlisted: list[InputError] = []
-    got = answered(lambda: [*table_reader.tables_under(roots[:1], options(endpoint), unlisted=unlisted),
-                            *table_reader.tables_under(roots[1:], unlisted=unlisted)])
+    got = answered(lambda: [*table_locations.tables_under(roots[:1], options(endpoint), unlisted=unlisted),
+                            *table_locations.tables_under(roots[1:], unlisted=unlisted)])
     assert got["value"] == [(roots[1], str(out))]
     (err,) = unlisted
     assert err.source == "s3://bucket/scores" and "unreachable" in err.message
@@ -524,7 +524,7 @@ def test_a_listing_of_many_requests_is_not_cut_by_one_requests_deadline(monkeypa
     bucket = Bucket({f"{t}/{table_layout.SUMMARY_FILE}": b"[]" for t in tables}, page=2,
                     listing_gap=LISTING_GAP_S)
     try:
-        got = answered(lambda: table_reader.tables_under(["s3://bucket/scores"], options(bucket)), TRICKLE_LIMIT_S)
+        got = answered(lambda: table_locations.tables_under(["s3://bucket/scores"], options(bucket)), TRICKLE_LIMIT_S)
     finally:
         bucket.close()
     assert got.get("value") == [("s3://bucket/scores", f"s3://bucket/{t}") for t in tables], got
@@ -556,8 +556,8 @@ def test_a_root_whose_listing_never_ends_is_named_unreachable_within_its_listing
     allowed = storage.LISTING_REQUESTS * ONE_REQUEST_S
     try:
         began = time.monotonic()
-        got = answered(lambda: [*table_reader.tables_under(roots[:1], options(bucket), unlisted=unlisted),
-                                *table_reader.tables_under(roots[1:], unlisted=unlisted)], allowed + LIMIT_S)
+        got = answered(lambda: [*table_locations.tables_under(roots[:1], options(bucket), unlisted=unlisted),
+                                *table_locations.tables_under(roots[1:], unlisted=unlisted)], allowed + LIMIT_S)
         took = time.monotonic() - began
     finally:
         bucket.close()
@@ -627,12 +627,12 @@ def test_a_run_whose_store_answers_malformed_is_a_located_failure_not_a_tracebac
 
 def test_a_listing_cut_at_its_cap_says_so(monkeypatch, tmp_path):
     """More score tables under the roots than are listed: the cut is reported, naming the root."""
-    monkeypatch.setattr(table_reader, "MAX_LISTED_TABLES", 2)
+    monkeypatch.setattr(table_locations, "MAX_LISTED_TABLES", 2)
     for i in range(3):
         (tmp_path / "scores" / f"t{i}").mkdir(parents=True)
         (tmp_path / "scores" / f"t{i}" / table_layout.SUMMARY_FILE).write_text("[]")
     unlisted: list[InputError] = []
-    assert len(table_reader.tables_under([str(tmp_path / "scores")], unlisted=unlisted)) == 2
+    assert len(table_locations.tables_under([str(tmp_path / "scores")], unlisted=unlisted)) == 2
     (note,) = unlisted
     assert note.source == str(tmp_path / "scores") and "only the first 2 score tables" in note.message
 
@@ -683,7 +683,7 @@ def test_the_readme_states_the_root_listing_bounds():
                                                                          storage.CONNECT_TIMEOUT_S)
     assert f"must end within two whole-call deadlines ({default:g} s by default)" in text
     assert storage.LISTING_REQUESTS == 2
-    cap = table_reader.MAX_LISTED_TABLES
+    cap = table_locations.MAX_LISTED_TABLES
     assert f"more than {cap} score tables lists the first {cap}" in text
 
 

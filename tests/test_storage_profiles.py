@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from scoring.dask_engine import storage, table_reader
+from scoring.dask_engine import storage, table_locations, table_reader
 from scoring.errors import InputError
 from scoring.workspace import views
 from scoring.workspace.settings import read_settings, settings_path
@@ -84,9 +84,9 @@ def test_the_object_stores_a_workspace_names_are_its_profiles_and_roots_given_as
               '[storage_profiles.web]\nprefix = "https://example.org/runs/"\n'
               '[storage_profiles.odd]\nprefix = "memory://x/"\n')
     # https: tables are not read over HTTP; memory://: not a protocol the engine reads.
-    assert table_reader.object_stores(read_settings(db)) == ["gs", "s3", "s3a"]
+    assert table_locations.object_stores(read_settings(db)) == ["gs", "s3", "s3a"]
     write(db, 'score_table_roots = ["/data/tables"]\n')
-    assert table_reader.object_stores(read_settings(db)) == []
+    assert table_locations.object_stores(read_settings(db)) == []
 
 
 def test_a_backend_that_cannot_be_imported_ahead_is_reported_when_a_table_is_opened(tmp_path):
@@ -97,8 +97,8 @@ def test_a_backend_that_cannot_be_imported_ahead_is_reported_when_a_table_is_ope
         pytest.skip("gcsfs is installed: this test needs a backend that cannot be imported")
     db = tmp_path / "ws.db"
     write(db, '[storage_profiles.lab]\nprefix = "gs://evals/"\n')
-    assert table_reader.warm_up(read_settings(db)) == []
-    assert table_reader.warm_up(read_settings(db)) == []
+    assert table_locations.warm_up(read_settings(db)) == []
+    assert table_locations.warm_up(read_settings(db)) == []
     with pytest.raises(InputError, match="gcsfs") as err:
         table_reader.open_table("gs://evals/tables/t1", {"token": "anon"})
     assert err.value.source == "gs://evals/tables/t1"

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from scoring.dask_engine import table_layout, table_reader, table_writer, table_zip
+from scoring.dask_engine import table_layout, table_locations, table_reader, table_writer, table_zip
 from scoring.errors import InputError
 from scoring.workspace import views
 
 from . import test_team_tables
 from .conftest import SAMPLES
 from .test_engine import run_inline
-from .test_table_upload import zip_folder
+from .test_table_upload import listed_after_checks, zip_folder
 from .test_team_tables import make_table
 
 team_page = test_team_tables.team_page  # the fixture: the Score tables page in team mode
@@ -211,7 +211,7 @@ def test_a_kept_traversal_upload_is_named_and_never_offered(tables, tmp_path):
     db = tmp_path / "ws.db"
     _place(db, good.parent, "nightly.zip")
     evil = _place(db, bad.parent, "evil.zip")  # the newest: today's default for every visitor
-    listed = views.uploaded_tables(db).tables
+    listed = listed_after_checks(db)
     assert [(c.label, c.refused is None) for c in listed] == [("evil.zip (uploaded): evil/t", False),
                                                               ("nightly.zip (uploaded): nightly/table", True)]
     assert listed[0].root == evil and str(tmp_path) not in (listed[0].refused or "")
@@ -237,6 +237,8 @@ def test_the_team_page_offers_the_good_table_and_names_the_traversal_one(team_pa
     _place(tmp_path / "app.db", bad.parent, "evil.zip")  # the newest
     at.run()
     assert not at.exception, at.exception
+    listed_after_checks(tmp_path / "app.db")  # kept unchecked: the page checks them in the background
+    at.run()
     assert at.selectbox(key="score_table_pick").options == ["nightly.zip (uploaded): nightly/table"]
     assert any("cannot be opened and is not offered" in w.value for w in at.warning)
     assert any(c.value.startswith("evil.zip (uploaded): evil/t: index.json names") for c in at.code)
@@ -283,11 +285,11 @@ def test_a_refusal_told_to_a_browser_names_no_server_path(tables):
 def test_a_url_tables_files_are_confined_by_their_folded_path():
     """In an object store there are no links, but a name can still climb: folded, it must stay
     under the table's prefix (and the same bucket)."""
-    assert table_reader._inside("s3://bucket/scores/t", "bucket/scores/t/summaries/k.json", "summaries/k.json")
+    assert table_locations.inside_table("s3://bucket/scores/t", "bucket/scores/t/summaries/k.json", "summaries/k.json")
     for escaped in ("bucket/scores/t/../other/summary.json", "bucket/scores/t2/summary.json",
                     "other-bucket/scores/t/summary.json", "bucket/scores/t/a/../../../x.json"):
         with pytest.raises(InputError, match="leads outside the table"):
-            table_reader._inside("s3://bucket/scores/t", escaped, "x")
+            table_locations.inside_table("s3://bucket/scores/t", escaped, "x")
 
 
 # --- a run's summary the page cannot show (the attack on this issue's fixes) ------------------
@@ -316,6 +318,6 @@ def test_an_upload_whose_run_summary_the_page_cannot_show_is_refused_and_a_kept_
         views.unpack_table(db, "evil.zip", zip_folder(bad.parent))
     _place(db, good.parent, "nightly.zip")
     _place(db, bad.parent, "evil.zip")  # kept before this check: the newest upload
-    listed = views.uploaded_tables(db).tables
+    listed = listed_after_checks(db)
     assert [(c.label, c.refused is None) for c in listed] == [("evil.zip (uploaded): evil/t", False),
                                                               ("nightly.zip (uploaded): nightly/table", True)]

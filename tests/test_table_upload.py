@@ -10,12 +10,13 @@ import json
 import shutil
 import stat
 import struct
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from scoring.dask_engine import table_reader, table_zip, vetting_process
+from scoring.dask_engine import table_locations, table_reader, table_zip, vetting_process
 from scoring.errors import InputError
 from scoring.workspace import views
 
@@ -37,6 +38,22 @@ def zip_folder(folder: Path, *, without: str = "") -> bytes:
     return buf.getvalue()
 
 
+def checks_ended(roots, limit: float = 120.0) -> None:
+    """Wait until the background checks of these uploads' folders have ended (a listing starts
+    them and never waits for them)."""
+    deadline = time.monotonic() + limit
+    while views.still_checking(map(str, roots)):
+        assert time.monotonic() < deadline, "the upload's check never ended"
+        time.sleep(0.05)
+
+
+def listed_after_checks(db) -> tuple:
+    """The uploaded tables listed, once the checks the listing started have ended."""
+    first = views.uploaded_tables(db).tables
+    checks_ended({c.root for c in first})
+    return views.uploaded_tables(db).tables
+
+
 def zip_of(members: list[tuple[str | zipfile.ZipInfo, bytes]], method: int = zipfile.ZIP_DEFLATED) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", method) as zf:
@@ -56,7 +73,7 @@ def test_an_uploaded_table_replays_from_the_run_the_zip_carried(tmp_path):
     root = table_zip.unpack(zip_folder(out.parent), "nightly.zip", ws)
     assert root.parent == ws / table_zip.UPLOADS_DIR and (root / table_zip.MARK).is_file()
     assert table_zip.unpack(zip_folder(out.parent), "again.zip", ws) == root  # the same bytes: unpacked once
-    [(found, location)] = table_reader.tables_under([str(root)])
+    [(found, location)] = table_locations.tables_under([str(root)])
     (t,) = table_reader.open_table(location, root=found)
     row = table_reader.find_row(t, TRAJECTORY)
     assert row["source"] == str(run)  # the row names where it was scored ...
@@ -303,7 +320,7 @@ def test_listing_uploads_reads_one_folder_and_each_manifest_once(tmp_path, monke
 
     monkeypatch.setattr(table_zip.os, "walk", no_walk)
     monkeypatch.setattr(Path, "rglob", no_walk)
-    monkeypatch.setattr(table_reader, "tables_under", no_walk)  # nor globbed for its tables
+    monkeypatch.setattr(table_locations, "tables_under", no_walk)  # nor globbed for its tables
     for _ in range(3):
         listed = table_zip.uploads(ws)
     assert [(u.root, u.name, u.files, u.tables) for u in listed] == [
@@ -329,13 +346,15 @@ def test_the_page_lists_uploads_without_globbing_them_and_vets_each_table_once(t
     def no_glob(*_a, **_k):
         raise AssertionError("an upload was globbed for its tables")
 
-    monkeypatch.setattr(table_reader, "tables_under", no_glob)
+    monkeypatch.setattr(table_locations, "tables_under", no_glob)
     vets: list[tuple] = []
     real = vetting_process.vet_uploads
     monkeypatch.setattr(vetting_process, "vet_uploads",
                         lambda tables, wait=None: vets.extend(tables) or real(tables, wait))
     views.forget_vetting()
-    for _ in range(3):  # three renders of the page
-        listed = views.uploaded_tables(db).tables
+    for _ in range(3):  # three renders of the page while it is checked: one check
+        views.uploaded_tables(db)
+    for _ in range(3):  # and after
+        listed = listed_after_checks(db)
     assert [(c.label, c.refused) for c in listed] == [("empty.zip (uploaded): t", None)]
     assert len(vets) == 1

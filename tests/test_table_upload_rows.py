@@ -10,8 +10,10 @@ its aggregates and its Inconclusive index as the page does, and refuses the uplo
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from scoring.errors import InputError
 from scoring.workspace import views
 
 from .conftest import ROOT
-from .test_table_upload import zip_folder
+from .test_table_upload import checks_ended, listed_after_checks, zip_folder
 from .test_team_tables import make_table
 
 
@@ -139,9 +141,13 @@ def test_a_listing_in_a_new_process_does_not_vet_again_what_the_upload_vetted(tm
     assert choice.refused is None
     monkeypatch.setattr(table_reader, "VET_VERSION", table_reader.VET_VERSION + 1)
     views.forget_vetting()
-    with pytest.raises(AssertionError, match="vetted again"):
-        views.uploaded_tables(db)
-    assert table_zip.vetted_version(root) == table_reader.VET_VERSION - 1
+    asked: list = []
+    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables, wait=None: asked.append(tables) or [None])
+    (choice,) = views.uploaded_tables(db).tables
+    assert choice.checking  # checked again, in the background
+    checks_ended([root])
+    assert asked == [[(choice.location, root)]]
+    assert table_zip.vetted_version(root) == table_reader.VET_VERSION
     assert table_zip.VETTED not in {p.name for p in Path(root).iterdir()}  # beside the upload, not in it
 
 
@@ -238,7 +244,7 @@ def test_an_upload_whose_check_never_ended_is_checked_again_in_a_process_of_its_
     real = vetting_process.vet_uploads
     monkeypatch.setattr(vetting_process, "vet_uploads",
                         lambda tables, wait=None: checked.append(len(tables)) or real(tables, wait))
-    (choice,) = views.uploaded_tables(db).tables
+    (choice,) = listed_after_checks(db)
     assert choice.refused is None and checked == [1]
     assert table_zip.vetted_version(root) == table_reader.VET_VERSION  # noted: no later process checks it again
     assert views.unpack_table(db, "nightly.zip", data) == root and checked == [1]
@@ -266,7 +272,7 @@ def test_kept_bytes_uploaded_again_are_not_checked_again_and_a_failed_recheck_re
     assert Path(root).exists() and table_zip.vetted_version(root) is None
     monkeypatch.undo()
     views.forget_vetting()
-    (choice,) = views.uploaded_tables(db).tables
+    (choice,) = listed_after_checks(db)
     assert choice.refused is None
 
 
@@ -321,53 +327,157 @@ def test_the_page_says_an_upload_is_being_checked_and_offers_it_once_checked(app
     assert app.selectbox(key="score_table_pick").options == ["nightly.zip (uploaded): nightly/table"]
 
 
-def test_a_listing_never_waits_behind_other_members_checks(tmp_path, table, monkeypatch):
-    """The fifth attack: two members' slow uploads held both checking slots, and every listing
-    (every render of the Score tables page) that had an upload to check waited behind them.
-    A listing that finds no slot free says those uploads are waiting their turn, at once, and
-    checks them on a later render."""
-    db = tmp_path / "app.db"
-    root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
-    table_zip.forget_note(root)  # to be checked by a listing
-    views.forget_vetting()
-    held = [vetting_process._checks_running.acquire(blocking=False)  # two members' checks hold the slots
-            for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
+@pytest.fixture
+def slots_held():
+    """Both checking slots held (two other members' slow checks), released at the test's end."""
+    held = [vetting_process._checks_running.acquire(blocking=False) for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
+    assert all(held), "a check of an earlier test still holds a slot"
+    release = threading.Event()
     try:
-        assert all(held)
-        began = time.monotonic()
-        (choice,) = views.uploaded_tables(db).tables
-        waited = time.monotonic() - began
+        yield release
     finally:
         for _ in held:
             vetting_process._checks_running.release()
-    assert choice.checking and choice.refused == views.WAITING_TURN and "waiting its turn" in choice.refused
-    assert waited < views.UPLOAD_CHECK_WAIT_S / 2  # said at once, never waited for a slot
+
+
+def test_a_listing_never_waits_behind_other_members_checks(tmp_path, table, slots_held):
+    """The fifth attack: two members' slow uploads held both checking slots, and every listing
+    (every render of the Score tables page) that had an upload to check waited behind them; the
+    sixth: a listing with a slot free ran the check inside the render (250-290 s a render). A
+    listing never checks in its own thread: the upload is said to be under way at once, and
+    checked in the background when a slot is free."""
+    db = tmp_path / "app.db"
+    for _ in range(vetting_process.MAX_CHECKS_AT_ONCE):
+        vetting_process._checks_running.release()  # free for the upload's own check
+    try:
+        root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    finally:
+        for _ in range(vetting_process.MAX_CHECKS_AT_ONCE):
+            assert vetting_process._checks_running.acquire(timeout=60)
+    table_zip.forget_note(root)  # to be checked by a listing
+    views.forget_vetting()
+    began = time.monotonic()
+    (choice,) = views.uploaded_tables(db).tables
+    assert time.monotonic() - began < views.UPLOAD_CHECK_WAIT_S / 2  # said at once, never waited for a slot
+    assert choice.checking and choice.refused == views.CHECK_UNDER_WAY and views.still_checking([root])
+    assert table_zip.check_under_way(root)  # noted: another process checks it not again
+    (again,) = views.uploaded_tables(db).tables
+    assert again.checking and views.still_checking([root])
+
+
+def test_the_listings_check_ends_in_the_background_and_the_upload_is_offered(tmp_path, table, monkeypatch):
+    """Two renders at once of an upload kept unchecked start one check (before, each render ran its
+    own of the same bytes), which the page's poll sees end."""
+    db = tmp_path / "app.db"
+    root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    table_zip.forget_note(root)
+    views.forget_vetting()
+    real, checks = vetting_process.vet_uploads, []
+    monkeypatch.setattr(vetting_process, "vet_uploads",
+                        lambda tables, wait=None: checks.append(tables) or time.sleep(0.5) or real(tables, wait))
+    renders = [threading.Thread(target=views.uploaded_tables, args=(db,)) for _ in range(3)]
+    for r in renders:
+        r.start()
+    for r in renders:
+        r.join(30)
+    checks_ended([root])
+    assert len(checks) == 1
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and not choice.checking
     assert table_zip.vetted_version(root) == table_reader.VET_VERSION
 
 
 def test_an_uploaders_own_request_waits_for_a_check_at_most_its_bound_and_the_upload_is_kept(
-        tmp_path, table, monkeypatch):
+        tmp_path, table, monkeypatch, slots_held):
     """Two other members' slow uploads hold both checks: an upload's request waits at most
     ``UPLOAD_CHECK_WAIT_S`` (before, as long as their checks took: up to 10 minutes each), is told
     it is kept and waiting (``UploadWaiting``, not a refusal), and a later listing checks it."""
     monkeypatch.setattr(views, "UPLOAD_CHECK_WAIT_S", 0.5)
     db = tmp_path / "app.db"
-    held = [vetting_process._checks_running.acquire(blocking=False) for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
+    began = time.monotonic()
+    with pytest.raises(errors.UploadWaiting, match="waiting its turn to be checked") as err:
+        views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    assert time.monotonic() - began < 10
+    assert err.value.source == "nightly.zip"
+    views.forget_vetting()
+    (choice,) = views.uploaded_tables(db).tables  # a listing meanwhile: under way (waiting for a slot)
+    assert choice.checking and choice.refused == views.CHECK_UNDER_WAY
+    for _ in range(vetting_process.MAX_CHECKS_AT_ONCE):
+        vetting_process._checks_running.release()  # the others' checks end
     try:
-        assert all(held)
-        began = time.monotonic()
-        with pytest.raises(errors.UploadWaiting, match="waiting its turn to be checked") as err:
-            views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
-        assert time.monotonic() - began < 10
-        assert err.value.source == "nightly.zip"
-        views.forget_vetting()
-        (choice,) = views.uploaded_tables(db).tables  # a listing meanwhile: waiting, not refused
-        assert choice.checking and choice.refused == views.WAITING_TURN
+        checks_ended([choice.root])
     finally:
-        for _ in held:
-            vetting_process._checks_running.release()
+        for _ in range(vetting_process.MAX_CHECKS_AT_ONCE):
+            assert vetting_process._checks_running.acquire(timeout=60)
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and not choice.checking
     assert table_zip.vetted_version(choice.root) == table_reader.VET_VERSION
+
+
+def test_an_upload_is_noted_passed_only_when_every_one_of_its_tables_passed(tmp_path, table, monkeypatch):
+    """The sixth attack's worst: a listing's re-check noted the whole upload passed when one of its
+    tables passed, so the next process offered its refused bomb (and decoded it: 4.6 GB). An upload
+    of a good table and a refused one: the refused one stays refused in a new process, and the
+    upload is never noted passed."""
+    two = tmp_path / "two"
+    shutil.copytree(table.parent, two / "a")
+    shutil.copytree(table.parent, two / "b")
+    db = tmp_path / "app.db"
+    refuse_b = lambda tables, wait=None: [None if "/b" not in loc else "a likely bomb" for loc, _root in tables]  # noqa: E731
+    monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables, wait=None: [None] * len(tables))
+    root = views.unpack_table(db, "two.zip", zip_folder(two))
+    note_by_a_process_that_died(root)  # a server stopped mid-check (or an upgrade's new checks)
+    monkeypatch.setattr(vetting_process, "vet_uploads", refuse_b)
+    for _process in range(2):
+        views.forget_vetting()  # a new process
+        listed = {c.label.rsplit(": ", 1)[-1]: c.refused for c in listed_after_checks(db)}
+        assert listed == {"two/a/table": None, "two/b/table": "a likely bomb"}, listed
+        assert table_zip.vetted_version(root) is None
+
+
+def test_a_check_stopped_from_outside_is_checked_again_then_refused(tmp_path, table, monkeypatch):
+    """The sixth attack: a checking process killed from outside (the memory killer, an operator)
+    was a refusal for the server's whole life, and at the upload door removed a good upload. Not
+    checked is neither: the upload is kept and said to be waiting, a listing checks it again, and
+    after ``MAX_INTERRUPTED_CHECKS`` such stops it is refused."""
+    db = tmp_path / "app.db"
+    stops = []
+
+    def stopped(tables, wait=None):
+        stops.append(1)
+        raise errors.CheckInterrupted("its check was stopped from outside the server (signal 9)")
+
+    monkeypatch.setattr(vetting_process, "vet_uploads", stopped)
+    with pytest.raises(errors.UploadWaiting, match="stopped from outside") as err:
+        views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
+    assert err.value.source == "nightly.zip" and "not kept" not in err.value.message
+    views.forget_vetting()
+    for n in range(1, views.MAX_INTERRUPTED_CHECKS + 1):
+        (choice,) = views.uploaded_tables(db).tables
+        assert choice.checking, n  # not refused: checked again by this listing
+        checks_ended([choice.root])
+        assert len(stops) == 1 + n
+    (choice,) = views.uploaded_tables(db).tables
+    assert not choice.checking and "stopped from outside" in (choice.refused or "") and "refused" in choice.refused
+    assert len(stops) == 1 + views.MAX_INTERRUPTED_CHECKS
+    assert Path(choice.root).exists()
+
+
+def test_a_checking_process_killed_from_outside_is_not_an_answer(tmp_path, table):
+    """``vet_uploads`` whose child is SIGKILLed by someone else: ``CheckInterrupted``, not a refusal."""
+    child_started = threading.Event()
+    real_popen = vetting_process.subprocess.Popen
+
+    class Killed(real_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            child_started.set()
+            threading.Timer(0.2, self.kill).start()  # not the server's watch
+
+    vetting_process.subprocess.Popen = Killed  # type: ignore[misc]
+    try:
+        with pytest.raises(errors.CheckInterrupted, match="stopped from outside"):
+            vetting_process.vet_uploads([(str(table), str(table.parent))])
+    finally:
+        vetting_process.subprocess.Popen = real_popen  # type: ignore[misc]
+    assert child_started.is_set()

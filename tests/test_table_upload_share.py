@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scoring.dask_engine import table_reader, table_zip
+from scoring.dask_engine import table_locations, table_zip
 from scoring.errors import InputError
 from scoring.workspace import views
 from scoring.workspace.settings import settings_path
@@ -22,20 +22,20 @@ from .test_team_tables import make_table
 
 team_page = test_team_tables.team_page  # the fixture: the Score tables page in team mode
 FLOOD = 600
-"""The attack's upload: more tables than the picker lists (``table_reader.MAX_LISTED_TABLES``)."""
+"""The attack's upload: more tables than the picker lists (``table_locations.MAX_LISTED_TABLES``)."""
 KEPT_FLOOD = 40
 """A flood kept before the bound: every table of it is vetted as it is kept (a child process reads
 each), so it is kept smaller than the attack's and the listing's room made smaller than it
 (``LISTING_ROOM``): the attack's shape, one upload holding more tables than the picker lists."""
 LISTING_ROOM = 30
-"""``table_reader.MAX_LISTED_TABLES`` while a ``KEPT_FLOOD`` is listed: below the flood, above an
+"""``table_locations.MAX_LISTED_TABLES`` while a ``KEPT_FLOOD`` is listed: below the flood, above an
 upload's bound and the colleague's table."""
 
 
 def flood_kept_before_the_bound(db: Path, monkeypatch) -> None:
     """The attack's order: a colleague's table, then one upload of ``KEPT_FLOOD`` tables kept by an
     older version, more than the listing's room (``LISTING_ROOM``, set for the rest of the test)."""
-    monkeypatch.setattr(table_reader, "MAX_LISTED_TABLES", LISTING_ROOM)
+    monkeypatch.setattr(table_locations, "MAX_LISTED_TABLES", LISTING_ROOM)
     assert table_zip.MAX_UPLOAD_TABLES + 1 < LISTING_ROOM < KEPT_FLOOD
     views.unpack_table(db, "colleague.zip", tables_zip(1, "mine"))
     keep_unbounded(db, tables_zip(KEPT_FLOOD), "flood.zip", monkeypatch)
@@ -58,7 +58,7 @@ def keep_unbounded(db: Path, data: bytes, name: str, monkeypatch) -> None:
 
 def test_an_upload_of_hundreds_of_tables_is_refused_before_anything_is_kept(tmp_path):
     db = tmp_path / "ws.db"
-    assert FLOOD > table_reader.MAX_LISTED_TABLES
+    assert FLOOD > table_locations.MAX_LISTED_TABLES
     with pytest.raises(InputError, match=f"holds {FLOOD} score tables .*at most") as err:
         views.unpack_table(db, "flood.zip", tables_zip(FLOOD))
     assert err.value.source == "flood.zip" and str(tmp_path) not in str(err.value)
@@ -67,7 +67,7 @@ def test_an_upload_of_hundreds_of_tables_is_refused_before_anything_is_kept(tmp_
 
 
 def test_an_upload_holds_at_most_its_bound_of_tables(tmp_path):
-    assert table_zip.MAX_UPLOAD_TABLES * 10 <= table_reader.MAX_LISTED_TABLES  # far below the listing's cap
+    assert table_zip.MAX_UPLOAD_TABLES * 10 <= table_locations.MAX_LISTED_TABLES  # far below the listing's cap
     db = tmp_path / "ws.db"
     with pytest.raises(InputError, match=f"holds {table_zip.MAX_UPLOAD_TABLES + 1} score tables"):
         views.unpack_table(db, "over.zip", tables_zip(table_zip.MAX_UPLOAD_TABLES + 1))
@@ -92,7 +92,7 @@ def test_an_upload_kept_before_the_bound_pushes_no_one_out(tmp_path, monkeypatch
 def test_the_listing_is_shared_out_evenly_newest_upload_first(tmp_path, monkeypatch):
     """Uploads that together hold more than the listing's room: each gets a table in turn, newest
     first, so none is left out while another has more listed than it."""
-    monkeypatch.setattr(table_reader, "MAX_LISTED_TABLES", 10)
+    monkeypatch.setattr(table_locations, "MAX_LISTED_TABLES", 10)
     monkeypatch.setattr(table_zip, "MAX_UPLOAD_TABLES", 4)
     db = tmp_path / "ws.db"
     for name, count in (("a", 4), ("b", 1), ("c", 4), ("d", 4)):  # "d" the newest
@@ -101,14 +101,14 @@ def test_the_listing_is_shared_out_evenly_newest_upload_first(tmp_path, monkeypa
     shown = [c.label.rsplit(": ", 1)[1] for c in listed.tables]
     assert shown == ["d000", "d001", "d002", "c000", "c001", "c002", "b000", "a000", "a001", "a002"]
     assert (listed.not_listed, listed.per_upload, listed.at_most) == (3, 4, 10)
-    monkeypatch.setattr(table_reader, "MAX_LISTED_TABLES", 2)  # room for fewer tables than there are uploads
+    monkeypatch.setattr(table_locations, "MAX_LISTED_TABLES", 2)  # room for fewer tables than there are uploads
     assert [c.label for c in views.uploaded_tables(db).tables] == ["d.zip (uploaded): d000", "c.zip (uploaded): c000"]
 
 
 def test_the_readme_states_the_bounds():
     text = " ".join((ROOT / "README.md").read_text().split())
     assert f"at most {table_zip.MAX_UPLOAD_TABLES} score tables an upload" in text
-    assert f"lists at most {table_reader.MAX_LISTED_TABLES} uploaded tables" in text
+    assert f"lists at most {table_locations.MAX_LISTED_TABLES} uploaded tables" in text
 
 
 # --- the page (AppTest) -----------------------------------------------------------------------

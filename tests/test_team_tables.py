@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from scoring.dask_engine import table_layout, table_reader, table_workspace, table_writer
+from scoring.dask_engine import table_layout, table_locations, table_reader, table_workspace, table_writer
 from scoring.errors import InputError, StoreError
 from scoring.model import ReviewLabel
 from scoring.workspace import Workspace
@@ -118,7 +118,7 @@ def test_a_symbolic_link_cannot_lead_out_of_a_root(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     (root / "linked").symlink_to(out)
-    assert table_reader.tables_under([str(root)]) == []
+    assert table_locations.tables_under([str(root)]) == []
     with pytest.raises(InputError, match="not under"):
         table_reader.open_table(str(root / "linked"), root=str(root))
 
@@ -127,7 +127,7 @@ def test_tables_are_listed_under_the_operators_roots(tmp_path):
     out, _run = make_table(tmp_path / "data", "nightly")
     hidden = tmp_path / "data" / ".nightly.tmp-1"
     shutil.copytree(out, hidden)  # a table still being written
-    found = table_reader.tables_under([str(tmp_path / "data"), str(tmp_path / "missing"), "zip://x::memory://"])
+    found = table_locations.tables_under([str(tmp_path / "data"), str(tmp_path / "missing"), "zip://x::memory://"])
     assert found == [(str(tmp_path / "data"), str(tmp_path / "data" / "nightly"))]
 
 

@@ -31,7 +31,6 @@ import gc
 import json
 import math
 import os
-import posixpath
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,23 +65,17 @@ from ..stored import StoredRun, summary_proof
 from ..weighed_cache import weighed
 from ..workspace import Workspace
 from ..workspace.labels import Reader
-from ..workspace.settings import Settings
 from . import table_zip
 from .storage import (
     PROTOCOLS,
-    URL_SCHEME,
     absolute_location,
     check_location,
     check_storage_options,
     credentials_hint,
     error_message,
     file_system,
-    is_object_store,
-    listed,
     missing_message,
-    protocol,
     reason_message,
-    unreachable,
 )
 from .table_layout import (
     AGGREGATES_FILE,
@@ -90,7 +83,6 @@ from .table_layout import (
     INDEX_FILE,
     KEYS_FILE,
     RUN_AGGREGATES_DIR,
-    RUN_KEY,
     SUMMARIES_DIR,
     SUMMARY_FILE,
     TABLE_DIR,
@@ -99,6 +91,7 @@ from .table_layout import (
     row_text,
     table_json,
 )
+from .table_locations import TABLE_PROTOCOLS, check_run_key, failed_read, inside_table, table_file, within
 
 INCONCLUSIVE = Status.INCONCLUSIVE.value
 
@@ -184,84 +177,6 @@ def options_of(run: TableRun | None, storage_options: dict | None) -> dict | Non
     return storage_options if storage_options is not None or run is None else run.storage_options
 
 
-TABLE_PROTOCOLS = PROTOCOLS - {"http", "https"}
-"""Where a score table is read from: the engine's protocols but HTTP (a table is a folder, which
-HTTP cannot list). Anything else is refused with a message before fsspec is called."""
-OBJECT_STORES = TABLE_PROTOCOLS - {"file", "local"}
-"""The protocols whose fsspec backend is a package to import (s3fs, gcsfs, adlfs...): what
-``warm_up`` imports ahead of the first table."""
-ROOT_DEPTH = 3
-"""How deep under a root score tables are looked for (a root's own folder is depth 0)."""
-MAX_LISTED_TABLES = 500
-
-
-def object_stores(settings: Settings) -> list[str]:
-    """The protocols of the object stores a workspace's ``settings`` name (its storage profiles'
-    prefixes, its score table roots that are URLs) that tables are read from; sorted, each once."""
-    locations = [*settings.score_table_roots, *(p for prof in settings.storage_profiles for p in prof.prefixes)]
-    return sorted({protocol(loc) for loc in locations} & OBJECT_STORES)
-
-
-def warm_up(settings: Settings) -> list[str]:
-    """Import the fsspec backend (its file system's class) of each object store ``settings``
-    name: the app's start does it in a background thread, so that the first table a server opens
-    there does not wait for s3fs, aiobotocore and botocore to import. Modules only: no file
-    system is made, so no credential is read and no connection started. Returns the protocols
-    imported; one that fails (its package not installed) is skipped, and opening a table there
-    imports it again and reports that import's own error."""
-    import fsspec  # optional: the dask extra
-
-    done = []
-    for name in object_stores(settings):
-        with contextlib.suppress(Exception):  # reported when a table is opened, by that import
-            fsspec.get_filesystem_class(name)
-            done.append(name)
-    return done
-
-
-def _fs(location: str, storage_options: dict | None = None):
-    return file_system(absolute_location(location), dict(storage_options or {}), TABLE_PROTOCOLS)
-
-
-def check_run_key(key: object, named_in: str, location: str) -> str:
-    """``key`` if it is a run key (64 hex digits, what ``RUN_KEY`` matches); else
-    InputError naming the table and where the key was read (``named_in``): the table is not
-    read further (a key is joined into the paths of the run's files)."""
-    if isinstance(key, str) and RUN_KEY.fullmatch(key):
-        return key
-    shown = repr(key) if len(repr(key)) <= 80 else repr(key)[:77] + "..."
-    raise InputError(f"{named_in} names {shown} as a run key, which is not one (64 hex digits): the table is not "
-                     "read", source=location)
-
-
-def _inside(location: str, fs_path: str, rel: str) -> str:
-    """``fs_path`` (the file ``rel`` of the table at ``location``, as its file system names it),
-    refused unless it lies inside the table's folder: a local path after its links are followed,
-    a URL's path with ``.`` and ``..`` folded."""
-    proto = protocol(location)
-    named = fs_path if proto in ("file", "local") else f"{proto}://{fs_path}"
-    if not within(location, named):
-        raise InputError(f"the table's {rel} leads outside the table (a link, or a name that climbs out): not "
-                         "read", source=location)
-    return fs_path
-
-
-def failed_read(exc: BaseException, *kinds: type[BaseException]) -> bool:
-    """Whether ``exc`` is a read that failed, to be reported as an ``InputError`` naming the
-    table: one of ``kinds``, or, of any type, one whose storage did not answer in time
-    (``unreachable``). A timed-out ranged read of s3fs's files (pyarrow's reads of a
-    part, a file's ``read``) raises IndexError: s3fs reads the first argument of the timeout,
-    which has none."""
-    return not isinstance(exc, LitmusReviewError) and (isinstance(exc, kinds) or unreachable(exc))
-
-
-def _table_file(location: str, storage_options: dict | None, *parts: str):
-    """(file system, path) of the file ``parts`` of the table at ``location``, confined to it."""
-    fs, path = _fs(location, storage_options)
-    rel = "/".join(parts)
-    return fs, _inside(location, f"{path.rstrip('/')}/{rel}", rel)
-
-
 VET_VERSION = 4
 """The version of ``vet``'s checks: raised whenever they check more, so that uploads vetted
 under fewer checks are vetted again (``table_zip.vetted_version``). 2: every run's rows decoded
@@ -309,71 +224,6 @@ def vet(location: str, storage_options: dict | None = None, *, root: str | None 
     return None
 
 
-def _normal(location: str) -> tuple[str, str]:
-    """(protocol, normalised path) of a location: a local path resolved (symbolic links
-    followed), a URL's path with ``.`` and ``..`` folded."""
-    proto = protocol(location)
-    if proto in ("file", "local"):
-        path = location.split("://", 1)[1] if URL_SCHEME.match(location) else location
-        return "file", os.path.realpath(path)
-    return proto, posixpath.normpath("/" + location.split("://", 1)[1]).lstrip("/")
-
-
-def within(root: str, location: str) -> bool:
-    """Whether ``location`` is ``root`` or lies under it (same protocol; a local path after its
-    links are followed, so a link cannot lead out)."""
-    rp, rpath = _normal(root)
-    lp, lpath = _normal(location)
-    if rp != lp:
-        return False
-    rpath = rpath.rstrip("/") or "/"
-    return lpath == rpath or lpath.startswith(rpath if rpath.endswith("/") else rpath + "/")
-
-
-def tables_under(roots: Sequence[str], storage_options: dict | None = None, *,
-                 unlisted: list[InputError] | None = None) -> list[tuple[str, str]]:
-    """(root, location) of every score table (a folder holding ``summary.json``) found under the
-    operator's ``roots``, down to ``ROOT_DEPTH`` (hidden folders, such as a table still being
-    written, skipped; at most ``MAX_LISTED_TABLES``). A root that cannot be listed (unreachable,
-    refused) is skipped, and its error, naming the root, added to ``unlisted`` when given."""
-    found: list[tuple[str, str]] = []
-    for root in roots:
-        try:
-            fs, base = _fs(root, storage_options)
-            base = base.rstrip("/")
-            names = _summaries_under(fs, base, root)
-        except Exception as exc:  # the other roots are still listed
-            if unlisted is not None:
-                unlisted.append(exc if isinstance(exc, InputError) else
-                                InputError(f"cannot list it: {error_message(exc)}", source=root))
-            continue
-        for name in sorted(names):
-            folder = name.rsplit("/", 1)[0]
-            rel = folder[len(base):].strip("/")
-            if any(part.startswith(".") for part in rel.split("/") if part):
-                continue
-            location = root.rstrip("/") + ("/" + rel if rel else "")
-            if within(root, location):
-                found.append((root, location))
-            if len(found) >= MAX_LISTED_TABLES:
-                if unlisted is not None:
-                    unlisted.append(InputError(f"only the first {MAX_LISTED_TABLES} score tables under the roots are "
-                                               "listed; name a narrower root to see the others", source=root))
-                return found
-    return found
-
-
-def _summaries_under(fs, base: str, root: str) -> list[str]:
-    """The ``summary.json`` files at most ``ROOT_DEPTH`` folders below ``base``, found by one
-    listing: on an object store one flat listing of the keys under it (a glob a depth made four)
-    within the listing deadline (``storage.listed``); a local file system walked to that depth."""
-    depth = {} if is_object_store(fs) else {"maxdepth": ROOT_DEPTH + 1}  # a store's depth costs a listing a folder
-    names = listed(fs, "find", base, source=root, **depth)
-    prefix = base.rstrip("/") + "/"
-    return [name for name in names if name.startswith(prefix) and name.rsplit("/", 1)[-1] == SUMMARY_FILE
-            and name.count("/", len(prefix)) <= ROOT_DEPTH]
-
-
 def open_table(location: str, storage_options: dict | None = None, *, root: str | None = None) -> list[TableRun]:
     """The runs of the score table at ``location``: refused (InputError naming it) when it is not
     one, or one still being written, or its protocol is not one tables are read from; with
@@ -409,20 +259,20 @@ def _open_table(location: str, storage_options: dict | None, root: str | None) -
         raise InputError("not under the score table roots the operator configured", source=location)
     check_storage_options(location, dict(storage_options or {}))
     for name in (INDEX_FILE, SUMMARY_FILE, KEYS_FILE, RUN_AGGREGATES_DIR):
-        _table_file(location, storage_options, name)
+        table_file(location, storage_options, name)
     runs = _index(location, storage_options) or [
         # as summary.json holds them (TableRun.summary reads a run's own file for one that is not whole)
         (key, _summary_checked(summary, SUMMARY_FILE, location) if "trajectories" in summary else summary)
         for key, summary in _summaries_of(location, storage_options)]
     aggregates: list = [None] * len(runs)
     options = json.dumps(storage_options or {}, sort_keys=True)
-    fs, path = _table_file(location, storage_options, RUN_AGGREGATES_DIR)
+    fs, path = table_file(location, storage_options, RUN_AGGREGATES_DIR)
     try:
         if fs.isdir(path):  # per run: read when the run is shown
             return [TableRun(location, key, summary, None, root, lazy=True, options=options) for key, summary in runs]
     except Exception as exc:  # OSError, or a storage backend's own
         raise InputError(f"cannot list the table: {error_message(exc)}", source=location) from exc
-    fs, name = _table_file(location, storage_options, AGGREGATES_FILE)
+    fs, name = table_file(location, storage_options, AGGREGATES_FILE)
     try:
         present = fs.exists(name)
         if present:
@@ -484,7 +334,7 @@ def _summary_checked(summary: object, named_in: str, location: str) -> dict:
 def _run_file(location: str, folder: str, run_key: str, options: str) -> dict | None:
     """One run's ``FOLDER/RUN_KEY.json`` (its aggregates or its summary; None when absent)."""
     check_run_key(run_key, "the run", location)
-    fs, name = _table_file(location, json.loads(options), folder, f"{run_key}.json")
+    fs, name = table_file(location, json.loads(options), folder, f"{run_key}.json")
     try:
         with fs.open(name, "rb") as fh:
             got = table_json(fh, f"{folder}/{run_key[:12]}….json", location)
@@ -501,15 +351,15 @@ def _run_file(location: str, folder: str, run_key: str, options: str) -> dict | 
 def _summaries(location: str, options: str) -> list[tuple[str, dict]]:
     """Every run's (key, summary) from summary.json (a run published before summaries/ was kept)."""
     for name in (SUMMARY_FILE, KEYS_FILE):
-        _table_file(location, json.loads(options), name)
+        table_file(location, json.loads(options), name)
     return _summaries_of(location, json.loads(options))
 
 
 def _index(location: str, storage_options: dict | None) -> list[tuple[str, dict]] | None:
     """(run key, ``{run_id, model}``) of each run from ``index.json``; None for a table without
     one (or whose index does not match its keys: summary.json is read instead)."""
-    fs, index_file = _table_file(location, storage_options, INDEX_FILE)
-    _same, summary_file = _table_file(location, storage_options, SUMMARY_FILE)
+    fs, index_file = table_file(location, storage_options, INDEX_FILE)
+    _same, summary_file = table_file(location, storage_options, SUMMARY_FILE)
     try:
         with fs.open(index_file, "rb") as fh:
             index = table_json(fh, INDEX_FILE, location)
@@ -645,7 +495,7 @@ def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
     were written with a newer row schema than this reader's (``check_schema_version``)."""
     options = options_of(run, storage_options)
     rel = f"{TABLE_DIR}/run_key={check_run_key(run.run_key, 'the run', run.location)}"
-    fs, folder = _table_file(run.location, options, rel)
+    fs, folder = table_file(run.location, options, rel)
     try:
         names = fs.find(folder)
     except Exception as exc:  # OSError, or a storage backend's own
@@ -655,7 +505,7 @@ def _dataset(run: TableRun, storage_options: dict | None = None) -> ds.Dataset:
         inner = name[len(folder):].strip("/")
         if not inner or any(p.startswith((".", "_")) for p in inner.split("/")):
             continue
-        parts.append(_inside(run.location, name, f"{rel}/{inner}"))
+        parts.append(inside_table(run.location, name, f"{rel}/{inner}"))
     if not parts:
         raise InputError(f"the table holds no rows for run {run.run_key[:12]} (nothing in {rel})", source=run.location)
     try:
@@ -745,7 +595,7 @@ def _inconclusive(run: TableRun, storage_options: dict | None = None) -> pa.Tabl
     """The run's Inconclusive trajectories (ids, intended categories, what the harness claimed of
     each): the engine's index of them (``INCONCLUSIVE_DIR``, one small file), else (or
     where an older index lacks the claims) a filtered read of the table's rows."""
-    fs, index = _table_file(run.location, options_of(run, storage_options), INCONCLUSIVE_DIR,
+    fs, index = table_file(run.location, options_of(run, storage_options), INCONCLUSIVE_DIR,
                             f"run_key={check_run_key(run.run_key, 'the run', run.location)}", "part-0.parquet")
     with _rows_read(run):
         if fs.exists(index):

@@ -277,7 +277,7 @@ def _check_own_files(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], tables
 def _tables_of(names: Iterable[str]) -> list[str]:
     """The folders (relative, POSIX; "." for the upload's own) of the score tables among member
     ``names``: each holding ``summary.json``, at most TABLE_DEPTH deep, no part hidden (a table
-    still being written is one), as ``table_reader.tables_under`` finds them under a root."""
+    still being written is one), as ``table_locations.tables_under`` finds them under a root."""
     found = set()
     for name in names:
         parts = PurePosixPath(name).parts

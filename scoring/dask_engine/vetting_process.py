@@ -26,6 +26,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import CheckInterrupted
 from ..ingest import die_with_parent
 
 MAX_VETTING_RSS = 512 << 20
@@ -131,7 +133,16 @@ def _vet_in_child(tables: Sequence[tuple[str, str]]) -> list[str | None]:
         return got
     if stopped is not None:
         return [stopped]
+    if child.returncode in STOPPED_FROM_OUTSIDE:  # not by its watch, nor a crash of its decoding
+        raise CheckInterrupted(f"its check was stopped from outside the server (the checking process got signal "
+                               f"{-child.returncode}: the system's memory killer, or an operator)")
     return [f"its check ended without an answer (the checking process exited with code {child.returncode})"]
+
+
+STOPPED_FROM_OUTSIDE = frozenset({-signal.SIGKILL, -signal.SIGTERM})
+"""How a checking process ends when something outside the server stops it (this server's own
+watch says why it stopped one): the upload was not checked, so it is neither refused nor
+offered. A crash of the decoding (SIGSEGV, SIGABRT, SIGBUS) is the upload's: refused."""
 
 
 def _watch(child: subprocess.Popen, got: list) -> str | None:

@@ -15,12 +15,13 @@ documents its columns, and ``has_any_tool``/``tool_names`` read its one list col
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,8 @@ from ..aggregate import (
     waterfall,
 )
 from ..agreement import Agreement
-from ..dask_engine import table_zip, vetting_process
-from ..errors import BLOCKING_REASONS, InputError, ReasonCode, UploadWaiting
+from ..dask_engine import table_locations, table_zip, vetting_process
+from ..errors import BLOCKING_REASONS, CheckInterrupted, InputError, ReasonCode, UploadWaiting
 from ..export_files import (
     META_COLUMNS,
     PairedComparison,
@@ -609,7 +610,7 @@ _warm_ups_lock = threading.Lock()
 
 def warm_up_storage(db: str | Path, then: Callable[[], object] | None = None) -> threading.Thread:
     """Start importing, in a daemon thread, the fsspec backends of the object stores the
-    workspace's settings name (``table_reader.warm_up``: its storage profiles' prefixes, its score
+    workspace's settings name (``table_locations.warm_up``: its storage profiles' prefixes, its score
     table roots given as URLs), so that the first score table the server opens there does not
     wait for them; then call ``then`` (the pages' own warm-up: their charts), only where the
     settings name such a store. Once per process and workspace; returns at once with the thread
@@ -633,12 +634,13 @@ def _warm_up(db: str, then: Callable[[], object] | None) -> None:
     if not (settings.storage_profiles or settings.score_table_roots):
         return
     try:
-        from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
+        from ..dask_engine import table_reader  # noqa: F401 # optional: the dask extra (pyarrow imported ahead too)
     except ImportError:  # the Score tables page says how to install it
         return
-    if table_reader.warm_up(settings) and then is not None:
-        with contextlib.suppress(Exception):  # the page that draws a chart meets its own error
-            then()
+    if not table_locations.warm_up(settings) or then is None:
+        return
+    with contextlib.suppress(Exception):  # the page that draws a chart meets its own error
+        then()
 
 
 def table_storage(db: str | Path, location: str) -> tuple[str | None, dict]:
@@ -651,11 +653,10 @@ def table_storage(db: str | Path, location: str) -> tuple[str | None, dict]:
 
 def tables_under(roots: Sequence[str], db: str | Path | None = None, *,
                  unlisted: list[InputError] | None = None) -> list[tuple[str, str]]:
-    """(root, location) of the score tables under ``roots`` (``table_reader.tables_under``), each
+    """(root, location) of the score tables under ``roots`` (``table_locations.tables_under``), each
     root listed with its storage profile (the workspace's at ``db``). A root that cannot be
     listed (unreachable, its profile's credentials not set) lists nothing; its error, naming
     it, is added to ``unlisted`` when given."""
-    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     found: list[tuple[str, str]] = []
     for root in roots:
@@ -665,7 +666,7 @@ def tables_under(roots: Sequence[str], db: str | Path | None = None, *,
             if unlisted is not None:
                 unlisted.append(InputError(f"cannot list it: {exc}", source=root))
             continue
-        found += table_reader.tables_under([root], options, unlisted=unlisted)
+        found += table_locations.tables_under([root], options, unlisted=unlisted)
     return found
 
 
@@ -695,6 +696,10 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
     try:
         answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables],
                                               wait=UPLOAD_CHECK_WAIT_S)
+    except CheckInterrupted as exc:  # stopped from outside, not checked: kept, checked by a later listing
+        table_zip.forget_note(root)
+        raise UploadWaiting(f"{exc.message}; kept, it is checked again when the Score tables page is next opened, "
+                            "and offered once it passes", source=name) from None
     except BaseException:  # this server's own failure, not the upload's (its check's process is bounded)
         _check_failed(root, passed_before)
         raise
@@ -747,57 +752,99 @@ _VETTED: dict[tuple[str, str, str], str | None] = {}
 """(upload's folder, table's location, upload's SHA-256) → ``table_reader.vet``'s answer, once per
 process: an upload's folder is named by its bytes' SHA-256 and never changes."""
 _MAX_VETTED = 4_096
-CHECK_UNDER_WAY = "its check is under way (uploaded a moment ago); it is offered when the check ends"
+CHECK_UNDER_WAY = ("its check is under way, or waiting for a free check (uploaded a moment ago, or kept from before "
+                   "this server's checks); it is offered once the check passes")
 """``TableChoice.refused`` of an upload whose check has not ended yet (``TableChoice.checking``)."""
-WAITING_TURN = ("waiting its turn to be checked (other uploads hold every check); it is checked on a later "
-                "visit of this page and offered once it passes")
-"""``TableChoice.refused`` of an upload no check has taken yet (``TableChoice.checking``)."""
 UPLOAD_CHECK_WAIT_S = 20.0
 """The longest an upload's own request waits for a free check (others' slow uploads hold them):
 past it the upload is kept unchecked, the uploader told so, and a later listing checks it."""
+MAX_INTERRUPTED_CHECKS = 3
+"""How many times a listing checks an upload again whose check was stopped from outside the
+server (``CheckInterrupted``) before it refuses it: a file that gets its checker killed every
+time is refused, not checked for ever."""
 _checking_lock = threading.Lock()
+_log = logging.getLogger("litmus_review.uploads")
+_checking_here: set[str] = set()
+"""The uploads' folders this process is checking in the background (``_check_in_background``)."""
+_interrupted: Counter[str] = Counter()
 
 
-def _vetted_uploads(tables: Sequence[tuple[str, str, str]]) -> list[str | None]:
+def _vetted_uploads(tables: Sequence[tuple[str, str, str]],
+                    tables_of: Mapping[str, Sequence[str]]) -> list[str | None]:
     """``table_reader.vet`` of uploaded tables ((upload's folder, location, SHA-256) each), once per
-    process; those not known yet checked together in one process of their own
-    (``vetting_process.vet_uploads``). An upload the server vetted under today's checks when it
-    was uploaded (``table_zip.vetted_version``) is not vetted again: vetting reads every run's
-    rows, and a server's first listing did so for every upload."""
+    process. An upload the server vetted under today's checks (``table_zip.vetted_version``: its
+    every table passed) is not vetted again. An upload not checked yet is never checked in the
+    listing's own thread (every render of the page lists): its check, of every table it holds
+    (``tables_of``), starts in the background, unless this process or another is checking it
+    already, and its tables are said to be under way until it ends."""
     from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     known: dict[tuple[str, str, str], str | None] = {}
-    todo, under_way = [], set()
     for key in dict.fromkeys(tables):
         root = key[0]
         if key in _VETTED:
             known[key] = _VETTED[key]
         elif table_zip.vetted_version(root) == table_reader.VET_VERSION:
             known[key] = None
-        elif table_zip.check_under_way(root):  # said now, never remembered: it is offered once checked
+        else:  # never checked in this process, or its check's process is gone: checked (bounded) apart
+            _check_in_background(root, key[2], tables_of.get(root, [key[1]]))
             known[key] = CHECK_UNDER_WAY
-            under_way.add(key)
-        else:  # never checked in this process, or its check's process is gone: checked (bounded) now
-            todo.append(key)
-    if todo:
-        answers = vetting_process.vet_uploads([(location, root) for root, location, _sha in todo], wait=0)
-        if answers is None:  # other members' uploads are being checked: these wait their turn, said, not held
-            known.update((key, WAITING_TURN) for key in todo)
-            under_way.update(todo)
-        else:
-            known.update(zip(todo, answers, strict=True))
-            for key, why in zip(todo, answers, strict=True):
-                if why is None:  # checked whole, as at the upload: no later process checks it again
-                    table_zip.note_vetted(key[0], table_reader.VET_VERSION)
-    if len(_VETTED) + len(known) > _MAX_VETTED:
-        _VETTED.clear()  # a bound on what a long-lived server remembers; what it forgets is checked again
-    _VETTED.update((key, why) for key, why in known.items() if key not in under_way)
     return [known[key] for key in tables]
+
+
+def _check_in_background(root: str, sha256: str, locations: Sequence[str]) -> None:
+    """Start checking every table of the upload at ``root`` in a thread of its own (which waits for
+    a free check: no render does), unless one is checking it already, in this process or in
+    another (its note). Its answers are remembered; the upload is noted passed only when every
+    one of its tables passed (a note is the whole upload's), and a check stopped from outside is
+    not an answer (checked again on a later listing, ``MAX_INTERRUPTED_CHECKS`` times)."""
+    with _checking_lock:
+        if root in _checking_here or table_zip.check_under_way(root):
+            return
+        _checking_here.add(root)
+        table_zip.note_checking(root)
+    threading.Thread(target=_check_upload, args=(root, sha256, tuple(locations)), name="upload-check",
+                     daemon=True).start()
+
+
+def _check_upload(root: str, sha256: str, locations: tuple[str, ...]) -> None:
+    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    try:
+        try:
+            answers = vetting_process.vet_uploads([(location, root) for location in locations])
+        except CheckInterrupted as exc:
+            _interrupted[root] += 1
+            if _interrupted[root] < MAX_INTERRUPTED_CHECKS:
+                table_zip.forget_note(root)  # not checked: the next listing checks it again
+                return
+            answers = [f"{exc.message}, {MAX_INTERRUPTED_CHECKS} times: refused"] * len(locations)
+        assert answers is not None  # waited for a free check as long as it took
+        if len(_VETTED) + len(answers) > _MAX_VETTED:
+            _VETTED.clear()  # a bound on what a long-lived server remembers; what it forgets is checked again
+        _VETTED.update(((root, location, sha256), why) for location, why in zip(locations, answers, strict=True))
+        if all(why is None for why in answers):  # every table passed: no later process checks it again
+            table_zip.note_vetted(root, table_reader.VET_VERSION)
+        else:  # refused tables are not offered; a new process checks the upload again
+            table_zip.forget_note(root)
+    except Exception:  # this server's own failure: nothing noted, the next listing checks it again
+        _log.exception("checking the upload at %s failed", root)
+        table_zip.forget_note(root)
+    finally:
+        with _checking_lock:
+            _checking_here.discard(root)
+
+
+def still_checking(roots: Iterable[str]) -> bool:
+    """Whether any of these uploads' folders is being checked now, by this process or another (the
+    page polls it, to list the uploads again once their checks end)."""
+    return any(root in _checking_here or table_zip.check_under_way(root) for root in roots)
 
 
 def forget_vetting() -> None:
     """Forget the answers ``_vetted_uploads`` remembers (as a new process starts without them)."""
     _VETTED.clear()
+    _interrupted.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -821,15 +868,14 @@ def uploaded_tables(db: str | Path) -> UploadedTables:
 
     Listed fairly: at most ``table_zip.MAX_UPLOAD_TABLES`` of an upload (one kept before uploads
     were bounded so may hold more), and when all of them are more than
-    ``table_reader.MAX_LISTED_TABLES``, shared out a table an upload at a time, newest upload
+    ``table_locations.MAX_LISTED_TABLES``, shared out a table an upload at a time, newest upload
     first, until the room runs out: no upload has two fewer listed than another while it holds
     more, so one upload of many tables cannot push the others out, and the newest upload is
     always listed. The operator's roots are listed apart (``root_tables``), never counted here."""
-    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     ups = table_zip.uploads(_ws(db).files)
     shares = [0] * len(ups)
-    left = table_reader.MAX_LISTED_TABLES
+    left = table_locations.MAX_LISTED_TABLES
     waiting = [i for i, up in enumerate(ups) if up.tables]
     for rank in range(table_zip.MAX_UPLOAD_TABLES):
         for i in waiting:
@@ -843,12 +889,13 @@ def uploaded_tables(db: str | Path) -> UploadedTables:
     names = Counter(_skeleton(up.name) for up, share in zip(ups, shares, strict=True) if share)
     listed = [(up, rel, _upload_location(up, rel)) for up, share in zip(ups, shares, strict=True)
               for rel in up.tables[:share]]
-    refusals = _vetted_uploads([(up.root, location, up.sha256 or up.root) for up, _rel, location in listed])
+    refusals = _vetted_uploads([(up.root, location, up.sha256 or up.root) for up, _rel, location in listed],
+                               {up.root: [_upload_location(up, rel) for rel in up.tables] for up in ups})
     out = [TableChoice(up.root, location, f"{up.name} ({_uploaded(up, names)})" + ("" if rel == "." else f": {rel}"),
-                       refused, checking=refused in (CHECK_UNDER_WAY, WAITING_TURN))
+                       refused, checking=refused is CHECK_UNDER_WAY)
            for (up, rel, location), refused in zip(listed, refusals, strict=True)]
     return UploadedTables(tuple(out), sum(len(up.tables) for up in ups) - len(out), table_zip.MAX_UPLOAD_TABLES,
-                          table_reader.MAX_LISTED_TABLES)
+                          table_locations.MAX_LISTED_TABLES)
 
 
 _LOOKALIKE = str.maketrans({"i": "l", "1": "l", "|": "l", "0": "o"})
