@@ -330,7 +330,8 @@ def test_the_page_says_an_upload_is_being_checked_and_offers_it_once_checked(app
 @pytest.fixture
 def slots_held():
     """Both checking slots held (two other members' slow checks), released at the test's end."""
-    held = [vetting_process._checks_running.acquire(blocking=False) for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
+    # a background check an earlier test's listing started may still hold one: waited for
+    held = [vetting_process._checks_running.acquire(timeout=120) for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
     assert all(held), "a check of an earlier test still holds a slot"
     release = threading.Event()
     try:
