@@ -1,6 +1,6 @@
 """Files read at once in one process share one budget (issue 34 item 6): a server's visitors
 uploading padded logs together take what one file may, in turn (two padded ``.eval`` uploads at
-once took a server past 4 GiB, each within its own 2 GiB budget)."""
+once took a server past two budgets, each within its own)."""
 
 from __future__ import annotations
 

@@ -344,7 +344,7 @@ def slots_held():
 def test_a_listing_never_waits_behind_other_members_checks(tmp_path, table, slots_held):
     """The fifth attack: two members' slow uploads held both checking slots, and every listing
     (every render of the Score tables page) that had an upload to check waited behind them; the
-    sixth: a listing with a slot free ran the check inside the render (250-290 s a render). A
+    sixth: a listing with a slot free ran the check inside the render (minutes a render). A
     listing never checks in its own thread: the upload is said to be under way at once, and
     checked in the background when a slot is free."""
     db = tmp_path / "app.db"
@@ -417,7 +417,7 @@ def test_an_uploaders_own_request_waits_for_a_check_at_most_its_bound_and_the_up
 
 def test_an_upload_is_noted_passed_only_when_every_one_of_its_tables_passed(tmp_path, table, monkeypatch):
     """The sixth attack's worst: a listing's re-check noted the whole upload passed when one of its
-    tables passed, so the next process offered its refused bomb (and decoded it: 4.6 GB). An upload
+    tables passed, so the next process offered its refused bomb (and decoded it). An upload
     of a good table and a refused one: the refused one stays refused in a new process, and the
     upload is never noted passed."""
     two = tmp_path / "two"

@@ -239,7 +239,7 @@ def total_budget(file_bytes: int) -> int:
 READING_TOTAL_BYTES = MAX_TOTAL_BYTES
 """What the files this process reads at once may cost together (``reading``): one file's largest
 budget, so that N visitors of one server uploading padded logs at once take what one would, in
-turn, not N budgets (two padded ``.eval`` files at once took a server past 4 GiB)."""
+turn, not N budgets (benches/eval_bombs.py --together measures it)."""
 
 
 class _Reading:

@@ -154,7 +154,7 @@ def test_names_ids_and_labels_the_data_wrote_are_inert_everywhere(tmp_path, page
                 # ellipsis, where it heads the page: the Runs table's details give the id whole)
                 assert "<a hre…" in body and "![beacon](http://" in body
                 charts = "[...document.querySelectorAll('.main-svg')].map(e => e.textContent).join(' ')"
-                # the charts draw after the page's text (1.5 s was not enough on a loaded CI)
+                # the charts draw after the page's text (a fixed pause was not enough on a loaded CI)
                 page.wait_for_function(f"({charts}).includes(':red[SAFE 100%]')", timeout=60_000)
                 svg = page.evaluate(charts)
                 # Chart labels show the markup as text: the run's name in the notes, the category's.
