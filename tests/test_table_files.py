@@ -20,7 +20,7 @@ from scoring.errors import InputError
 from scoring.importers import _zip
 from scoring.workspace import views
 
-from .test_table_upload import zip_folder
+from .test_table_upload import listed_after_checks, zip_folder
 from .test_table_upload_rows import vet_here  # noqa: F401 - the fixture: vetting in this process
 from .test_team_tables import SAMPLES, make_table
 
@@ -130,7 +130,7 @@ def test_an_upload_kept_before_the_cap_is_named_in_the_listing_and_not_offered(t
     padded(table / table_layout.INDEX_FILE, 2 * CAP)
     table_zip.unpack(zip_folder(table.parent), "blanks.zip", Path(f"{db}.d"))  # kept as an older version kept it
     monkeypatch.setattr(table_layout, "TABLE_FILE_BYTES", CAP, raising=False)
-    (listed,) = views.uploaded_tables(db).tables
+    (listed,) = listed_after_checks(db)
     assert listed.refused is not None and "index.json is" in listed.refused, listed
     assert str(tmp_path) not in listed.refused
 
