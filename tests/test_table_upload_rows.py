@@ -440,7 +440,7 @@ def test_a_check_stopped_from_outside_is_checked_again_then_refused(tmp_path, ta
     """The sixth attack: a checking process killed from outside (the memory killer, an operator)
     was a refusal for the server's whole life, and at the upload door removed a good upload. Not
     checked is neither: the upload is kept and said to be waiting, a listing checks it again, and
-    after ``MAX_INTERRUPTED_CHECKS`` such stops it is refused."""
+    after ``MAX_INTERRUPTED_CHECKS`` such stops it is refused (never having passed: removed)."""
     db = tmp_path / "app.db"
     stops = []
 
@@ -458,10 +458,9 @@ def test_a_check_stopped_from_outside_is_checked_again_then_refused(tmp_path, ta
         assert choice.checking, n  # not refused: checked again by this listing
         checks_ended([choice.root])
         assert len(stops) == 1 + n
-    (choice,) = views.uploaded_tables(db).tables
-    assert not choice.checking and "stopped from outside" in (choice.refused or "") and "refused" in choice.refused
+    # refused, never having passed a check: removed, as its door removes a new upload that fails
+    assert views.uploaded_tables(db).tables == () and not Path(choice.root).exists()
     assert len(stops) == 1 + views.MAX_INTERRUPTED_CHECKS
-    assert Path(choice.root).exists()
 
 
 def test_a_checking_process_killed_from_outside_is_not_an_answer(tmp_path, table):
@@ -482,3 +481,28 @@ def test_a_checking_process_killed_from_outside_is_not_an_answer(tmp_path, table
     finally:
         vetting_process.subprocess.Popen = real_popen  # type: ignore[misc]
     assert child_started.is_set()
+
+
+def test_an_upload_kept_waiting_that_its_background_check_refuses_is_removed(tmp_path, table, monkeypatch,
+                                                                             slots_held):
+    """The seventh attack: with both checks held for the door's wait, an upload of a good table and
+    a bomb was kept waiting, and its background check refused the bomb but kept the folder (each
+    such upload used the workspace's caps, and was checked again by every new process). Refused
+    by its first check, it is removed as its door would have removed it; one kept and passed
+    before is not."""
+    monkeypatch.setattr(views, "UPLOAD_CHECK_WAIT_S", 0.2)
+    two = tmp_path / "two"
+    shutil.copytree(table.parent, two / "a")
+    shutil.copytree(table.parent, two / "b")
+    db = tmp_path / "app.db"
+    with pytest.raises(errors.UploadWaiting):
+        views.unpack_table(db, "two.zip", zip_folder(two))
+    assert len(list((Path(f"{db}.d") / table_zip.UPLOADS_DIR).glob("*/"))) >= 1
+    # the others' checks end (a check of this process, without the slots the fixture holds)
+    monkeypatch.setattr(vetting_process, "vet_uploads",
+                        lambda tables, wait=None: [None if "/b" not in loc else "a likely bomb" for loc, _r in tables])
+    listed = views.uploaded_tables(db).tables
+    (root,) = {c.root for c in listed}
+    assert listed[0].checking and not any(c.refused is None for c in listed), listed  # never offered
+    checks_ended([root])
+    assert not Path(root).exists() and views.uploaded_tables(db).tables == ()

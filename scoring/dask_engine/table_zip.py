@@ -418,6 +418,24 @@ def note_checking(root: Path | str) -> None:
     _write_note(root, f"{CHECKING} {os.getpid()} {_process_start(os.getpid())} {_boot()}")
 
 
+WAITING = "waiting"
+"""The note of an upload kept unchecked at its door (every check busy, or its check stopped from
+outside): a background check that refuses it removes it, as the door would have."""
+
+
+def note_waiting(root: Path | str) -> None:
+    """Note that the upload at ``root`` was kept at its door without a check (``WAITING``)."""
+    _write_note(root, WAITING)
+
+
+def kept_waiting(root: Path | str) -> bool:
+    """Whether the upload at ``root`` was kept at its door without a check (``note_waiting``)."""
+    try:
+        return (Path(root).parent / VETTED / Path(root).name).read_text().split() == [WAITING]
+    except OSError:
+        return False
+
+
 def forget_note(root: Path | str) -> None:
     """Remove the upload's note (the upload itself was removed), and the notes' folder when it
     holds no other: a refused upload leaves nothing behind."""

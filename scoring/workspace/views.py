@@ -697,14 +697,20 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
         answers = vetting_process.vet_uploads([(_upload_location(up, rel), up.root) for rel in up.tables],
                                               wait=UPLOAD_CHECK_WAIT_S)
     except CheckInterrupted as exc:  # stopped from outside, not checked: kept, checked by a later listing
-        table_zip.forget_note(root)
+        if passed_before is None:
+            table_zip.note_waiting(root)  # refused by that check: removed, as here
+        else:
+            table_zip.forget_note(root)
         raise UploadWaiting(f"{exc.message}; kept, it is checked again when the Score tables page is next opened, "
                             "and offered once it passes", source=name) from None
     except BaseException:  # this server's own failure, not the upload's (its check's process is bounded)
         _check_failed(root, passed_before)
         raise
     if answers is None:  # every slot held by other members' checks: kept, checked by a later listing
-        table_zip.forget_note(root)
+        if passed_before is None:
+            table_zip.note_waiting(root)  # refused by that check: removed, as here
+        else:
+            table_zip.forget_note(root)
         raise UploadWaiting(f"kept, and waiting its turn to be checked ({vetting_process.MAX_CHECKS_AT_ONCE} other "
                             "uploads are being checked): it is checked when the Score tables page is next "
                             "opened with a check free, and offered once it passes", source=name)
@@ -802,13 +808,22 @@ def _check_in_background(root: str, sha256: str, locations: Sequence[str]) -> No
         if root in _checking_here or table_zip.check_under_way(root):
             return
         _checking_here.add(root)
+        waited = table_zip.kept_waiting(root)  # kept at its door unchecked: removed if refused
         table_zip.note_checking(root)
-    threading.Thread(target=_check_upload, args=(root, sha256, tuple(locations)), name="upload-check",
+    threading.Thread(target=_check_upload, args=(root, sha256, tuple(locations), waited), name="upload-check",
                      daemon=True).start()
 
 
-def _check_upload(root: str, sha256: str, locations: tuple[str, ...]) -> None:
+def _check_upload(root: str, sha256: str, locations: tuple[str, ...], waited: bool = False) -> None:
+    """One upload's background check (``_check_in_background``); ``waited``: kept at its door
+    without a check, so removed when refused (the door removes a new upload that fails)."""
     from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
+
+    def unanswered() -> None:  # not checked: the next listing checks it again
+        if waited:
+            table_zip.note_waiting(root)
+        else:
+            table_zip.forget_note(root)
 
     try:
         try:
@@ -816,7 +831,7 @@ def _check_upload(root: str, sha256: str, locations: tuple[str, ...]) -> None:
         except CheckInterrupted as exc:
             _interrupted[root] += 1
             if _interrupted[root] < MAX_INTERRUPTED_CHECKS:
-                table_zip.forget_note(root)  # not checked: the next listing checks it again
+                unanswered()
                 return
             answers = [f"{exc.message}, {MAX_INTERRUPTED_CHECKS} times: refused"] * len(locations)
         assert answers is not None  # waited for a free check as long as it took
@@ -825,11 +840,13 @@ def _check_upload(root: str, sha256: str, locations: tuple[str, ...]) -> None:
         _VETTED.update(((root, location, sha256), why) for location, why in zip(locations, answers, strict=True))
         if all(why is None for why in answers):  # every table passed: no later process checks it again
             table_zip.note_vetted(root, table_reader.VET_VERSION)
-        else:  # refused tables are not offered; a new process checks the upload again
+        elif waited:  # a new upload refused, as its door would have: not kept
+            _check_failed(root, None)
+        else:  # kept before: its refused tables are not offered; a new process checks it again
             table_zip.forget_note(root)
     except Exception:  # this server's own failure: nothing noted, the next listing checks it again
         _log.exception("checking the upload at %s failed", root)
-        table_zip.forget_note(root)
+        unanswered()
     finally:
         with _checking_lock:
             _checking_here.discard(root)

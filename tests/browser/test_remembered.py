@@ -8,6 +8,7 @@ import re
 import shutil
 
 import pytest
+from playwright.sync_api import expect
 
 from scoring.dask_engine import table_writer
 from scoring.workspace import Workspace, views
@@ -123,9 +124,10 @@ def test_a_copied_address_opens_every_pages_filters_in_a_fresh_browser(server, p
         assert fresh.get_by_role("radio", name="pdf").is_checked(), copied
         fresh.goto(copied["score_tables"])
         wait_app(fresh, "final output:")
-        assert fresh.get_by_label("Score table (directory or URL)").input_value() == str(out)
+        # the field's value can be drawn a moment after the replay (a rerun in flight, CI at load)
+        expect(fresh.get_by_label("Score table (directory or URL)")).to_have_value(str(out), timeout=30_000)
         assert shown_choice(fresh, "Show") == "UNSCORED", copied
-        assert fresh.get_by_label("Replay a trajectory (its id)").input_value() == "observed-m1-t00079"
+        expect(fresh.get_by_label("Replay a trajectory (its id)")).to_have_value("observed-m1-t00079", timeout=30_000)
         fresh.get_by_text("observed-m1-t00079").first.wait_for(timeout=30_000)
     finally:
         context.close()
