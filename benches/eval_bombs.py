@@ -288,21 +288,15 @@ def main() -> None:
                     help="measure two padded files read at once by one process instead (their own section)")
     args = ap.parse_args()
     if args.together:
-        text = "\n".join(run_together(args.before)) + "\n"
-        print(text)
-        if args.write:
-            write_section(TOGETHER_MARK, text)
-        return
-    if args.documents:
-        text = "\n".join(documents(args.before)) + "\n"
-        print(text)
-        if args.write:
-            write_section(DOCUMENTS_MARK, text)
-        return
-    text = "\n".join(run(args.mib)) + "\n"
+        mark, lines = TOGETHER_MARK, run_together(args.before)
+    elif args.documents:
+        mark, lines = DOCUMENTS_MARK, documents(args.before)
+    else:
+        mark, lines = MARK, run(args.mib)
+    text = "\n".join(lines) + "\n"
     print(text)
     if args.write:
-        write_section(MARK, text)
+        write_section(mark, text)
 
 
 def write_section(mark: str, text: str) -> None:

@@ -333,9 +333,8 @@ def slots_held():
     # a background check an earlier test's listing started may still hold one: waited for
     held = [vetting_process._checks_running.acquire(timeout=120) for _ in range(vetting_process.MAX_CHECKS_AT_ONCE)]
     assert all(held), "a check of an earlier test still holds a slot"
-    release = threading.Event()
     try:
-        yield release
+        yield
     finally:
         for _ in held:
             vetting_process._checks_running.release()

@@ -10,9 +10,9 @@ import contextlib
 import os
 import posixpath
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ..errors import InputError, LitmusReviewError
+from ..workspace.settings import Settings
 from .storage import (
     PROTOCOLS,
     URL_SCHEME,
@@ -25,9 +25,6 @@ from .storage import (
     unreachable,
 )
 from .table_layout import RUN_KEY, SUMMARY_FILE
-
-if TYPE_CHECKING:  # an annotation only: the workspace imports this module
-    from ..workspace.settings import Settings
 
 TABLE_PROTOCOLS = PROTOCOLS - {"http", "https"}
 """Where a score table is read from: the engine's protocols but HTTP (a table is a folder, which

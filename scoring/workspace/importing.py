@@ -120,22 +120,15 @@ class Importing(Reads):
         key = run_key(content, side_log_sha256=pay.content_sha256 if pay else None,
                       verdict_map=str(verdict_map) if verdict_map else None, reclassifier=reclassifier,
                       proof_sha256=proof_sha, require_proof=require_proof)
-        existing = self.run(key)
-        if existing is not None:
-            stored_run = StoredRun.from_row(existing)
-            if stored_run.stale and scorer is None:
-                # The same bytes under a new scorer: rescored from them (labels kept).
-                # The key matched these options: they are the run's (an old row may not say so).
-                stored_run = dataclasses.replace(stored_run, verdict_map=str(verdict_map) if verdict_map else None,
-                                                 reclassifier=reclassifier, header=dataclasses.replace(
-                                                     stored_run.header, require_proof=require_proof))
-                outcome = self._rescore(stored_run, original=path)
-                return ImportResult(run_key=key, already_present=True, run=self._run_or_raise(key),
-                                    rejected=(), rescored=outcome)
-            if stored_run.categories_outdated:  # its bytes given again: its categories are read from them
-                self._rederive(stored_run, original=path)
-                existing = self._run_or_raise(key)
-            return ImportResult(run_key=key, already_present=True, run=existing, rejected=())
+        def as_imported(stored_run: StoredRun) -> StoredRun:
+            # The key matched these options: they are the run's (an old row may not say so).
+            return dataclasses.replace(stored_run, verdict_map=str(verdict_map) if verdict_map else None,
+                                       reclassifier=reclassifier,
+                                       header=dataclasses.replace(stored_run.header, require_proof=require_proof))
+
+        present = self._already_imported(key, path, as_imported, rescore=scorer is None)
+        if present is not None:
+            return present
         # with a scorer, its workers load the re-classifier
         with loaded_classifier(reclassifier if scorer is None else None) as plugin, \
                 self._store_file(path, _copy_name(content, key, verdict_map, proof_sha), fmt, verdict_map,
@@ -237,15 +230,20 @@ class Importing(Reads):
             return self._write_run(settled, blocks, copy, None, path, before,
                                    provenance=_provenance(run_key, original_name, None))
 
-    def _already_imported(self, run_key: str, path: Path) -> ImportResult | None:
+    def _already_imported(self, run_key: str, path: Path,
+                          as_imported: Callable[[StoredRun], StoredRun] | None = None,
+                          rescore: bool = True) -> ImportResult | None:
         """The result of importing ``path`` again when the workspace holds its run ``run_key``
-        (rescored from these bytes when stale; its categories read again when outdated); None
-        when it holds no such run."""
+        (rescored from these bytes when stale and ``rescore``, with the options of this import
+        that ``as_imported`` gives it; its categories read again when outdated); None when it
+        holds no such run."""
         existing = self.run(run_key)
         if existing is None:
             return None
         stored_run = StoredRun.from_row(existing)
-        if stored_run.stale:  # the same bytes under a new scorer: rescored from them
+        if stored_run.stale and rescore:  # the same bytes under a new scorer: rescored from them (labels kept)
+            if as_imported is not None:
+                stored_run = as_imported(stored_run)
             outcome = self._rescore(stored_run, original=path)
             return ImportResult(run_key=run_key, already_present=True, run=self._run_or_raise(run_key),
                                 rejected=(), rescored=outcome)
