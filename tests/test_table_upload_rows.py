@@ -139,7 +139,7 @@ def test_a_listing_in_a_new_process_does_not_vet_again_what_the_upload_vetted(tm
     monkeypatch.setattr(vetting_process, "vet_uploads", vetted_again)
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None
-    monkeypatch.setattr(table_reader, "VET_VERSION", table_reader.VET_VERSION + 1)
+    monkeypatch.setattr(table_zip, "VET_VERSION", table_zip.VET_VERSION + 1)
     views.forget_vetting()
     asked: list = []
     monkeypatch.setattr(vetting_process, "vet_uploads", lambda tables, wait=None: asked.append(tables) or [None])
@@ -147,7 +147,7 @@ def test_a_listing_in_a_new_process_does_not_vet_again_what_the_upload_vetted(tm
     assert choice.checking  # checked again, in the background
     checks_ended([root])
     assert asked == [[(choice.location, root)]]
-    assert table_zip.vetted_version(root) == table_reader.VET_VERSION
+    assert table_zip.vetted_version(root) == table_zip.VET_VERSION
     assert table_zip.VETTED not in {p.name for p in Path(root).iterdir()}  # beside the upload, not in it
 
 
@@ -209,7 +209,7 @@ def test_an_upload_being_checked_is_said_to_be_and_offered_once_checked(tmp_path
     with pytest.raises(InputError, match="being checked now") as err:
         views.unpack_table(db, "again.zip", data)
     assert err.value.source == "again.zip" and Path(root).exists()
-    table_zip.note_vetted(root, table_reader.VET_VERSION)  # the check ended
+    table_zip.note_vetted(root, table_zip.VET_VERSION)  # the check ended
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and not choice.checking
 
@@ -227,7 +227,7 @@ def test_a_check_that_fails_in_the_server_leaves_no_note(tmp_path, table, monkey
         views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
     monkeypatch.undo()
     root = views.unpack_table(db, "nightly.zip", zip_folder(table.parent))
-    assert table_zip.vetted_version(root) == table_reader.VET_VERSION
+    assert table_zip.vetted_version(root) == table_zip.VET_VERSION
 
 
 def test_an_upload_whose_check_never_ended_is_checked_again_in_a_process_of_its_own(tmp_path, table, monkeypatch):
@@ -246,7 +246,7 @@ def test_an_upload_whose_check_never_ended_is_checked_again_in_a_process_of_its_
                         lambda tables, wait=None: checked.append(len(tables)) or real(tables, wait))
     (choice,) = listed_after_checks(db)
     assert choice.refused is None and checked == [1]
-    assert table_zip.vetted_version(root) == table_reader.VET_VERSION  # noted: no later process checks it again
+    assert table_zip.vetted_version(root) == table_zip.VET_VERSION  # noted: no later process checks it again
     assert views.unpack_table(db, "nightly.zip", data) == root and checked == [1]
 
 
@@ -265,7 +265,7 @@ def test_kept_bytes_uploaded_again_are_not_checked_again_and_a_failed_recheck_re
 
     monkeypatch.setattr(vetting_process, "vet_uploads", killed)
     assert views.unpack_table(db, "again.zip", data) == root  # not checked: kept and passed
-    table_zip.note_vetted(root, table_reader.VET_VERSION - 1)
+    table_zip.note_vetted(root, table_zip.VET_VERSION - 1)
     with pytest.raises(InputError, match="ended without an answer") as err:
         views.unpack_table(db, "again.zip", data)
     assert err.value.source == "again.zip" and "not kept" not in err.value.message
@@ -321,7 +321,7 @@ def test_the_page_says_an_upload_is_being_checked_and_offers_it_once_checked(app
     assert [c.value for c in app.code if "nightly.zip" in c.value] == [
         f"nightly.zip (uploaded): nightly/table: {views.CHECK_UNDER_WAY}"]
     assert not [w for w in app.warning if "cannot be opened" in w.value]
-    table_zip.note_vetted(root, table_reader.VET_VERSION)
+    table_zip.note_vetted(root, table_zip.VET_VERSION)
     app.run()
     assert not any("being checked" in i.value for i in app.info)
     assert app.selectbox(key="score_table_pick").options == ["nightly.zip (uploaded): nightly/table"]
@@ -384,7 +384,7 @@ def test_the_listings_check_ends_in_the_background_and_the_upload_is_offered(tmp
     assert len(checks) == 1
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and not choice.checking
-    assert table_zip.vetted_version(root) == table_reader.VET_VERSION
+    assert table_zip.vetted_version(root) == table_zip.VET_VERSION
 
 
 def test_an_uploaders_own_request_waits_for_a_check_at_most_its_bound_and_the_upload_is_kept(
@@ -411,7 +411,7 @@ def test_an_uploaders_own_request_waits_for_a_check_at_most_its_bound_and_the_up
             assert vetting_process._checks_running.acquire(timeout=60)
     (choice,) = views.uploaded_tables(db).tables
     assert choice.refused is None and not choice.checking
-    assert table_zip.vetted_version(choice.root) == table_reader.VET_VERSION
+    assert table_zip.vetted_version(choice.root) == table_zip.VET_VERSION
 
 
 def test_an_upload_is_noted_passed_only_when_every_one_of_its_tables_passed(tmp_path, table, monkeypatch):

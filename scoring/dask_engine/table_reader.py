@@ -177,15 +177,6 @@ def options_of(run: TableRun | None, storage_options: dict | None) -> dict | Non
     return storage_options if storage_options is not None or run is None else run.storage_options
 
 
-VET_VERSION = 4
-"""The version of ``vet``'s checks: raised whenever they check more, so that uploads vetted
-under fewer checks are vetted again (``table_zip.vetted_version``). 2: every run's rows decoded
-and measured, its aggregates and Inconclusive index read. 3: no dictionary-typed column, the
-index read whole as Python values, an upload's check in a process whose memory is bounded
-(``vetting_process``). 4: no run's summary or aggregates, nor the table's runs, hold more in
-memory than a reader keeps (``TABLE_MEMORY_LARGEST``)."""
-
-
 def _check_held(value: object, named: str, location: str, most: int) -> None:
     """Refuse (InputError) a table whose ``named`` part holds more than ``most`` in memory once
     read (the most a reader keeps of it): such a part is read again on every render of every

@@ -89,6 +89,15 @@ _EOCD64 = struct.Struct("<4sQ2H2L4Q")
 _ENTRY = struct.Struct("<4s6H3L5H2L")
 
 
+VET_VERSION = 4
+"""The version of ``vet``'s checks: raised whenever they check more, so that uploads vetted
+under fewer checks are vetted again (``vetted_version``). 2: every run's rows decoded
+and measured, its aggregates and Inconclusive index read. 3: no dictionary-typed column, the
+index read whole as Python values, an upload's check in a process whose memory is bounded
+(``vetting_process``). 4: no run's summary or aggregates, nor the table's runs, hold more in
+memory than a reader keeps (``TABLE_MEMORY_LARGEST``)."""
+
+
 def _unsafe(name: str) -> bool:
     """A member name that would leave the folder it is unpacked into, or name it ambiguously."""
     parts = PurePosixPath(name).parts
@@ -369,7 +378,7 @@ def _read_manifest(sub: Path) -> Upload | None:
 VETTED = ".vetted"
 """The folder beside the uploads (never inside one: an upload's members are written only into its
 own folder) where the server notes, per upload, the version of the checks its tables passed when
-it was uploaded (``table_reader.VET_VERSION``): a listing in a new process takes that note for that
+it was uploaded (``VET_VERSION``): a listing in a new process takes that note for that
 version only, and vets the tables again under any other (vetting reads every run's rows)."""
 
 

@@ -677,14 +677,13 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
     ``vetting_process``; a name for a run key that is not one, a file leading out of the table, rows
     that decode to more than their bound) is refused, InputError naming the upload and the
     table, and not kept."""
-    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     root = table_zip.unpack(data, name, _ws(db).files)
     up = table_zip.read_upload(root)
     if up is None:  # removed under us (an operator's clean-up): nothing to open
         raise InputError("the upload was removed from the workspace while it was unpacked", source=name)
     passed_before = table_zip.vetted_version(root)
-    if passed_before == table_reader.VET_VERSION:  # these bytes, kept and checked under today's checks
+    if passed_before == table_zip.VET_VERSION:  # these bytes, kept and checked under today's checks
         return str(root)
     with _checking_lock:  # two sessions of this server uploading the same bytes: one checks them
         if table_zip.check_under_way(root):
@@ -720,7 +719,7 @@ def unpack_table(db: str | Path, name: str, data: bytes) -> str:
             raise InputError(f"its score table {rel} cannot be opened: {why}; the upload is not kept"
                              if passed_before is None else
                              f"its score table {rel} cannot be opened: {why}", source=name)
-    table_zip.note_vetted(root, table_reader.VET_VERSION)
+    table_zip.note_vetted(root, table_zip.VET_VERSION)
     return str(root)
 
 
@@ -783,14 +782,13 @@ def _vetted_uploads(tables: Sequence[tuple[str, str, str]],
     listing's own thread (every render of the page lists): its check, of every table it holds
     (``tables_of``), starts in the background, unless this process or another is checking it
     already, and its tables are said to be under way until it ends."""
-    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     known: dict[tuple[str, str, str], str | None] = {}
     for key in dict.fromkeys(tables):
         root = key[0]
         if key in _VETTED:
             known[key] = _VETTED[key]
-        elif table_zip.vetted_version(root) == table_reader.VET_VERSION:
+        elif table_zip.vetted_version(root) == table_zip.VET_VERSION:
             known[key] = None
         else:  # never checked in this process, or its check's process is gone: checked (bounded) apart
             _check_in_background(root, key[2], tables_of.get(root, [key[1]]))
@@ -817,7 +815,6 @@ def _check_in_background(root: str, sha256: str, locations: Sequence[str]) -> No
 def _check_upload(root: str, sha256: str, locations: tuple[str, ...], waited: bool = False) -> None:
     """One upload's background check (``_check_in_background``); ``waited``: kept at its door
     without a check, so removed when refused (the door removes a new upload that fails)."""
-    from ..dask_engine import table_reader  # optional: score tables need the dask extra (pyarrow, fsspec)
 
     def unanswered() -> None:  # not checked: the next listing checks it again
         if waited:
@@ -839,7 +836,7 @@ def _check_upload(root: str, sha256: str, locations: tuple[str, ...], waited: bo
             _VETTED.clear()  # a bound on what a long-lived server remembers; what it forgets is checked again
         _VETTED.update(((root, location, sha256), why) for location, why in zip(locations, answers, strict=True))
         if all(why is None for why in answers):  # every table passed: no later process checks it again
-            table_zip.note_vetted(root, table_reader.VET_VERSION)
+            table_zip.note_vetted(root, table_zip.VET_VERSION)
         elif waited:  # a new upload refused, as its door would have: not kept
             _check_failed(root, None)
         else:  # kept before: its refused tables are not offered; a new process checks it again
