@@ -580,6 +580,7 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
 
     from scoring import ingest, score
     from scoring.dask_engine import cluster, fleet, planning, table_layout
+    from scoring.request import DEFAULT_REQUEST
 
     folder = OUT / "fleet-runs"
     paths = tiny_runs(folder, runs)
@@ -593,10 +594,10 @@ def fleet_section(runs: int, plan_files: int, parallel: float) -> list[str]:
         urls = [f"s3://bench/runs/{p.name}" for p in paths[:plan_files]]
         t = time.perf_counter()
         for u in urls:  # the same planning as the workers', one file after another
-            assert isinstance(fleet.plan_task(u, so, None, True, "auto", None, score.SCORER_VERSION, {}, None, False),
+            assert isinstance(fleet.plan_task(u, so, None, True, DEFAULT_REQUEST, score.SCORER_VERSION, None, False),
                               planning.RunPlan)
         client_s = (time.perf_counter() - t) / len(urls)
-        spec = fleet.Fleet(so, True, "auto", None, score.SCORER_VERSION, {}, None, False, ingest.BLOCK_BYTES, None)
+        spec = fleet.Fleet(so, True, DEFAULT_REQUEST, score.SCORER_VERSION, None, False, ingest.BLOCK_BYTES)
         with cluster.connect(workers=2) as client:
             client.run(lambda: planning.plan_run(urls[0], so) and None)  # imports and a connection per worker
             t = time.perf_counter()

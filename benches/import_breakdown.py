@@ -81,6 +81,7 @@ from scoring import ingest, pipeline  # noqa: E402
 from scoring import rows as codec  # noqa: E402
 from scoring.importers import canonical  # noqa: E402
 from scoring.importers._common import RecordError, decode_json_line  # noqa: E402
+from scoring.request import CANONICAL_REQUEST  # noqa: E402
 from scoring.rules import JOIN, compile_any, encode_text  # noqa: E402
 from scoring.score import HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory  # noqa: E402
 from scoring.settle import digest, settle  # noqa: E402
@@ -192,7 +193,7 @@ def breakdown(path: Path, workdir: Path) -> tuple[Ledger, Counts]:
     source = str(path)
     size = path.stat().st_size
     with path.open("rb") as fh:
-        header_line, header, first_line, header_end = pipeline.read_header(fh, source, canonical.NAME)
+        header_line, header, first_line, header_end = pipeline.read_header(fh, source, CANONICAL_REQUEST)
         with led.timing("split"):
             ranges = list(ingest.block_ranges(fh, header_end, size))
     rules, harness = RuleClassifier(header.taxonomy), HarnessVerdictClassifier()

@@ -53,6 +53,16 @@ def require_proof() -> bool:
     return bool(st.session_state.get(state.REQUIRE_PROOF))
 
 
+def scoring_request(payloads: Path | None, *, with_verdict_map: bool = True) -> views.ScoringRequest:
+    """The request this page's imports are scored under, built once from its form as the CLI
+    builds it from its options (a verdict map that does not parse is a ``SpecError``).
+    ``with_verdict_map`` off: for runs whose verdicts are their own (an AgentDojo run directory),
+    which the map's field never blocks."""
+    return views.ScoringRequest.of(payloads=payloads, reclassifier=configured_reclassifier(),
+                                   verdict_map=verdict_map_spec() if with_verdict_map else None,
+                                   require_proof=require_proof())
+
+
 def shown_source(source: str, original_name: str | None) -> str:
     """Where a run was imported from, as this browser may see it: in team mode an upload's copy
     is a server path, so the name its uploader gave it is shown (a file the server holds by its
@@ -63,7 +73,6 @@ def shown_source(source: str, original_name: str | None) -> str:
 
 
 def import_one(path: Path, payloads: Path | None, label: str, original_name: str | None = None) -> None:
-    reclassifier = configured_reclassifier()
     # the names the user knows these files by: a team-mode message shows them, not server paths
     names = {str(path): original_name or path.name, **({str(payloads): payloads.name} if payloads else {})}
     label = md(label)  # a file name, a typed path or a run id: shown, never interpreted
@@ -80,12 +89,11 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
         if path.suffix == ".jsonl":
             total = max(1, views.count_lines(path) - 1)
         if payloads is None and loaders.holds_runs(path):  # an AgentDojo run directory (a folder or a zip)
-            reports = loaders.import_runs(path, progress=tick, original_name=original_name, reclassifier=reclassifier,
-                                          require_proof=require_proof())
+            reports = loaders.import_runs(path, scoring_request(None, with_verdict_map=False), progress=tick,
+                                          original_name=original_name)
         else:
-            reports = [loaders.import_run(path, payloads=payloads, progress=tick, original_name=original_name,
-                                          reclassifier=reclassifier, verdict_map=verdict_map_spec(),
-                                          require_proof=require_proof())]
+            reports = [loaders.import_run(path, scoring_request(payloads), progress=tick,
+                                          original_name=original_name)]
     except SHOWN as exc:
         bar.empty()
         show_error(exc, before=f"Could not import {label}: ", path=path, names=names)

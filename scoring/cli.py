@@ -28,10 +28,12 @@ from .dask_engine import cluster, fleet, planning, run_results, storage, table_w
 from .errors import InputError, LitmusReviewError, SpecError
 from .importers import formats, holds_runs
 from .importers.inspect_log import PRESETS, VerdictMap
+from .ingest import BLOCK_BYTES
 from .model import Rejection, ReviewLabel
 from .proof import SUFFIX as PROOF_SUFFIX
-from .recapture import SIDE_LOG_SUFFIX, is_side_log, side_log_beside
+from .recapture import SIDE_LOG_SUFFIX, is_side_log, side_log_beside, side_log_found
 from .report import Evaluation, evaluate, evaluate_all
+from .request import ScoringRequest
 from .score import SCORER_VERSION
 from .settle import unlisted_note
 from .stored import StoredRun
@@ -188,6 +190,28 @@ REQUIRE_PROOF_OPTION = click.option(
          "of its key.")
 
 
+FORMAT_OPTION = click.option("--format", "fmt", default="auto", show_default=True,
+                             type=click.Choice(["auto", *formats()]), help="Input format.")
+
+
+def SCORING_OPTIONS(command: Callable) -> Callable:
+    """The options of a ``ScoringRequest``, each named after its field (``--format`` fmt,
+    ``--inspect-verdict`` verdict_map, ``--classifier`` reclassifier, ``--require-proof``), built
+    into one request the command is given as ``request`` (each run's side log is paired by the
+    command: ``plan_inputs``)."""
+
+    @functools.wraps(command)
+    def built(*args, fmt: str, verdict_map: VerdictMap | None, reclassifier: str | None, require_proof: bool,
+              **kwargs):
+        request = ScoringRequest(fmt=fmt, verdict_map=verdict_map, reclassifier=reclassifier,
+                                 require_proof=require_proof)
+        return command(*args, request=request, **kwargs)
+
+    for option in (REQUIRE_PROOF_OPTION, VERDICT_OPTION, FORMAT_OPTION):
+        built = option(built)
+    return CLASSIFIER_OPTION(built)
+
+
 #: How bad each exit status is: a command over several files exits with the worst status it
 #: met. Unusable input is the worst (the results are incomplete); a threshold exceeded next.
 SEVERITY = {0: 0, EXIT_UNSCORED: 1, EXIT_INPUT: 2}
@@ -224,8 +248,9 @@ def plan_inputs(paths: tuple[Path, ...], payloads: tuple[Path, ...], auto: bool)
         return [(p, pay, "--payloads") for p, pay in zip(runs, payloads, strict=True)]
     out: list[tuple[Path, Path | None, str]] = []
     for p in runs:
-        side = side_log_of(p)
-        if auto and not _is_side_log(p) and side.is_file():
+        found = side_log_found(str(p), os.path.isfile) if auto else None
+        if found is not None:
+            side = Path(found)
             out.append((p, side, "given beside it" if (side.resolve() in given) else "found beside it"))
         else:
             out.append((p, None, ""))
@@ -263,8 +288,7 @@ def _refuse_lone_side_log(path: Path) -> None:
                          "automatically", source=str(path))
 
 
-def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verdict_map: VerdictMap | None,
-                  reclassifier: str | None = None, require_proof: bool = False) -> Evaluation:
+def _evaluate_one(path: Path, request: ScoringRequest, db: Path | None) -> Evaluation:
     """One run: a file (streamed when large and canonical) or an imported run of the workspace."""
     _refuse_lone_side_log(path)
     try:
@@ -276,8 +300,7 @@ def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verd
             raise InputError("no such file", source=str(path))
         if path.is_dir():
             raise InputError("is a folder holding several runs (an AgentDojo run directory)", source=str(path))
-        return evaluate(path, fmt=fmt, payloads=side, verdict_map=verdict_map, reclassifier=reclassifier,
-                        with_trajectories=False, require_proof=require_proof)
+        return evaluate(path, request, with_trajectories=False)
     ws = _workspace(db, check=True)
     try:
         key = ws.find_run(str(path))["run_key"]
@@ -285,9 +308,10 @@ def _evaluate_one(path: Path, side: Path | None, fmt: str, db: Path | None, verd
         if _looks_like_a_file(path):
             raise InputError(f"no such file (and no imported run in {ws.path} matches it)", source=str(path)) from exc
         raise
-    given = [name for name, on in (("--inspect-verdict", verdict_map is not None), ("--classifier", reclassifier),
-                                   ("--require-proof", require_proof), ("--format", fmt != "auto"),
-                                   ("--payloads", side is not None)) if on]
+    given = [name for name, on in (("--inspect-verdict", request.verdict_map is not None),
+                                   ("--classifier", request.reclassifier), ("--require-proof", request.require_proof),
+                                   ("--format", request.fmt != "auto"), ("--payloads", request.payloads is not None))
+             if on]
     if given:
         # A stored run was scored with its own options; ignoring these would print numbers they did not make.
         raise InputError(f"{', '.join(given)} apply when a file is scored, not to an imported run (stored with the "
@@ -444,35 +468,31 @@ def _check_dask_extra() -> None:
             from exc
 
 
-def _score_dask(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...], auto_payloads: bool,
-                verdict_map: VerdictMap | None, as_json: bool,
-                fail_on_unscored: float | None, reclassifier: str | None, scheduler: str | None, out: str | None,
+def _score_dask(paths: tuple[str, ...], request: ScoringRequest, *, payloads: tuple[Path, ...], auto_payloads: bool,
+                as_json: bool, fail_on_unscored: float | None, scheduler: str | None, out: str | None,
                 block_bytes: int | None, storage_options: dict, workers: int | None = None,
                 manifests: tuple[str, ...] = (), retries: int = 1, fail_fast: bool = False,
-                replace: bool = False, require_proof: bool = False, storage_timeout: float | None = None) -> None:
+                replace: bool = False, storage_timeout: float | None = None) -> None:
     """``score --engine dask``: a fleet of runs in one Dask graph (scoring.dask_engine.fleet.score_runs),
     each run failing or published on its own; a progress line and the dashboard's link on
     stderr, each failure at once, then every run's result and a table of the runs. Every
     request to object storage, here and on a LocalCluster's workers, under ``storage_timeout``."""
     with storage.storage_deadline(storage_timeout):
-        _score_fleet(paths, fmt=fmt, payloads=payloads, auto_payloads=auto_payloads, verdict_map=verdict_map,
-                     as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
-                     scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options,
-                     workers=workers, manifests=manifests, retries=retries, fail_fast=fail_fast, replace=replace,
-                     require_proof=require_proof)
+        _score_fleet(paths, request, payloads=payloads, auto_payloads=auto_payloads, as_json=as_json,
+                     fail_on_unscored=fail_on_unscored, scheduler=scheduler, out=out, block_bytes=block_bytes,
+                     storage_options=storage_options, workers=workers, manifests=manifests, retries=retries,
+                     fail_fast=fail_fast, replace=replace)
 
 
-def _score_fleet(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...], auto_payloads: bool,
-                 verdict_map: VerdictMap | None, as_json: bool, fail_on_unscored: float | None,
-                 reclassifier: str | None, scheduler: str | None, out: str | None, block_bytes: int | None,
-                 storage_options: dict, workers: int | None, manifests: tuple[str, ...], retries: int,
-                 fail_fast: bool, replace: bool, require_proof: bool) -> None:
+def _score_fleet(paths: tuple[str, ...], request: ScoringRequest, *, payloads: tuple[Path, ...],
+                 auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, scheduler: str | None,
+                 out: str | None, block_bytes: int | None, storage_options: dict, workers: int | None,
+                 manifests: tuple[str, ...], retries: int, fail_fast: bool, replace: bool) -> None:
     _check_dask_extra()
     runs, sides, auto = _dask_inputs(paths, manifests, payloads, auto_payloads, storage_options)
     if out is not None:  # checked before a cluster starts
         storage.check_storage_options(out, storage_options)
         table_writer.check_out(out, storage_options)
-    vmap = str(verdict_map) if verdict_map else None
     progress = _ProgressLine()
 
     def on_event(res, state) -> None:
@@ -484,11 +504,10 @@ def _score_fleet(paths: tuple[str, ...], *, fmt: str, payloads: tuple[Path, ...]
     with cluster.connect(scheduler, workers) as client:
         if (link := cluster.dashboard_link(client)) is not None:
             click.echo(f"dashboard: {link}", err=True)
-        results = fleet.score_runs(runs, client, out=out, reclassifier=reclassifier, storage_options=storage_options,
-                                    fmt=fmt, payloads=sides, auto_payloads=auto, verdict_map=vmap, retries=retries,
+        results = fleet.score_runs(runs, client, request, out=out, storage_options=storage_options,
+                                    payloads=sides, auto_payloads=auto, retries=retries,
                                     fail_fast=fail_fast, replace=replace, on_event=on_event,
-                                    require_proof=require_proof,
-                                    **({"block_bytes": block_bytes} if block_bytes else {}))
+                                    block_bytes=block_bytes or BLOCK_BYTES)
     progress.clear()
     # As the local engine: every run is reported, and the exit status is the worst met.
     status = 0
@@ -565,9 +584,7 @@ def _fleet_table(results: list) -> None:
 @main.command()
 @click.argument("paths", nargs=-1)
 @DB_OPTION
-@VERDICT_OPTION
-@click.option("--format", "fmt", default="auto", show_default=True,
-              type=click.Choice(["auto", *formats()]), help="Input format.")
+@SCORING_OPTIONS
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Side log of full payloads; give one per PATH, in the same order. Without it, "
                    "RUN.payloads.jsonl beside RUN is used (and said so on stderr).")
@@ -578,13 +595,11 @@ def _fleet_table(results: list) -> None:
               help="Exit 3 when any run's share of UNSCORED trajectories and rejected records, among the "
                    "trajectories asked a safety question and the rejected records, exceeds RATE (0–1); a run "
                    "with no strict rate (nothing decided) fails any RATE.")
-@CLASSIFIER_OPTION
-@REQUIRE_PROOF_OPTION
 @ENGINE_OPTIONS
 @exits_on_error
-def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str, payloads: tuple[Path, ...],
-          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None, reclassifier: str | None,
-          require_proof: bool, engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
+def score(paths: tuple[str, ...], db: Path | None, request: ScoringRequest, payloads: tuple[Path, ...],
+          no_auto_payloads: bool, as_json: bool, fail_on_unscored: float | None,
+          engine: str, scheduler: str | None, out: str | None, block_bytes: int | None,
           storage_options: dict, storage_timeout: float | None, workers: int | None, manifests: tuple[str, ...],
           retries: int, fail_fast: bool, replace: bool) -> None:
     """Score runs strictly and print counts, rates and phantom safety.
@@ -598,11 +613,10 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | Non
     (docs/fleet.md).
     """
     if engine == "dask" or scheduler or out or workers or manifests:
-        _score_dask(paths, fmt=fmt, payloads=payloads, auto_payloads=not no_auto_payloads, verdict_map=verdict_map,
-                    as_json=as_json, fail_on_unscored=fail_on_unscored, reclassifier=reclassifier,
-                    scheduler=scheduler, out=out, block_bytes=block_bytes, storage_options=storage_options,
-                    workers=workers, manifests=manifests, retries=retries, fail_fast=fail_fast, replace=replace,
-                    require_proof=require_proof, storage_timeout=storage_timeout)
+        _score_dask(paths, request, payloads=payloads, auto_payloads=not no_auto_payloads, as_json=as_json,
+                    fail_on_unscored=fail_on_unscored, scheduler=scheduler, out=out, block_bytes=block_bytes,
+                    storage_options=storage_options, workers=workers, manifests=manifests, retries=retries,
+                    fail_fast=fail_fast, replace=replace, storage_timeout=storage_timeout)
         return
     if not paths:
         raise click.UsageError("give at least one PATH (or --manifest with --engine dask)")
@@ -612,10 +626,8 @@ def score(paths: tuple[str, ...], db: Path | None, verdict_map: VerdictMap | Non
         if side is not None and how != "--payloads":
             click.echo(f"side log {_t(side)} ({how}) is used with {_t(path)}", err=True)
         try:
-            evs = (evaluate_all(path, fmt=fmt, verdict_map=verdict_map, reclassifier=reclassifier,
-                                require_proof=require_proof)
-                   if holds_runs(path, fmt) else (_evaluate_one(path, side, fmt, db, verdict_map, reclassifier,
-                                                                require_proof),))
+            evs = (evaluate_all(path, request) if holds_runs(path, request.fmt)
+                   else (_evaluate_one(path, request.replace(payloads=side), db),))
         except LitmusReviewError as exc:
             status = _worst(status, report_error(exc))
             continue
@@ -640,16 +652,13 @@ def _report_one(ev: Evaluation, path: Path, as_json: bool, fail_on_unscored: flo
 @main.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @DB_OPTION
-@VERDICT_OPTION
-@click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(["auto", *formats()]))
+@SCORING_OPTIONS
 @click.option("--payloads", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Side log of full payloads; give one per PATH, in the same order. Without it, "
                    "RUN.payloads.jsonl beside RUN is used (and said so on stderr).")
 @click.option("--no-auto-payloads", "no_auto_payloads", is_flag=True,
               help="Do not pair RUN.payloads.jsonl beside a run automatically.")
 @click.option("--progress", is_flag=True, help="Print a line to stderr after every scored batch.")
-@CLASSIFIER_OPTION
-@REQUIRE_PROOF_OPTION
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
               help="local: worker processes of this machine; dask: the blocks are scored on a Dask cluster "
                    "(every format: a canonical run in blocks, any other as one task; the workers read PATH, "
@@ -661,9 +670,8 @@ def _report_one(ev: Evaluation, path: Path, as_json: bool, fail_on_unscored: flo
 @click.option("--block-bytes", type=click.IntRange(min=1), default=None, hidden=True,
               help="Nominal bytes per Dask block (default: the local import's block size).")
 @exits_on_error
-def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | None, fmt: str,
-            payloads: tuple[Path, ...], no_auto_payloads: bool, progress: bool, reclassifier: str | None,
-            require_proof: bool = False, engine: str = "local", scheduler: str | None = None,
+def import_(paths: tuple[Path, ...], db: Path | None, request: ScoringRequest, payloads: tuple[Path, ...],
+            no_auto_payloads: bool, progress: bool, engine: str = "local", scheduler: str | None = None,
             block_bytes: int | None = None) -> None:
     """Import runs into the workspace (one transaction per run; the same content twice is one run).
 
@@ -672,8 +680,7 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
     plan = plan_inputs(paths, payloads, auto=not no_auto_payloads)
     ws = _workspace(db)
     ws.check_writable()  # once, naming the workspace: no input is to blame
-    scorer_for = _dask_scorers(fmt, verdict_map, reclassifier, scheduler, block_bytes, require_proof) \
-        if engine == "dask" or scheduler else None
+    scorer_for = _dask_scorers(scheduler, block_bytes) if engine == "dask" or scheduler else None
     status = 0
     for path, side, how in plan:
         if side is not None and how != "--payloads":
@@ -684,14 +691,12 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
             _refuse_lone_side_log(path)
             if not path.exists():
                 raise InputError("no such file", source=str(path))
-            if holds_runs(path, fmt):  # an AgentDojo run directory: one run per pipeline and attack
-                results = ws.import_runs(path, fmt=fmt, progress=tick, verdict_map=verdict_map,
-                                         reclassifier=reclassifier, require_proof=require_proof)
+            if holds_runs(path, request.fmt):  # an AgentDojo run directory: one run per pipeline and attack
+                results = ws.import_runs(path, request, progress=tick)
             else:
-                scorer = scorer_for(path, side) if scorer_for is not None else None
-                results = [ws.import_run(path, fmt=fmt, payloads=side, progress=tick,
-                                         verdict_map=verdict_map, reclassifier=reclassifier, scorer=scorer,
-                                         require_proof=require_proof)]
+                one = request.replace(payloads=side)
+                scorer = scorer_for(path, one) if scorer_for is not None else None
+                results = [ws.import_run(path, one, progress=tick, scorer=scorer)]
         except (LitmusReviewError, OSError) as exc:
             status = _worst(status, report_error(exc, path))
             continue
@@ -714,21 +719,19 @@ def import_(paths: tuple[Path, ...], db: Path | None, verdict_map: VerdictMap | 
         sys.exit(status)
 
 
-def _dask_scorers(fmt: str, verdict_map, reclassifier: str | None, scheduler: str | None, block_bytes: int | None,
-                  require_proof: bool = False):
-    """``import --engine dask``: a function of (path, side log) giving ``Workspace.import_run``
+def _dask_scorers(scheduler: str | None, block_bytes: int | None):
+    """``import --engine dask``: a function of (path, its request) giving ``Workspace.import_run``
     its ``scorer`` (blocks scored on the cluster, connected on first use and closed with the
     command)."""
     _check_dask_extra()
     client: list = []
 
-    def scorer_for(path: Path, side: Path | None):
-        plan = planning.plan_run(str(path), None, None if side is None else str(side), fmt=fmt,  # bad input: no cluster
-                               verdict_map=str(verdict_map) if verdict_map else None, require_proof=require_proof)
+    def scorer_for(path: Path, request: ScoringRequest):
+        plan = planning.plan_run(str(path), None, None, request)  # bad input: refused before a cluster starts
         if not client:
             client.append(click.get_current_context().with_resource(cluster.connect(scheduler)))
         kw = {"block_bytes": block_bytes} if block_bytes else {}
-        return workspace_scorer.workspace_scorer(plan, client[0], reclassifier=reclassifier, **kw)
+        return workspace_scorer.workspace_scorer(plan, client[0], reclassifier=request.reclassifier, **kw)
 
     return scorer_for
 

@@ -44,6 +44,7 @@ from .model import (
     harness_category,
 )
 from .recapture import PayloadJoin
+from .request import DEFAULT_REQUEST, ScoringRequest
 from .score import (
     RULES_OF_RECORD,
     HarnessVerdictClassifier,
@@ -349,13 +350,13 @@ def block_ranges(fh, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def score_range(header_line: bytes, source: str, path: str, offset: int, length: int,
-                pay: PayloadJoin | None = None, reclassifier=None, require_proof: bool = False, *,
+                pay: PayloadJoin | None = None, reclassifier=None, request: ScoringRequest = DEFAULT_REQUEST, *,
                 span: bool = True) -> Block:
     """Read one range of the run and score it; line numbers are relative to the range (from 1)
     and ``Block.lines`` says how many it spans, so the writer can number them. ``span=False``:
     no ``Block.span`` digest, for a caller that checks the whole file's hash instead."""
     return score_bytes(header_line, source, offset, read_range(path, offset, length), pay, reclassifier,
-                       require_proof=require_proof, span=span)
+                       request=request, span=span)
 
 
 def read_range(path: str, offset: int, length: int) -> bytes:
@@ -367,19 +368,20 @@ def read_range(path: str, offset: int, length: int) -> bytes:
 
 def score_bytes(header_line: bytes, source: str, offset: int, data: bytes, pay: PayloadJoin | None = None,
                 reclassifier=None, *, harness: HarnessVerdictClassifier | None = None, lean: bool = True,
-                require_proof: bool = False, span: bool = True) -> Block:
+                request: ScoringRequest = DEFAULT_REQUEST, span: bool = True) -> Block:
     """Score whole lines already read (``data`` starts at byte ``offset`` of the run): the one
     block scorer of the local import and of the Dask engine, which reads its ranges itself.
 
     ``harness`` is the verdict classifier (default: its default threshold); ``lean=False``
     scores every record by the typed path (the rows are the same: tests hold them so);
-    ``require_proof``: as ``--require-proof`` (``RunHeader.require_proof``; the header line
-    never carries it). The lean path is unchanged by it: it takes only calls proven by size and
+    ``request``: what the run is scored under (its ``require_proof`` goes in the block's
+    ``RunHeader``; the header line never carries it); ``pay`` and ``reclassifier`` are its side
+    log loaded and its re-classifier started. The lean path is unchanged by it: it takes only calls proven by size and
     digest. ``span``: the block's ``Block.span`` (its bytes' SHA-256), which ``score FILE`` and the
     Dask engine check against their hash of the file; the workspace hashes the file whole."""
     with no_cyclic_gc():  # it cost 7 % of a block's time
         block = _score_block(header_line, source, offset, 1, data, pay, reclassifier=reclassifier, harness=harness,
-                             lean=lean, require_proof=require_proof)
+                             lean=lean, request=request)
     if not span:
         return block
     return dataclasses.replace(block, span=(offset, len(data), hashlib.sha256(data).digest()))
@@ -399,23 +401,23 @@ def no_cyclic_gc() -> Iterator[None]:
 
 
 @functools.lru_cache(maxsize=4)
-def _scorers(header_line: bytes, rules_check: str, source: str, require_proof: bool = False):
+def _scorers(header_line: bytes, rules_check: str, source: str, request: ScoringRequest = DEFAULT_REQUEST):
     """(header, rules, harness) of a header line (plain ``bytes``: the cache key) and what the
     door's check of its taxonomy_rules found (``HeaderLine.rules_check``: "" honours none)."""
     header = canonical.parse_header(decode_header(header_line, source, 1), source)
-    header = dataclasses.replace(header, require_proof=require_proof, classifier_of_record_check=rules_check)
+    header = dataclasses.replace(header, require_proof=request.require_proof, classifier_of_record_check=rules_check)
     return header, RuleClassifier(header.taxonomy), HarnessVerdictClassifier()
 
 
 def _score_block(header_line: bytes, source: str, offset: int, line: int, data: bytes,
                  pay: PayloadJoin | None = None, *, lean: bool = True, reclassifier=None,
-                 harness: HarnessVerdictClassifier | None = None, require_proof: bool = False) -> Block:
+                 harness: HarnessVerdictClassifier | None = None, request: ScoringRequest = DEFAULT_REQUEST) -> Block:
     """Parse and score one block of lines (runs in a worker process for large imports).
 
     Records of the common shape take ``_lean_row``; everything else (and every record when a
     side log is joined) the typed path. Both give the same row (tested line by line).
     """
-    header, rules, default_harness = _scorers(bytes(header_line), rules_check_of(header_line), source, require_proof)
+    header, rules, default_harness = _scorers(bytes(header_line), rules_check_of(header_line), source, request)
     harness = harness or default_harness
     min_benign_confidence = harness.min_benign_confidence
     known = {c.id for c in header.taxonomy}

@@ -18,6 +18,7 @@ plain text, never markup: escape it for the place that shows it (``pages._shared
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -52,37 +53,51 @@ def _bounded(text: str, limit: int) -> str:
     return cut.rstrip() + "…"
 
 
-def scoring_words(*, side_log: bool = False, verdict_map: str | None = None, reclassifier: str | None = None,
-                  proof: bool = False, require_proof: bool = False) -> list[str]:
-    """How a run was scored, in words, for each option that is part of its key
-    (``settle.run_key``): the same bytes scored otherwise are another run."""
+@dataclass(frozen=True, slots=True)
+class ScoredAs:
+    """How a run was scored, as its name says it: each option that is part of its key
+    (``request.ScoringRequest.run_key``), in the form it is stored (the same bytes scored
+    otherwise are another run)."""
+
+    side_log: bool = False
+    """A side log of payloads was joined."""
+    verdict_map: str | None = None
+    """The verdict map's text (``ScoringRequest.verdict_text``)."""
+    reclassifier: str | None = None
+    """The re-classifier's spec."""
+    proof: bool = False
+    """An Inspect log's proof side log was read."""
+    require_proof: bool = False
+    """``--require-proof`` was asked."""
+
+
+def scoring_words(how: ScoredAs) -> list[str]:
+    """How a run was scored, in words, one per option of ``how`` that is set."""
     words = []
-    if side_log:
+    if how.side_log:
         words.append("with side log")
-    if verdict_map:
-        words.append(f"verdict map {_bounded(verdict_map, PART_CHARS)}")
-    if reclassifier:
-        words.append(f"re-classifier {_bounded(reclassifier, PART_CHARS)}")
-    if proof:
+    if how.verdict_map:
+        words.append(f"verdict map {_bounded(how.verdict_map, PART_CHARS)}")
+    if how.reclassifier:
+        words.append(f"re-classifier {_bounded(how.reclassifier, PART_CHARS)}")
+    if how.proof:
         words.append("proof side log")
-    if require_proof:
+    if how.require_proof:
         words.append("require-proof")
     return words
 
 
-def run_name(header: RunHeader, *, side_log: bool = False, verdict_map: str | None = None,
-             reclassifier: str | None = None) -> str:
+def run_name(header: RunHeader, how: ScoredAs = ScoredAs()) -> str:
     """The run's name: its model, its task (the run id where the format records none), its
-    attack or variant, then how it was scored (``scoring_words``)."""
-    return name_of(header.model, header.task, header.variant, header.run_id, side_log=side_log,
-                   verdict_map=verdict_map, reclassifier=reclassifier, proof=header.proof_read,
-                   require_proof=header.require_proof)
+    attack or variant, then how it was scored (``scoring_words``; whether a proof was read and
+    required is the header's word)."""
+    how = dataclasses.replace(how, proof=header.proof_read, require_proof=header.require_proof)
+    return name_of(header.model, header.task, header.variant, header.run_id, how)
 
 
-def name_of(model: str, task: str, variant: str, run_id: str, **scoring) -> str:
-    """``run_name`` from the parts as stored (``scoring``: as ``scoring_words`` takes them). A
-    part that repeats the one before it is said once (a model named after its file, like its
-    run id)."""
+def name_of(model: str, task: str, variant: str, run_id: str, how: ScoredAs = ScoredAs()) -> str:
+    """``run_name`` from the parts as stored. A part that repeats the one before it is said
+    once (a model named after its file, like its run id)."""
     parts = [model.strip() if model.strip() and model.strip() != "unknown" else UNKNOWN_MODEL,
              task.strip() or run_id, variant.strip()]
     said: list[str] = []
@@ -90,7 +105,7 @@ def name_of(model: str, task: str, variant: str, run_id: str, **scoring) -> str:
         part = _bounded(part, PART_CHARS)
         if part and part not in said:
             said.append(part)
-    return SEPARATOR.join([_bounded(SEPARATOR.join(said), NAME_CHARS), *scoring_words(**scoring)])
+    return SEPARATOR.join([_bounded(SEPARATOR.join(said), NAME_CHARS), *scoring_words(how)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from . import rows as codec
 from .errors import InputError
@@ -31,7 +31,7 @@ from .files import open_regular, read_regular
 from .importers import SNIFF_BYTES, canonical, parse_run, sniff_file, sniff_format
 from .importers.agentdojo_dir import agentdojo_metrics
 from .importers.base import Segment
-from .importers.inspect_log import verdict_summary
+from .importers.inspect_log import VerdictMap, verdict_summary
 from .importers.litmus_log import litmus_metrics
 from .importers.tau2 import tau2_metrics, terminations
 from .ingest import (
@@ -51,6 +51,7 @@ from .ingest import (
 )
 from .model import Rejection, Run, RunHeader
 from .recapture import PayloadJoin
+from .request import DEFAULT_REQUEST, ScoringOptions, ScoringRequest
 from .score import HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory, vouch_for_run
 from .settle import BlockDigest, SettledRun, digest, settle
 
@@ -99,7 +100,7 @@ def format_metrics(run: Run) -> dict | None:
     return out or None
 
 
-def convert(data: bytes, source: str, fmt: str, verdict_map: Any = None,
+def convert(data: bytes, source: str, fmt: str, verdict_map: VerdictMap | None = None,
             continuations: tuple[Segment, ...] | None = None) -> Converted:
     """Parse a run of format ``fmt`` (not canonical) with its importer. LITMUS's own figure
     (1 − ASR) goes in the header as the harness's reported safe rate when the log reports none,
@@ -157,62 +158,66 @@ def with_read_proof(header: RunHeader, importer: RunHeader) -> RunHeader:
     return dataclasses.replace(header, proof_source=importer.proof_source, proof_sha256=importer.proof_sha256)
 
 
-def read_header(fh, source: str, fmt: str, *, require_proof: bool = False) -> tuple[bytes, RunHeader, int, int]:
+def read_header(fh, source: str, request: ScoringRequest) -> tuple[bytes, RunHeader, int, int]:
     """(header line, parsed header, its line number, offset just after it) of canonical lines;
-    the header names ``source`` and the original format ``fmt``, and says ``require_proof``
+    the header names ``source`` and the original format (``request.fmt``: the caller has sniffed
+    it), and says ``request.require_proof``
     (which the header line never carries: each block is given it)."""
     header_line, first_line, header_end = read_header_line(fh, source)
     header = canonical.parse_header(decode_header(header_line, source, first_line), source)
     # a declared taxonomy_rules classifier of record is checked on the file before any block
     # (on what the file proves by its own standard: the check does not depend on --require-proof)
     header_line, header = vouch_for_file(header_line, header, fh, header_end, first_line)
-    return (header_line, dataclasses.replace(header, source=source, format=fmt, require_proof=require_proof),
+    return (header_line, dataclasses.replace(header, source=source, format=request.fmt,
+                                             require_proof=request.require_proof),
             first_line, header_end)
 
 
-def score_data(data: bytes, source: str, fmt: str = "auto", *, payloads: PayloadJoin | None = None,
-               verdict_map: Any = None, reclassifier: Any = None, keep_canonical: bool = False,
-               require_proof: bool = False) -> Scored:
-    """Score a run held in memory (any format), block by block, in this process.
-    ``reclassifier``: a loaded plugin classifier, or None; ``require_proof``: as ``--require-proof``."""
+def score_data(data: bytes, source: str, request: ScoringRequest = DEFAULT_REQUEST, *,
+               join: PayloadJoin | None = None, plugin: Any = None, keep_canonical: bool = False) -> Scored:
+    """Score a run held in memory (any format), block by block, in this process, as ``request``
+    asks. ``join``: its side log, loaded; ``plugin``: its re-classifier, started (``loaded``)."""
     if not data.strip():
         raise InputError("empty file" if not data else "empty file (only white space)", source=source)
+    fmt = request.fmt
     if fmt == "auto":
         fmt = sniff_format(data[:SNIFF_BYTES], source)
+        request = dataclasses.replace(request, fmt=fmt)
     file_sha = hashlib.sha256(data).hexdigest()
     prior: tuple[Rejection, ...] = ()
     metrics = ends = proof_sha = None
     read_proof: RunHeader | None = None
     if fmt != canonical.NAME:
-        conv = convert(data, source, fmt, verdict_map)
+        conv = convert(data, source, fmt, request.verdict_map)
         data = b"".join(canonical_lines(conv.run))
         prior, metrics, ends = conv.run.rejected, conv.format_metrics, conv.terminations
         read_proof = conv.run.header
         proof_sha = read_proof.proof_sha256 or None  # of the bytes the importer read and joined
     fh = io.BytesIO(data)
-    header_line, header, first_line, header_end = read_header(fh, source, fmt, require_proof=require_proof)
+    header_line, header, first_line, header_end = read_header(fh, source, request)
     if read_proof is not None:
         header = with_read_proof(header, read_proof)
-    blocks = [score_bytes(header_line, source, off, data[off:off + n], payloads, reclassifier,
-                          require_proof=require_proof)
+    blocks = [score_bytes(header_line, source, off, data[off:off + n], join, plugin, request=request)
               for off, n in block_ranges(fh, header_end, len(data))]
     return Scored(header, first_line, blocks, file_sha, prior, metrics, ends, proof_sha,
                   data if keep_canonical else None)
 
 
-def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | None = None, verdict_map: Any = None,
-               reclassifier: Any = None, keep_rows: bool = True, require_proof: bool = False) -> Scored:
-    """Score a run file: a canonical one is read block by block (on two cores when it is large
-    and nothing else joins in), any other format whole, through its importer. Without
-    ``keep_rows`` only the blocks' digests are kept."""
+def score_file(path: str | Path, request: ScoringRequest = DEFAULT_REQUEST, *, join: PayloadJoin | None = None,
+               plugin: Any = None, keep_rows: bool = True) -> Scored:
+    """Score a run file as ``request`` asks (``join``, ``plugin``: as ``score_data``): a canonical
+    one is read block by block (on two cores when it is large and nothing else joins in), any
+    other format whole, through its importer. Without ``keep_rows`` only the blocks' digests are
+    kept."""
     path = Path(path)
     if path.is_dir():
         raise InputError("is a folder, expected a run file", source=str(path))
+    fmt = request.fmt
     if fmt == "auto":
         fmt = sniff_file(path)
     if fmt != canonical.NAME:
-        return score_data(read_regular(path), str(path), fmt, payloads=payloads, verdict_map=verdict_map,
-                          reclassifier=reclassifier, require_proof=require_proof)
+        return score_data(read_regular(path), str(path), dataclasses.replace(request, fmt=fmt), join=join,
+                          plugin=plugin)
     source = str(path)
     try:
         with open_regular(path) as fh:
@@ -227,13 +232,13 @@ def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | N
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=source) from exc
     header_line = scan.header_line
-    header = dataclasses.replace(scan.header, source=source, format=fmt, require_proof=require_proof)
-    if payloads is None and reclassifier is None and IMPORT_WORKERS > 1 and size >= PARALLEL_MIN_BYTES:
-        work = ((header_line, source, source, off, n, None, None, require_proof) for off, n in ranges)
+    header = dataclasses.replace(scan.header, source=source, format=fmt, require_proof=request.require_proof)
+    if join is None and plugin is None and IMPORT_WORKERS > 1 and size >= PARALLEL_MIN_BYTES:
+        work = ((header_line, source, source, off, n, None, None, request) for off, n in ranges)
         scoring: Iterator[Block] = pool_map(score_range, work, IMPORT_WORKERS, window=PARALLEL_WINDOW)
     else:
-        scoring = (score_range(header_line, source, source, off, n, pay=payloads, reclassifier=reclassifier,
-                               require_proof=require_proof)
+        scoring = (score_range(header_line, source, source, off, n, pay=join, reclassifier=plugin,
+                               request=request)
                    for off, n in ranges)
     # every block must have read the bytes the scan checked and hashed: a file rewritten in between
     # is refused (a located InputError), never scored under the check and hash of its earlier bytes
@@ -243,8 +248,8 @@ def score_file(path: str | Path, fmt: str = "auto", *, payloads: PayloadJoin | N
     return Scored(header, first_line, [], scan.sha256, digests=[digest(b) for b in scoring])
 
 
-def score_parsed(run: Run, *, payloads: PayloadJoin | None = None, reclassifier: Any = None,
-                 require_proof: bool = False) -> Scored:
+def score_parsed(run: Run, request: ScoringRequest = DEFAULT_REQUEST, *, join: PayloadJoin | None = None,
+                 plugin: Any = None) -> Scored:
     """Score a run already parsed (in memory) as one block, by the block scorer's typed path
     (``score.assess_calls`` and ``score.score_trajectory``, rows by ``rows.encode``): what its
     objects hold is scored as they hold it (a payload already joined from a side log, say, which
@@ -253,30 +258,29 @@ def score_parsed(run: Run, *, payloads: PayloadJoin | None = None, reclassifier:
     (``score.vouch_for_run``), as the file doors check the file."""
     rules, harness = RuleClassifier(run.header.taxonomy), HarnessVerdictClassifier()
     run = vouch_for_run(run, rules, harness)
-    header = dataclasses.replace(run.header, require_proof=require_proof)
-    if reclassifier is not None:
-        reclassifier.known = frozenset(c.id for c in header.taxonomy)
-    share = payloads.share() if payloads is not None else None
+    header = dataclasses.replace(run.header, require_proof=request.require_proof)
+    if plugin is not None:
+        plugin.known = frozenset(c.id for c in header.taxonomy)
+    share = join.share() if join is not None else None
     rows = []
     for line, t in enumerate(run.trajectories, start=1):
         if share is not None:
             t = share.apply(t)
         captures = assess_calls(t, header)
-        rows.append(codec.encode(t, score_trajectory(t, header, rules, harness, captures, reclassifier), line, 0, 0,
+        rows.append(codec.encode(t, score_trajectory(t, header, rules, harness, captures, plugin), line, 0, 0,
                                  captures))
     block = Block(rows, [], len(rows), len(rows), 0, share.outcomes if share is not None else None)
     return Scored(header, 0, [block], run.content_sha256, run.rejected, format_metrics(run),
                   terminations(run) if run.trajectories else None)
 
 
-def settle_scored(scored: Scored, *, payloads: PayloadJoin | None = None, verdict_map: Any = None,
-                  reclassifier: str | None = None) -> SettledRun:
-    """``settle.settle`` over a file's scored blocks."""
+def settle_scored(scored: Scored, request: ScoringRequest = DEFAULT_REQUEST, *,
+                  join: PayloadJoin | None = None) -> SettledRun:
+    """``settle.settle`` over a file's scored blocks (scored as ``request`` asked, with ``join``)."""
     digests = scored.digests if scored.digests is not None else [digest(b) for b in scored.blocks]
     return settle(scored.header, digests, file_sha256=scored.file_sha256,
-                  first_line=scored.first_line, prior_rejections=scored.prior_rejections, side_log=payloads,
-                  reclassifier=reclassifier, verdict_map=str(verdict_map) if verdict_map else None,
-                  format_metrics=scored.format_metrics, terminations=scored.terminations,
+                  first_line=scored.first_line, prior_rejections=scored.prior_rejections, side_log=join,
+                  request=request, format_metrics=scored.format_metrics, terminations=scored.terminations,
                   proof_sha256=scored.proof_sha256)
 
 
@@ -292,12 +296,19 @@ def loaded_classifier(spec: str | None) -> Iterator[Any]:
         yield plugin
 
 
-def settle_file(path: str | Path, fmt: str = "auto", *, payloads: str | Path | None = None, verdict_map: Any = None,
-                reclassifier: str | None = None, keep_rows: bool = True,
-                require_proof: bool = False) -> tuple[SettledRun, Scored]:
-    """A run file, scored and settled (the ``score FILE`` door); the scored blocks beside it."""
-    pay = PayloadJoin(payloads) if payloads is not None else None
-    with loaded_classifier(reclassifier) as plugin:
-        scored = score_file(path, fmt, payloads=pay, verdict_map=verdict_map, reclassifier=plugin,
-                            keep_rows=keep_rows, require_proof=require_proof)
-    return settle_scored(scored, payloads=pay, verdict_map=verdict_map, reclassifier=reclassifier), scored
+@contextlib.contextmanager
+def loaded(request: ScoringRequest) -> Iterator[tuple[PayloadJoin | None, Any]]:
+    """(the request's side log loaded, its re-classifier started) for the duration."""
+    join = PayloadJoin(request.payloads) if request.payloads is not None else None
+    with loaded_classifier(request.reclassifier) as plugin:
+        yield join, plugin
+
+
+def settle_file(path: str | Path, request: ScoringRequest | None = None, *, keep_rows: bool = True,
+                **options: Unpack[ScoringOptions]) -> tuple[SettledRun, Scored]:
+    """A run file, scored as ``request`` (or ``options``) asks and settled (the ``score FILE``
+    door); the scored blocks beside it."""
+    request = ScoringRequest.of(request, **options)
+    with loaded(request) as (join, plugin):
+        scored = score_file(path, request, join=join, plugin=plugin, keep_rows=keep_rows)
+    return settle_scored(scored, request, join=join), scored

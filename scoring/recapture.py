@@ -13,6 +13,7 @@ equal the call's recorded raw digest and size. Anything else is reported and nev
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -43,6 +44,16 @@ def side_log_beside(path: str) -> str:
 def is_side_log(path: str) -> bool:
     """A file named as a side log (``RUN.payloads.jsonl``): never read as a run of its own."""
     return path.endswith(SIDE_LOG_SUFFIX)
+
+
+def side_log_found(run: str, exists: Callable[[str], bool]) -> str | None:
+    """The side log paired with ``run`` when none is given: ``side_log_beside`` it where
+    ``exists`` finds that file (a local check, or a storage's); None otherwise, and always for a
+    file that is itself named as a side log. The one pairing every door does."""
+    if is_side_log(run):
+        return None
+    beside = side_log_beside(run)
+    return beside if exists(beside) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,15 +8,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from . import pipeline
 from .aggregate import NO_GROUP, ScoreColumns, Summary, by_category, summarize, summarize_by
 from .errors import InputError
 from .importers import holds_runs, load_runs
 from .model import ReviewLabel, Run, ScoredTrajectory
-from .names import run_name
-from .recapture import PayloadJoin, RecaptureReport
+from .names import ScoredAs, run_name
+from .recapture import RecaptureReport
+from .request import ScoringOptions, ScoringRequest
 from .rows import EVIDENCE_COLUMNS, ROW_COLUMNS, SCORED_COLUMNS, scored_from_row
 from .score import SCORER_VERSION
 from .settle import SettledRun
@@ -68,8 +69,8 @@ class Evaluation:
     def name(self) -> str:
         """The run's name in words, "model · task · variant" and how it was scored
         (``names.run_name``), distinct in its workspace where it was read from one."""
-        return self.workspace_name or run_name(self.run.header, side_log=self.side_log is not None,
-                                               verdict_map=self.verdict_map, reclassifier=self.reclassifier)
+        return self.workspace_name or run_name(self.run.header, ScoredAs(
+            side_log=self.side_log is not None, verdict_map=self.verdict_map, reclassifier=self.reclassifier))
 
     @property
     def stale(self) -> bool:
@@ -262,62 +263,42 @@ def _score_objects(settled: SettledRun, scored: pipeline.Scored) -> tuple[Scored
                  for b, block in enumerate(scored.blocks) for row in settled.stored(b, block.rows))
 
 
-def evaluate_run(
-    run: Run,
-    *,
-    payloads: str | Path | None = None,
-    labels: Mapping[str, ReviewLabel] | None = None,
-    reclassifier: str | None = None,
-    require_proof: bool = False,
-) -> Evaluation:
-    """Evaluate a run already parsed (in memory): scored as one block of its objects
-    (``pipeline.score_parsed``) and settled as every run is (``settle``). ``reclassifier`` (a spec for
-    ``scoring.classifiers.load_classifier``) reads recovered surfaces as a classifier of record;
-    ``require_proof``: as ``--require-proof``."""
-    pay = PayloadJoin(payloads) if payloads is not None else None
-    with pipeline.loaded_classifier(reclassifier) as plugin:
-        scored = pipeline.score_parsed(run, payloads=pay, reclassifier=plugin, require_proof=require_proof)
-    settled = pipeline.settle_scored(scored, payloads=pay, reclassifier=reclassifier)
+def evaluate_run(run: Run, request: ScoringRequest | None = None, *,
+                 labels: Mapping[str, ReviewLabel] | None = None, **options: Unpack[ScoringOptions]) -> Evaluation:
+    """Evaluate a run already parsed (in memory) as ``request`` (or ``options``) asks: scored as
+    one block of its objects (``pipeline.score_parsed``) and settled as every run is
+    (``settle``). Its ``reclassifier`` reads recovered surfaces as a classifier of record."""
+    request = ScoringRequest.of(request, **options)
+    if request.verdict_map is not None:  # it would be in the key, never applied
+        raise ValueError("a parsed run's verdicts were mapped when it was parsed: give the verdict map to its importer")
+    with pipeline.loaded(request) as (join, plugin):
+        scored = pipeline.score_parsed(run, request, join=join, plugin=plugin)
+    settled = pipeline.settle_scored(scored, request, join=join)
     settled = replace(settled, records_seen=max(settled.records_seen, run.records_seen))
     return Evaluation.of(settled, labels, trajectories=_score_objects(settled, scored))
 
 
-def evaluate(
-    path: str | Path,
-    *,
-    fmt: str = "auto",
-    payloads: str | Path | None = None,
-    labels: Mapping[str, ReviewLabel] | None = None,
-    verdict_map: Any = None,
-    reclassifier: str | None = None,
-    with_trajectories: bool = True,
-    require_proof: bool = False,
-) -> Evaluation:
+def evaluate(path: str | Path, request: ScoringRequest | None = None, *,
+             labels: Mapping[str, ReviewLabel] | None = None, with_trajectories: bool = True,
+             **options: Unpack[ScoringOptions]) -> Evaluation:
     """Import a run file and evaluate it (the ``score FILE`` door): ``pipeline.settle_file``.
     Without ``with_trajectories`` no score objects are built (the CLI prints the summary only;
     a large run's rows are never all held)."""
-    settled, scored = pipeline.settle_file(path, fmt, payloads=payloads, verdict_map=verdict_map,
-                                           reclassifier=reclassifier, keep_rows=with_trajectories,
-                                           require_proof=require_proof)
+    settled, scored = pipeline.settle_file(path, ScoringRequest.of(request, **options), keep_rows=with_trajectories)
     return Evaluation.of(settled, labels,
                          trajectories=_score_objects(settled, scored) if with_trajectories else ())
 
 
-def evaluate_all(
-    path: str | Path,
-    *,
-    fmt: str = "auto",
-    payloads: str | Path | None = None,
-    verdict_map=None,
-    reclassifier: str | None = None,
-    require_proof: bool = False,
-) -> tuple[Evaluation, ...]:
+def evaluate_all(path: str | Path, request: ScoringRequest | None = None,
+                 **options: Unpack[ScoringOptions]) -> tuple[Evaluation, ...]:
     """Evaluate every run a path holds (an AgentDojo run directory, or a zip of one, holds one
     per pipeline and attack; a run file holds one)."""
-    if not holds_runs(path, fmt):
-        return (evaluate(path, fmt=fmt, payloads=payloads, verdict_map=verdict_map, reclassifier=reclassifier,
-                         require_proof=require_proof),)
-    runs = load_runs(path, fmt, verdict_map=verdict_map)
-    if payloads is not None:
+    request = ScoringRequest.of(request, **options)
+    if not holds_runs(path, request.fmt):
+        return (evaluate(path, request),)
+    runs = load_runs(path, request.fmt, verdict_map=request.verdict_map)
+    if request.payloads is not None:
         raise InputError("a side log pairs with one run file, not with a run directory", source=str(path))
-    return tuple(evaluate_run(run, reclassifier=reclassifier, require_proof=require_proof) for run in runs)
+    # each run is parsed already (with the verdict map): it is scored as its objects hold it
+    each = replace(request, payloads=None, verdict_map=None)
+    return tuple(evaluate_run(run, each) for run in runs)

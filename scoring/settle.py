@@ -18,9 +18,7 @@ A rule about a whole run lives here and nowhere else:
 - **duplicate ids**: two or more records with one id are all refused, within a block or across
   blocks (neither copy is preferred: the file does not say which is right); the first copy's
   rejection names the second's line, every later copy's names the first's;
-- **the run key**: the file's SHA-256, or SHA-256 of
-  ``FILE[:SIDE][:MAP][:classifier=SPEC][:proof=SHA][:require_proof]`` when a side log, a verdict
-  map, a re-classifier, a proof side log or ``--require-proof`` changed the scores;
+- **the run key**: ``request.ScoringRequest.run_key`` of the request the run was scored under;
 - **the side log's report**: each block applies the payloads of its own trajectories to a fresh
   share of the side log; the first block to take a payload owns it, a payload taken by a record
   that was refused is refused with it, the ones no call took are refused by ``PayloadJoin``;
@@ -37,7 +35,6 @@ of each block travelling, and the workspace writer with its rows spooled on disk
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +43,7 @@ from .aggregate import ScoreColumns
 from .importers._common import duplicate_message
 from .model import Rejection, RunHeader
 from .recapture import PayloadJoin, RecaptureReport
+from .request import DEFAULT_REQUEST, ScoringRequest
 from .rows import COL, ROW_COLUMNS, SCORE_FIELDS, SCORE_INDEX
 from .score import SCORER_VERSION
 
@@ -68,19 +66,6 @@ def unlisted_note(count: int, listed_: int, what: str = "rejected records") -> s
     when every one is listed."""
     more = count - listed_
     return f"… and {more:,} more {what} (the first {listed_:,} of {count:,} are listed)" if more > 0 else None
-
-
-def run_key(file_sha256: str, *, side_log_sha256: str | None = None, verdict_map: str | None = None,
-            reclassifier: str | None = None, proof_sha256: str | None = None, require_proof: bool = False) -> str:
-    """A run's key in a workspace and a score table: the file's SHA-256 when nothing but the file
-    decided its scores, else SHA-256 of the parts that did, joined by ``:`` (the side log's hash,
-    the verdict map, the re-classifier, an Inspect log's proof side log's hash, ``require_proof``
-    when ``--require-proof`` was given: the same bytes scored with and without it are two runs,
-    as with and without a verdict map)."""
-    parts = [file_sha256] + ([side_log_sha256] if side_log_sha256 else []) \
-        + ([verdict_map] if verdict_map else []) + ([f"classifier={reclassifier}"] if reclassifier else []) \
-        + ([f"proof={proof_sha256}"] if proof_sha256 else []) + (["require_proof"] if require_proof else [])
-    return file_sha256 if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,15 +152,16 @@ class SettledRun:
 
 def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: str, first_line: int,
            prior_rejections: Sequence[Rejection] = (), side_log: PayloadJoin | None = None,
-           reclassifier: str | None = None, verdict_map: str | None = None,
-           format_metrics: dict | None = None, terminations: dict | None = None,
-           proof_sha256: str | None = None) -> SettledRun:
+           request: ScoringRequest = DEFAULT_REQUEST, format_metrics: dict | None = None,
+           terminations: dict | None = None, proof_sha256: str | None = None) -> SettledRun:
     """The settled run of ``header`` from its blocks' digests, in file order.
 
     ``first_line``: the header's line (the first block's line 1 is the next line);
     ``prior_rejections``: records refused before the blocks were made (by a format's importer,
     with that file's line numbers: every one of them); ``side_log``: the side log as loaded (nothing applied: each
-    block applied a share of it)."""
+    block applied a share of it); ``request``: what the run was scored under (its key)."""
+    if header.require_proof != request.require_proof:  # the blocks were scored under the header's
+        raise ValueError("the header and the request disagree on require_proof")
     shifts, shift = [], first_line
     for d in digests:
         shifts.append(shift)
@@ -213,12 +199,12 @@ def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: st
     return SettledRun(
         header=header, file_sha256=file_sha256, records_seen=seen, rejected=tuple(rejected),
         rejected_count=seen - n_traj,
-        run_key=run_key(file_sha256, side_log_sha256=side_log.content_sha256 if side_log else None,
-                        verdict_map=verdict_map, reclassifier=reclassifier, proof_sha256=proof_sha256,
-                        require_proof=header.require_proof),
+        run_key=request.run_key(file_sha256, side_log_sha256=side_log.content_sha256 if side_log else None,
+                                proof_sha256=proof_sha256),
         trajectories=n_traj, tool_calls=n_calls, fields=fields, shifts=tuple(shifts),
-        drops=tuple(frozenset(d) for d in drops), recapture=report, side_log=side, reclassifier=reclassifier,
-        verdict_map=verdict_map, format_metrics=format_metrics, terminations=terminations)
+        drops=tuple(frozenset(d) for d in drops), recapture=report, side_log=side,
+        reclassifier=request.reclassifier, verdict_map=request.verdict_text, format_metrics=format_metrics,
+        terminations=terminations)
 
 
 def _refuse_duplicates(source: str, digests: Sequence[BlockDigest], shifts: list[int], drops: list[set[int]],

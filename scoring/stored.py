@@ -17,10 +17,11 @@ from pathlib import Path
 from .aggregate import ScoreColumns, Summary
 from .importers import CATEGORY_VERSION
 from .model import Category, EvidenceStandard, Rejection, Run, RunHeader
-from .names import Named, name_of, run_name, unique_names
+from .names import Named, ScoredAs, name_of, run_name, unique_names
 from .proof import proof_path_of
 from .recapture import RecaptureReport
 from .report import Evaluation
+from .request import ScoringRequest
 from .score import SCORER_VERSION
 
 LEGACY_SCORER_VERSION = "1.0"
@@ -87,6 +88,15 @@ class StoredRun:
     workspace's run imported before the importers read the harness's categories)."""
 
     @property
+    def request(self) -> ScoringRequest:
+        """The request the run was scored under, read back from what was stored with it (its
+        format as read, its side log as the workspace keeps it)."""
+        return ScoringRequest.from_stored({"fmt": self.header.format, "verdict_map": self.verdict_map,
+                                           "reclassifier": self.reclassifier,
+                                           "require_proof": self.header.require_proof},
+                                          payloads=self.payloads_path or None)
+
+    @property
     def categories_outdated(self) -> bool:
         """Its categories were read otherwise than today's importers read them (until the
         workspace re-derives them from its original bytes: ``Importing.rederive_categories``)."""
@@ -96,8 +106,8 @@ class StoredRun:
     def name(self) -> str:
         """The run's own name in words (``names.run_name``; a workspace makes it distinct among
         its runs: ``names.unique_names``)."""
-        return run_name(self.header, side_log=self.side_log is not None, verdict_map=self.verdict_map,
-                        reclassifier=self.reclassifier)
+        return run_name(self.header, ScoredAs(side_log=self.side_log is not None, verdict_map=self.verdict_map,
+                                              reclassifier=self.reclassifier))
 
     @property
     def rejected_count(self) -> int:
@@ -209,6 +219,7 @@ def workspace_names(rows: Iterable[Mapping]) -> dict[str, str]:
     ``StoredRun.name`` names it, made distinct among them (``names.unique_names``), by run key."""
     return unique_names(Named(r["run_key"], name_of(
         r["model"] or "", r.get("task") or "", r.get("variant") or "", r["run_id"] or "",
-        side_log=bool(r.get("payloads_path")), verdict_map=r.get("verdict_map"), reclassifier=r.get("reclassifier"),
-        proof=bool(r.get("proof_sha256")), require_proof=bool(r.get("require_proof"))),
+        ScoredAs(side_log=bool(r.get("payloads_path")), verdict_map=r.get("verdict_map"),
+                 reclassifier=r.get("reclassifier"), proof=bool(r.get("proof_sha256")),
+                 require_proof=bool(r.get("require_proof")))),
         r.get("imported_at") or "") for r in rows)

@@ -16,6 +16,7 @@ from scoring.cli import main
 from scoring.dask_engine import fleet as dask_fleet
 from scoring.dask_engine import planning
 from scoring.errors import InputError
+from scoring.request import DEFAULT_REQUEST
 
 from .conftest import SAMPLES
 
@@ -100,7 +101,7 @@ def test_a_refused_run_is_its_planning_tasks_answer_not_a_failed_task(fifo):
     from scoring.errors import RunFailed
     from scoring.score import SCORER_VERSION
 
-    fleet = dask_fleet.Fleet({}, False, "auto", None, SCORER_VERSION, {}, None, False, 1 << 16, None)
+    fleet = dask_fleet.Fleet({}, False, DEFAULT_REQUEST, SCORER_VERSION, None, False, 1 << 16)
     for path, why in (("/dev/zero", "character device"), (str(fifo), "FIFO")):
         got = dask_fleet.start_run(path, None, None, fleet)
         assert isinstance(got, RunFailed) and got.message.startswith(f"{path}: ") and why in got.message

@@ -13,6 +13,7 @@ import pytest
 
 from scoring import errors, ingest
 from scoring.dask_engine import fleet, planning, table_layout, table_writer, tasks
+from scoring.request import DEFAULT_REQUEST
 
 from .conftest import SAMPLES
 from .test_engine import table_rows, workspace_rows
@@ -152,7 +153,7 @@ def test_plan_batch_plans_each_run_and_names_one_it_cannot(tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    spec = fleet.Fleet({}, False, "auto", None, score.SCORER_VERSION, {}, None, False, ingest.BLOCK_BYTES, None)
+    spec = fleet.Fleet({}, False, DEFAULT_REQUEST, score.SCORER_VERSION, None, False, ingest.BLOCK_BYTES)
     got = fleet.plan_batch([(str(OBSERVED), None), (str(bad), None)], spec)
     assert isinstance(got[0], planning.RunPlan) and got[0].size == OBSERVED.stat().st_size
     assert isinstance(got[1], errors.RunFailed) and got[1].message.startswith(str(bad))

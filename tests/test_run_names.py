@@ -17,7 +17,7 @@ from scoring.errors import InputError
 from scoring.importers import load_run
 from scoring.importers.agentdojo_dir import read_run_directory, read_run_zip
 from scoring.model import RunHeader
-from scoring.names import NAME_CHARS, PART_CHARS, Named, run_name, unique_names
+from scoring.names import NAME_CHARS, PART_CHARS, Named, ScoredAs, run_name, unique_names
 from scoring.workspace import Workspace, evaluation, views
 from scoring.workspace.schema import MIGRATIONS
 
@@ -77,7 +77,7 @@ def test_how_a_run_was_scored_is_named_in_words_never_as_a_key_suffix():
     h = RunHeader(run_id="r", model="m", task="t", variant="v")
     assert run_name(h) == "m · t · v"
     assert run_name(dataclasses.replace(h, require_proof=True)) == "m · t · v · require-proof"
-    assert run_name(h, side_log=True, reclassifier="mypackage.judge:classify", verdict_map="agentharm") == \
+    assert run_name(h, ScoredAs(side_log=True, reclassifier="mypackage.judge:classify", verdict_map="agentharm")) == \
         "m · t · v · with side log · verdict map agentharm · re-classifier mypackage.judge:classify"
     proven = dataclasses.replace(h, proof_source="x.proof.jsonl", proof_sha256="ab" * 32)
     assert run_name(proven) == "m · t · v · proof side log"

@@ -15,7 +15,8 @@ from scoring import ingest
 from scoring.cli import main
 from scoring.dask_engine import planning, tasks, workspace_scorer
 from scoring.model import Rejection
-from scoring.settle import BlockDigest, run_key, settle
+from scoring.request import ScoringRequest
+from scoring.settle import BlockDigest, settle
 from scoring.workspace import Workspace
 
 from .conftest import SAMPLES
@@ -158,9 +159,9 @@ def test_settle_refuses_repeated_ids_within_a_block_and_across_blocks_alike():
 
 
 @pytest.mark.parametrize(("side", "vmap", "spec"), [(None, None, None), ("s" * 64, None, None),
-                                                    ("s" * 64, "M=C", "mod:fn"), (None, "M=C", None)])
+                                                    ("s" * 64, "M:unsafe=C", "mod:fn"), (None, "M:unsafe=C", None)])
 def test_a_run_key_is_the_files_hash_unless_something_else_decided_its_scores(side, vmap, spec):
-    key = run_key("f" * 64, side_log_sha256=side, verdict_map=vmap, reclassifier=spec)
+    key = ScoringRequest.of(verdict_map=vmap, reclassifier=spec).run_key("f" * 64, side_log_sha256=side)
     parts = ["f" * 64] + [p for p in (side, vmap) if p] + ([f"classifier={spec}"] if spec else [])
     assert key == ("f" * 64 if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest())
 

@@ -280,12 +280,14 @@ def figure(build: Callable[[], go.Figure], *key: object) -> go.Figure:
 # --- not cached: a run's labels, one trajectory, and the acts that change them -------------
 
 
-def import_run(path: Path, **options) -> views.ImportReport:
-    return views.import_run(db(), path, **options)
+def import_run(path: Path, request: views.ScoringRequest, **how) -> views.ImportReport:
+    """``views.import_run`` into this app's workspace (``how``: its progress and original name)."""
+    return views.import_run(db(), path, request, **how)
 
 
-def import_runs(path: Path, **options) -> list[views.ImportReport]:
-    return views.import_runs(db(), path, **options)
+def import_runs(path: Path, request: views.ScoringRequest, **how) -> list[views.ImportReport]:
+    """``views.import_runs`` into this app's workspace."""
+    return views.import_runs(db(), path, request, **how)
 
 
 def holds_runs(path: Path) -> bool:

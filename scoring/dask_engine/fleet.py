@@ -17,14 +17,15 @@ import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from .. import score
 from ..errors import BlockFailed, EngineError, InputError, LitmusReviewError, RunFailed
 from ..ingest import BLOCK_BYTES
-from ..recapture import SIDE_LOG_SUFFIX
+from ..recapture import side_log_found
+from ..request import ScoringRequest, SharedOptions
 from .cluster import check_version, check_workers
-from .planning import NO_SIDE_LOG, RunPlan, block_bounds, plan_run, side_log_beside
+from .planning import NO_SIDE_LOG, RunPlan, block_bounds, plan_run
 from .run_results import DONE, FAILED, SKIPPED, Progress, RunResult, detached, travels
 from .storage import (
     WRITE_PROTOCOLS,
@@ -43,9 +44,9 @@ from .table_writer import finish_table, prepare_out, publish_run, write_part
 from .tasks import digest, file_sha256, finish_run, finish_whole, score_block, score_whole
 
 
-def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, auto_payloads: bool, fmt: str,
-              verdict_map: str | None, scorer_version: str, options: dict, out: str | None,
-              replace: bool, *, fetch_into: str | None = None, fetch_most: int = 0,
+def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, auto_payloads: bool,
+              request: ScoringRequest, scorer_version: str, out: str | None, replace: bool, *,
+              fetch_into: str | None = None, fetch_most: int = 0,
               fresh: bool = False, fleet_tag: str = "") -> RunPlan | RunResult:
     """Plan one run on a worker (its size, header or format, side log: the requests a client
     would otherwise make one file after another). With ``out``, a run already published there
@@ -58,6 +59,7 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
     ``fresh``: ``out`` was created by this fleet, so no record of an earlier fleet is looked for
     (a run of this fleet's that is started again is scored again)."""
     source = item.source if isinstance(item, RunPlan) else item
+    options = request.stored()  # what a run's record must match
     look = out is not None and not replace and not fresh  # for this run's record in the table
     try:
         if look and not isinstance(item, RunPlan):  # asked first: a run in the table costs no planning
@@ -70,15 +72,13 @@ def plan_task(item: str | RunPlan, storage_options: dict, payloads: str | None, 
         else:
             if payloads == NO_SIDE_LOG:
                 payloads = None
-            elif payloads is None and auto_payloads and not item.endswith(SIDE_LOG_SUFFIX):
-                side = side_log_beside(item)
+            elif payloads is None and auto_payloads:
                 try:
-                    payloads = side if exists(side, storage_options) else None
+                    payloads = side_log_found(item, lambda side: exists(side, storage_options))
                 except InputError as exc:  # its storage unreachable: the run's, named as the run
                     raise InputError(exc.message, source=item) from exc
             copy = fetch_small(item, storage_options, fetch_into, fetch_most) if fetch_into is not None else None
-            plan = plan_run(item, storage_options, payloads, fmt=fmt, verdict_map=verdict_map,
-                            require_proof=bool(options.get("require_proof")), read_from=copy)
+            plan = plan_run(item, storage_options, payloads, request, read_from=copy)
         plan = dataclasses.replace(plan, scorer_version=scorer_version)
         check_version(plan)
         if look:
@@ -169,20 +169,26 @@ class Fleet:
 
     storage_options: dict
     auto_payloads: bool
-    fmt: str
-    verdict_map: str | None
+    request: ScoringRequest
+    """What every run is scored under (a run's own side log is given with the run)."""
     scorer_version: str
-    options: dict
-    """What a run's record must match to be skipped by a retry (format, verdict map, ...)."""
     out: str | None
     replace: bool
     block_bytes: int
-    reclassifier: str | None
     part_bytes: int = PART_BYTES
     fresh: bool = False
     """``out`` was created by this fleet: no earlier files of any run key are there to replace."""
     tag: str = ""
     """The fleet's id (``score_runs``): each run's record names the fleet that published it."""
+
+    @property
+    def options(self) -> dict:
+        """What a run's record must match to be skipped by a retry (``ScoringRequest.stored``)."""
+        return self.request.stored()
+
+    @property
+    def reclassifier(self) -> str | None:
+        return self.request.reclassifier
 
 
 PLAN_BATCH = 64
@@ -203,8 +209,8 @@ requests a run, and holds no large buffer); scoring then runs one after another.
 
 def _planned(item: str | RunPlan, payloads: str | None, fleet: Fleet, fetch_into: str | None) -> Any:
     """``plan_task`` with the fleet's settings (a small run fetched into ``fetch_into``)."""
-    return plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.fmt, fleet.verdict_map,
-                     fleet.scorer_version, fleet.options, fleet.out, fleet.replace, fetch_into=fetch_into,
+    return plan_task(item, fleet.storage_options, payloads, fleet.auto_payloads, fleet.request,
+                     fleet.scorer_version, fleet.out, fleet.replace, fetch_into=fetch_into,
                      fetch_most=min(SMALL_RUN_BYTES, fleet.block_bytes), fresh=fleet.fresh, fleet_tag=fleet.tag)
 
 
@@ -298,21 +304,22 @@ def run_small(plan: RunPlan, staging: str | None, fleet: Fleet) -> RunPlan | Run
     return dataclasses.replace(final, source=plan.source)
 
 
-def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None, block_bytes: int = BLOCK_BYTES,
-               reclassifier: str | None = None, storage_options: dict | None = None, fmt: str = "auto",
+def score_runs(paths: Sequence[str | RunPlan], client, request: ScoringRequest | None = None, *,
+               out: str | None = None, block_bytes: int = BLOCK_BYTES, storage_options: dict | None = None,
                payloads: Sequence[str | None] | None = None, auto_payloads: bool = False,
-               verdict_map: str | None = None, retries: int = 1, fail_fast: bool = False, replace: bool = False,
+               retries: int = 1, fail_fast: bool = False, replace: bool = False,
                on_event: Callable[[RunResult | None, Progress], None] | None = None,
-               require_proof: bool = False, part_bytes: int = PART_BYTES,
-               plan_batch: int | None = None) -> list[RunResult]:
+               part_bytes: int = PART_BYTES, plan_batch: int | None = None,
+               **options: Unpack[SharedOptions]) -> list[RunResult]:
     """Score a fleet of runs on ``client``'s cluster (any ``distributed.Client``: a LocalCluster,
     Coiled, dask-kubernetes, dask-jobqueue, TLS included) and return one ``RunResult`` per
     input, in order, each ``done``, ``failed`` (``error`` names its file, and line where known)
     or ``skipped``.
 
-    ``paths``: local paths, fsspec URLs or ``plan_run`` plans; they are planned by tasks on the
-    workers, ``plan_batch`` runs a task (default ``plan_batch_size``: up to ``PLAN_BATCH``), and a
-    run that fits one task is scored and published by it too. With ``out``, each run's rows are
+    Every run is scored as ``request`` (or ``options``) asks. ``paths``: local paths, fsspec
+    URLs or ``plan_run`` plans; they are planned by tasks on the workers, ``plan_batch`` runs a
+    task (default ``plan_batch_size``: up to ``PLAN_BATCH``), and a run that fits one task is
+    scored and published by it too. With ``out``, each run's rows are
     gathered into Parquet parts of about ``part_bytes``. Every task is submitted with ``retries``
     (a transient failure is retried), and a run that still fails fails alone: the others' results
     are kept (``fail_fast``: the first failure cancels the rest, reported skipped). A run that
@@ -330,13 +337,14 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     another scorer version, an output that cannot be written)."""
     from dask.distributed import as_completed  # optional: the dask extra
 
+    request = ScoringRequest.of(request, **options)
+    if request.payloads is not None:  # it would be joined to every run, even one known to have none
+        raise EngineError("a fleet's side logs are given per run (payloads=[...]), not in its request")
     so = dict(storage_options or {})
     check_workers(client)
     version = score.SCORER_VERSION
     created = prepare_out(out, so, replace=replace) if out else False
-    # --require-proof is named only when given: a table's records from before it still match
-    options = {"fmt": fmt, "verdict_map": verdict_map, "reclassifier": reclassifier} \
-        | ({"require_proof": True} if require_proof else {})
+    reclassifier = request.reclassifier
     sides = list(payloads) if payloads is not None else [None] * len(paths)
     if len(sides) != len(paths):
         raise EngineError(f"{len(sides)} side logs given for {len(paths)} runs")
@@ -344,8 +352,8 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
     fleet_id = uuid.uuid4().hex  # in each run's record: the runs this fleet published
     tag = fleet_id[:8]
     attempt = {"tag": tag}  # in the tasks' keys: a run retried alone gets new ones
-    spec = Fleet(so, auto_payloads, fmt, verdict_map, version, options, out, replace, block_bytes, reclassifier,
-                 part_bytes, fresh=created, tag=fleet_id)
+    spec = Fleet(so, auto_payloads, request, version, out, replace, block_bytes, part_bytes, fresh=created,
+                 tag=fleet_id)
     counts = {"blocks": 0, "blocks_done": 0}
     run_blocks: dict[int, list[int]] = {}  # input index -> [its blocks, those done], while it may be retried
     pending: dict[str, tuple[str, list[int]]] = {}  # future key -> (stage, input indices)
@@ -415,7 +423,7 @@ def score_runs(paths: Sequence[str | RunPlan], client, *, out: str | None = None
             finished(i, got)
             return
         tail, h = _submit_run(client, got, f"{attempt['tag']}-{i}", block_bytes, reclassifier, staging_of(i), out,
-                              so, {"source": got.source, "size": got.size, "options": options,
+                              so, {"source": got.source, "size": got.size, "options": spec.options,
                                    "scorer_version": version, "fleet": fleet_id}, retries, part_bytes)
         for d in h["digests"]:
             d.add_done_callback(functools.partial(block_done, i))

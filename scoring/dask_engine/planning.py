@@ -6,11 +6,13 @@ block owns the lines that start in its range (``read_owned``)."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Unpack
 
 from ..errors import InputError, LitmusReviewError
 from ..importers import SNIFF_BYTES, canonical, sniff_format
@@ -22,6 +24,7 @@ from ..ingest import (
 )
 from ..recapture import SIDE_LOG_SUFFIX
 from ..recapture import side_log_beside as recapture_side_log_beside
+from ..request import CANONICAL_REQUEST, ScoringRequest, SharedOptions
 from .storage import (
     URL_SCHEME,
     absolute_location,
@@ -57,15 +60,11 @@ class RunPlan:
     """The side log's URL (read by the workers), if one is joined."""
     payloads_source: str | None = None
     """The side log as the user named it."""
-    fmt: str = "canonical"
-    """The run's format: a canonical run is read in byte-range blocks; any other format, which
-    cannot be split, is one task that reads the whole file with its importer (``score_whole``)."""
-    verdict_map: str | None = None
-    """The Inspect verdict map (its text, as ``VerdictMap.parse`` reads it), if one is given."""
+    scoring_request: ScoringRequest = CANONICAL_REQUEST
+    """What the run is scored under, its format sniffed (the side log is ``payloads``, the
+    re-classifier's spec travels beside the plan, to each task that starts it)."""
     scorer_version: str = ""
     """The client's scorer version: a task on a worker of another refuses the run."""
-    require_proof: bool = False
-    """Scored with ``--require-proof`` (each block is given it; the header line never carries it)."""
     rules_check: str = ""
     """What checking a canonical header's declared taxonomy_rules found (``RunHeader.classifier_of_record_check``),
     read once by the planner; empty when nothing was declared."""
@@ -83,18 +82,43 @@ class RunPlan:
     """The side log's size and modification mark when the run was planned: a worker's loaded
     copy is used only for the same (a side log rewritten between two fleets is read again)."""
 
+    def request_with(self, reclassifier: str | None) -> ScoringRequest:
+        """The request a task scores the run under: the plan's, with its side log and the
+        re-classifier the task was given."""
+        return dataclasses.replace(self.scoring_request, payloads=self.payloads, reclassifier=reclassifier)
+
+    @property
+    def fmt(self) -> str:
+        """The run's format: a canonical run is read in byte-range blocks; any other format, which
+        cannot be split, is one task that reads the whole file with its importer (``score_whole``)."""
+        return self.scoring_request.fmt
+
+    @property
+    def verdict_map(self) -> str | None:
+        """The Inspect verdict map's text, if one is given."""
+        return self.scoring_request.verdict_text
+
+    @property
+    def require_proof(self) -> bool:
+        """Scored with ``--require-proof`` (each block is given it; the header line never carries it)."""
+        return self.scoring_request.require_proof
+
     @property
     def whole(self) -> bool:
         """Scored as one task (a format that cannot be split into blocks of lines)."""
         return self.fmt != "canonical"
 
 
-def plan_run(path: str, storage_options: dict | None = None, payloads: str | None = None, *, fmt: str = "auto",
-             verdict_map: str | None = None, require_proof: bool = False, read_from: str | None = None) -> RunPlan:
+def plan_run(path: str, storage_options: dict | None = None, payloads: str | None = None,
+             request: ScoringRequest | None = None, *, read_from: str | None = None,
+             **options: Unpack[SharedOptions]) -> RunPlan:
     """The header line and size of a canonical run (the only bytes the client reads), or the
     format of any other (its first bytes, sniffed as locally); and the side log to join
-    (``payloads``; the workers read it). ``require_proof``: as ``--require-proof``;
-    ``read_from``: a local copy of ``path`` to read instead (``RunPlan.read_from``)."""
+    (``payloads``, the run's own where the fleet found it, else the request's; the workers read
+    it), to be scored as ``request`` (or ``options``) asks. ``read_from``: a local copy of
+    ``path`` to read instead (``RunPlan.read_from``)."""
+    request = ScoringRequest.of(request, **options)
+    fmt, payloads = request.fmt, request.payloads if payloads is None else payloads
     storage_options = dict(storage_options or {})
     url = absolute_location(path)
     try:
@@ -138,8 +162,9 @@ def plan_run(path: str, storage_options: dict | None = None, payloads: str | Non
                              default=str)
     return RunPlan(url, path, header_line, first_line, header_end, size, storage_options,
                    absolute_location(str(payloads)) if payloads is not None else None,
-                   str(payloads) if payloads is not None else None, fmt, verdict_map or None,
-                   require_proof=require_proof, rules_check=rules_check, read_from=read_from,
+                   str(payloads) if payloads is not None else None,
+                   dataclasses.replace(request, fmt=fmt, payloads=None, reclassifier=None),
+                   rules_check=rules_check, read_from=read_from,
                    payloads_version=version, read_end=read_end, read_sha256=read_sha)
 
 

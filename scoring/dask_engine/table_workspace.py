@@ -9,9 +9,9 @@ import tempfile
 from pathlib import Path
 
 from ..errors import InputError, StoreError
-from ..importers.inspect_log import VerdictMap
 from ..model import ReviewLabel, judge_unseen
 from ..proof import proof_path_of
+from ..request import ScoringRequest
 from ..workspace import ImportResult, Workspace
 from .storage import absolute_location, error_message, file_system, protocol
 from .table_reader import TableRun, failed_read, find_row, options_of, source_of
@@ -72,15 +72,14 @@ def import_into(ws: Workspace, run: TableRun, storage_options: dict | None = Non
     source = source_of(run, absolute_location(d["source"]))
     side = (d.get("side_log") or {}).get("source")
     side = source_of(run, absolute_location(side)) if side else None
-    verdict_map = VerdictMap.parse(d["verdict_map"]) if d.get("verdict_map") else None
     with tempfile.TemporaryDirectory(dir=ws._scratch()) as tmp:
         # A proof side log only where the engine read one (its summary names it): the run key
         # names the proof, so fetching one the engine did not read would give another key.
         path = _local_copy(source, Path(tmp), storage_options, with_proof=bool(d.get("proof")))
         payloads = _local_copy(side, Path(tmp), storage_options) if side else None
-        result = ws.import_run(path, fmt=d.get("format") or "auto", payloads=payloads, verdict_map=verdict_map,
-                               original_name=d.get("original_name") or d["source"],
-                               require_proof=bool(d.get("require_proof")))
+        # the summary's request, with the side log where it was fetched to; its re-classifier is refused above
+        request = ScoringRequest.from_stored(d, payloads=None if payloads is None else str(payloads))
+        result = ws.import_run(path, request, original_name=d.get("original_name") or d["source"])
     if result.run_key != run.run_key:
         raise StoreError(f"the workspace scored this run's source under another key ({result.run_key[:12]}, the "
                          f"table says {run.run_key[:12]}): the source changed since the table was written, or "

@@ -20,7 +20,6 @@ from .. import pipeline
 from ..aggregate import STATUS_CODE, ScoreColumns, by_category, summarize_by, waterfall
 from ..errors import BlockFailed, RunFailed
 from ..importers import canonical
-from ..importers.inspect_log import VerdictMap
 from ..ingest import (
     Block,
     HeaderLine,
@@ -108,7 +107,7 @@ def score_block(plan: RunPlan, start: int, end: int, reclassifier: str | None = 
             begin, data = read_owned(fh, start, end, start == plan.header_end)
         with pipeline.loaded_classifier(reclassifier) as plugin:
             return score_bytes(block_line(plan), plan.source, begin, data, _join(plan), reclassifier=plugin,
-                               require_proof=plan.require_proof)
+                               request=plan.request_with(reclassifier))
     except Exception as exc:  # reported with its location, never swallowed
         rel, at = _locate(plan, begin, data, reclassifier)
         raise BlockFailed(index, rel, at, error_message(exc)) from None
@@ -138,10 +137,9 @@ def score_whole(plan: RunPlan, reclassifier: str | None = None) -> Any:
         fs, fpath = _run_fs(plan)
         with fs.open(fpath, "rb") as fh:
             data = fh.read()
-        verdict_map = VerdictMap.parse(plan.verdict_map) if plan.verdict_map else None
         with pipeline.loaded_classifier(reclassifier) as plugin:
-            return pipeline.score_data(data, plan.source, plan.fmt, payloads=_join(plan), verdict_map=verdict_map,
-                                       reclassifier=plugin, keep_canonical=True, require_proof=plan.require_proof)
+            return pipeline.score_data(data, plan.source, plan.request_with(reclassifier), join=_join(plan),
+                                       plugin=plugin, keep_canonical=True)
     except Exception as exc:  # reported with its file, never swallowed
         raise RunFailed(f"{plan.source}: {error_message(exc)}") from None
 
@@ -170,8 +168,7 @@ def finish_whole(plan: RunPlan, scored: Any, reclassifier: str | None, *, aggreg
     """The final stage of a whole-file run, on a worker: ``settle.settle`` as for any run; with
     a table, its canonical copy and its rows written there (the rows' ``source`` is the copy
     where the finished table will hold it)."""
-    verdict_map = VerdictMap.parse(plan.verdict_map) if plan.verdict_map else None
-    settled = pipeline.settle_scored(scored, payloads=_join(plan), verdict_map=verdict_map, reclassifier=reclassifier)
+    settled = pipeline.settle_scored(scored, plan.request_with(reclassifier), join=_join(plan))
     res = _run_result(settled, aggregates)
     if table is not None and final_table is not None:
         options = storage_options or {}
@@ -198,7 +195,7 @@ def _locate(plan: RunPlan, begin: int, data: bytes, reclassifier: str | None) ->
                 stop = len(data) if nl < 0 else nl + 1
                 try:
                     score_bytes(block_line(plan), plan.source, begin + pos, data[pos:stop], _join(plan),
-                                reclassifier=plugin, require_proof=plan.require_proof)
+                                reclassifier=plugin, request=plan.request_with(reclassifier))
                 except Exception:
                     return line, begin + pos
                 pos, line = stop, line + 1
@@ -280,8 +277,10 @@ def finish_run(plan: RunPlan, content: str, reclassifier: str | None,
     header = canonical.parse_header(decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
     header = dataclasses.replace(header, source=plan.source, format=canonical.NAME, require_proof=plan.require_proof,
                                  classifier_of_record_check=plan.rules_check)
+    # a canonical run's lines are scored as they are, a verdict map unread: its key here is without it
+    request = dataclasses.replace(plan.request_with(reclassifier), verdict_map=None)
     settled = settle(header, digests, file_sha256=content, first_line=plan.first_line, side_log=_join(plan),
-                     reclassifier=reclassifier)
+                     request=request)
     res = _run_result(settled, aggregates)
     if table is not None:  # written here, on the worker: the ids do not travel to the client
         write_inconclusive(res, table, storage_options or {})

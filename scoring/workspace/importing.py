@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 from ..errors import (
     DatabaseUnavailableError,
@@ -50,9 +50,10 @@ from ..model import Rejection, RunHeader, grouping_category
 from ..pipeline import canonical_lines, convert, loaded_classifier, read_header, with_read_proof
 from ..proof import proof_path_of
 from ..recapture import PayloadJoin
+from ..request import AUTO_FORMAT, CANONICAL_REQUEST, ScoringOptions, ScoringRequest
 from ..rows import ROW_COLUMNS
 from ..score import SCORER_VERSION
-from ..settle import BlockDigest, SettledRun, digest, run_key, settle
+from ..settle import BlockDigest, SettledRun, digest, settle
 from ..stored import StoredRun
 from . import carry, copies
 from .columns import COLUMNS_FORMAT, encode_columns
@@ -79,19 +80,17 @@ class Importing(Reads):
     def import_run(
         self,
         path: str | Path,
+        request: ScoringRequest | None = None,
         *,
-        fmt: str = "auto",
-        payloads: str | Path | None = None,
         progress: Callable[[int], None] | None = None,
-        verdict_map=None,
-        reclassifier: str | None = None,
         original_name: str | None = None,
         scorer: Callable[[PayloadJoin | None], Iterable[Block]] | None = None,
-        require_proof: bool = False,
+        **options: Unpack[ScoringOptions],
     ) -> ImportResult:
-        """Import (and score) a run in one transaction; idempotent by content hash (and by the
-        side log's hash, the Inspect verdict mapping and the re-classifier, when given: they
-        change the scores). ``reclassifier`` is a spec for ``classifiers.load_classifier``.
+        """Import (and score) a run in one transaction, as ``request`` (or ``options``) asks;
+        idempotent by its key (``ScoringRequest.run_key``: the content's hash, and the side log's
+        hash, the Inspect verdict mapping, the re-classifier and ``require_proof`` when given:
+        they change the scores). The request is kept with the run, so a rescore keeps it.
 
         ``original_name`` is the file's name as its owner knows it, when ``path`` is a copy (an
         upload's temporary file): it is recorded as the run's provenance.
@@ -99,51 +98,49 @@ class Importing(Reads):
         ``scorer`` scores the blocks elsewhere (``dask_engine.workspace_scorer``: on a Dask cluster):
         called as ``scorer(pay)`` once the copy is made, it yields the run's scored blocks in
         file order and applies each block's share of the side log to ``pay``; the rows are
-        written here as the local scorer's are (it must score with the same ``require_proof``).
-
-        ``require_proof``: as ``--require-proof``; kept with the run (and in its key), so a
-        rescore keeps it."""
+        written here as the local scorer's are (it must score with the same ``require_proof``)."""
+        request = ScoringRequest.of(request, **options)
         path = Path(path)
         self.check_writable()
         before = file_state(path)
-        pay = PayloadJoin(payloads) if payloads is not None else None
+        pay = PayloadJoin(request.payloads) if request.payloads is not None else None
         self.check_integrity()
-        if fmt == "auto":
-            fmt = sniff_file(path)
-        if fmt == canonical.NAME and pay is None and verdict_map is None and reclassifier is None \
-                and not require_proof and scorer is None and IMPORT_WORKERS > 1 and before.size >= PARALLEL_MIN_BYTES:
+        fmt = sniff_file(path) if request.fmt == AUTO_FORMAT else request.fmt
+        request = dataclasses.replace(request, fmt=fmt)
+        verdict_map = request.verdict_map
+        if fmt == canonical.NAME and not request.changes_scores and scorer is None and IMPORT_WORKERS > 1 \
+                and before.size >= PARALLEL_MIN_BYTES:
             return self._import_parallel(path, progress, before, original_name)
         content = sha256_of_file(path)
         # An Inspect log's proof side log (read beside it by the importer) changes its scores too.
         proof = proof_path_of(path)
         proof_sha = sha256_of_file(proof) if fmt == inspect_log.NAME and proof.is_file() else None
-        key = run_key(content, side_log_sha256=pay.content_sha256 if pay else None,
-                      verdict_map=str(verdict_map) if verdict_map else None, reclassifier=reclassifier,
-                      proof_sha256=proof_sha, require_proof=require_proof)
+        key = request.run_key(content, side_log_sha256=pay.content_sha256 if pay else None, proof_sha256=proof_sha)
+
         def as_imported(stored_run: StoredRun) -> StoredRun:
             # The key matched these options: they are the run's (an old row may not say so).
-            return dataclasses.replace(stored_run, verdict_map=str(verdict_map) if verdict_map else None,
-                                       reclassifier=reclassifier,
-                                       header=dataclasses.replace(stored_run.header, require_proof=require_proof))
+            return dataclasses.replace(stored_run, verdict_map=request.verdict_text,
+                                       reclassifier=request.reclassifier,
+                                       header=dataclasses.replace(stored_run.header,
+                                                                  require_proof=request.require_proof))
 
         present = self._already_imported(key, path, as_imported, rescore=scorer is None)
         if present is not None:
             return present
         # with a scorer, its workers load the re-classifier
-        with loaded_classifier(reclassifier if scorer is None else None) as plugin, \
+        with loaded_classifier(request.reclassifier if scorer is None else None) as plugin, \
                 self._store_file(path, _copy_name(content, key, verdict_map, proof_sha), fmt, verdict_map,
                                  content) as stored, \
                 stored.read.open("rb") as fh:
-            header_line, header, first_line, header_end = read_header(fh, str(path), fmt, require_proof=require_proof)
+            header_line, header, first_line, header_end = read_header(fh, str(path), request)
             header = _proof_read(header, stored, proof_sha)
             results = scorer(pay) if scorer is not None else (
                 score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin,
-                            require_proof=require_proof)
+                            request=request)
                 for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
             spooled = _scored_ahead(results, progress, self.files)
             settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
-                             prior_rejections=stored.rejections, side_log=pay, reclassifier=reclassifier,
-                             verdict_map=str(verdict_map) if verdict_map else None,
+                             prior_rejections=stored.rejections, side_log=pay, request=request,
                              format_metrics=stored.format_metrics, terminations=stored.terminations,
                              proof_sha256=proof_sha)
             with self._original(path, fmt, content, proof if proof_sha else None, proof_sha) as original:
@@ -151,19 +148,22 @@ class Importing(Reads):
                                        provenance={**_provenance(content, original_name, pay),
                                                    "proof_sha256": proof_sha})
 
-    def import_runs(self, path: str | Path, **options) -> list[ImportResult]:
+    def import_runs(self, path: str | Path, request: ScoringRequest | None = None, *,
+                    progress: Callable[[int], None] | None = None, original_name: str | None = None,
+                    **options: Unpack[ScoringOptions]) -> list[ImportResult]:
         """Import every run a path holds: an AgentDojo run directory (a folder, or a zip of one)
         holds one per pipeline and attack, each imported as a file of its own (``run_zip``: the
         directory's files, naming the run), so it is keyed, kept and rescored like any run file;
-        any other path is ``import_run``. ``options`` are ``import_run``'s."""
+        any other path is ``import_run`` (as are the arguments)."""
+        request = ScoringRequest.of(request, **options)
         path = Path(path)
         self.check_writable()
-        if not holds_runs(path, options.get("fmt", "auto")):
-            return [self.import_run(path, **options)]
-        if options.get("payloads") is not None:
+        if not holds_runs(path, request.fmt):
+            return [self.import_run(path, request, progress=progress, original_name=original_name)]
+        if request.payloads is not None:
             raise InputError("a side log pairs with one run file, not with a run directory", source=str(path))
-        name = options.pop("original_name", None) or str(path)
-        options.pop("fmt", None)
+        name = original_name or str(path)
+        each = dataclasses.replace(request, fmt=agentdojo_dir.NAME)
         out = []
         with self._writing():
             scratch = tempfile.TemporaryDirectory(dir=self._scratch())
@@ -172,7 +172,7 @@ class Importing(Reads):
                 one = Path(tmp) / (hashlib.sha256(label.encode()).hexdigest()[:16] + ".zip")
                 with self._writing():
                     one.write_bytes(data)
-                out.append(self.import_run(one, fmt=agentdojo_dir.NAME, original_name=f"{name}#{label}", **options))
+                out.append(self.import_run(one, each, progress=progress, original_name=f"{name}#{label}"))
         return out
 
     def _scratch(self) -> Path:
@@ -208,7 +208,7 @@ class Importing(Reads):
             with copy.read.open("rb") as fh, concurrent.futures.ThreadPoolExecutor(2) as hashing:
                 keyed = hashing.submit(sha256_of_file, copy.read)
                 rehashed = hashing.submit(sha256_of_file, path)
-                header_line, header, first_line, header_end = read_header(fh, str(path), canonical.NAME)
+                header_line, header, first_line, header_end = read_header(fh, str(path), CANONICAL_REQUEST)
                 work = ((header_line, str(path), str(copy.read), off, n)
                         for off, n in block_ranges(fh, header_end, before.size))
                 # no block digests: the whole copy's hash is the check (score FILE's and Dask's read them)
@@ -252,7 +252,7 @@ class Importing(Reads):
             existing = self._run_or_raise(run_key)
         return ImportResult(run_key=run_key, already_present=True, run=existing, rejected=())
 
-    def _store_file(self, path: Path, content: str, fmt: str, verdict_map=None,
+    def _store_file(self, path: Path, content: str, fmt: str, verdict_map: VerdictMap | None = None,
                     source_sha256: str | None = None,
                     continuations: tuple[Segment, ...] | None = None) -> PendingCopy:
         """The workspace's own canonical copy of the run, for replay.
@@ -458,9 +458,9 @@ class Importing(Reads):
         if why is not None:
             return Rescored(s.run_key, False, s.scorer_version, why)
         proof_sha = sha256_of_file(proof) if proof is not None else None
-        if not s.file_sha256 and run_key(content, side_log_sha256=(s.side_log or {}).get("sha256"),
-                                         verdict_map=s.verdict_map, reclassifier=s.reclassifier,
-                                         proof_sha256=proof_sha, require_proof=s.header.require_proof) != s.run_key:
+        request = s.request
+        if not s.file_sha256 and request.run_key(content, side_log_sha256=(s.side_log or {}).get("sha256"),
+                                                 proof_sha256=proof_sha) != s.run_key:
             # The workspace never recorded the file's hash: only the key, recomputed, shows the bytes are its.
             why = (f"the workspace did not record the SHA-256 of run {s.run_key[:12]}'s file, and the run key these "
                    f"bytes (SHA-256 {content[:12]}…) give with the run's options is not its key: nothing shows they "
@@ -472,7 +472,7 @@ class Importing(Reads):
         # the same log may have been scored with another proof, or none.
         continuations = None if fmt != inspect_log.NAME else () if proof is None else (
             Segment(source=str(proof_path_of(s.header.source or path)), data=read_regular(proof)),)
-        verdict_map = VerdictMap.parse(s.verdict_map) if s.verdict_map else None
+        verdict_map = request.verdict_map
         pay = None
         if s.payloads_path:
             if not Path(s.payloads_path).is_file():
@@ -482,21 +482,20 @@ class Importing(Reads):
         # The labelled trajectories' records as reviewers replayed them, before the copy is rewritten.
         with self.connect() as db:
             shown = carry.shown_before(db, self._run_or_raise(s.run_key))
-        with loaded_classifier(s.reclassifier) as plugin, \
+        with loaded_classifier(request.reclassifier) as plugin, \
                 self._store_file(path, _copy_name(content, s.run_key, verdict_map, proof_sha), fmt, verdict_map,
                                  content, continuations) as stored, \
                 stored.read.open("rb") as fh:
-            header_line, header, first_line, header_end = read_header(fh, source, fmt,
-                                                                      require_proof=s.header.require_proof)
+            header_line, header, first_line, header_end = read_header(fh, source, request)
             header = _proof_read(header, stored, proof_sha)
             spooled = _scored_ahead(
                 (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin,
-                             require_proof=s.header.require_proof)
+                             request=request)
                  for off, n in block_ranges(fh, header_end, stored.read.stat().st_size)), None, self.files)
             settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
-                             prior_rejections=stored.rejections, side_log=pay, reclassifier=s.reclassifier,
-                             verdict_map=s.verdict_map, format_metrics=stored.format_metrics,
-                             terminations=stored.terminations, proof_sha256=proof_sha)
+                             prior_rejections=stored.rejections, side_log=pay, request=request,
+                             format_metrics=stored.format_metrics, terminations=stored.terminations,
+                             proof_sha256=proof_sha)
             settled = dataclasses.replace(settled, run_key=s.run_key)  # a legacy key keeps its labels
             with self._original(path, fmt, content, proof, proof_sha) as kept_original:
                 published: list[PendingCopy] = []
@@ -563,13 +562,13 @@ class Importing(Reads):
                           f"(rescore {s.run_key[:12]} --from LOG)")
         if _version(s.scorer_version) < PROOFS_SINCE:
             return None, None  # scored before proofs were read: it had none
-        options: dict[str, Any] = {"side_log_sha256": (s.side_log or {}).get("sha256"), "verdict_map": s.verdict_map,
-                                   "reclassifier": s.reclassifier, "require_proof": s.header.require_proof}
-        if run_key(s.file_sha256 or content, **options) == s.run_key:
+        request, side_sha = s.request, (s.side_log or {}).get("sha256")
+        if request.run_key(s.file_sha256 or content, side_log_sha256=side_sha) == s.run_key:
             return None, None  # its key says it was scored without a proof
         for candidate in (proof_path_of(original), proof_path_of(s.header.source) if s.header.source else None):
             if candidate is not None and candidate.is_file() and \
-                    run_key(s.file_sha256 or content, **options, proof_sha256=sha256_of_file(candidate)) == s.run_key:
+                    request.run_key(s.file_sha256 or content, side_log_sha256=side_sha,
+                                    proof_sha256=sha256_of_file(candidate)) == s.run_key:
                 return candidate, None
         return None, ("it was scored with a proof side log the workspace did not keep, and that proof is no longer "
                       "beside its log: import the log again with its proof beside it to rescore it")

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pandas as pd
 
@@ -60,8 +60,9 @@ from ..importers import formats
 from ..importers import holds_runs as _holds_runs
 from ..importers.inspect_log import PRESETS, VerdictMap, refusal_judge
 from ..model import Gap, Rejection, ReviewLabel, RunHeader, Status, Trajectory
-from ..recapture import is_side_log, side_log_beside
+from ..recapture import side_log_beside
 from ..report import Evaluation, category_figures
+from ..request import ScoringOptions, ScoringRequest, paired_side_log
 from ..score import SCORER_VERSION, assess_calls
 from ..settle import unlisted_note
 from ..stored import StoredRun, workspace_names
@@ -92,7 +93,8 @@ __all__ = [
     "BUSY_TIMEOUT_S", "META_COLUMNS", "NO_GROUP", "ROOT_LISTING_FRESH_S", "ROOT_LISTING_WAIT_S", "SCORER_VERSION",
     "SUMMARY_COLUMNS", "VERDICT_PRESETS", "WARM_UP_THREAD", "Agreement", "CallReplay", "Evaluation", "HarnessEvent",
     "HarnessScore", "ImportReport", "LabelEvent", "PairedComparison", "PairedDifference", "QueueMode", "QueueSort",
-    "Rate", "Reader", "Replay", "RootListing", "RunInfo", "RunMeta", "ScoreColumns", "SuggestionTrust", "Summary",
+    "Rate", "Reader", "Replay", "RootListing", "RunInfo", "RunMeta", "ScoreColumns", "ScoringRequest",
+    "SuggestionTrust", "Summary",
     "TableChoice", "ToolDefinition", "TrajectorySummary", "Undone", "UploadedTables", "WaterfallStep", "add_label",
     "add_labels", "adjudicate", "adjudicators", "adjudicators_file", "agreement", "argument_sizes", "breakdowns",
     "category_figures", "check_workspace", "count_lines", "current_labels", "default_db_path", "disputed",
@@ -237,33 +239,28 @@ def parse_verdict_map(spec: str) -> VerdictMap:
     return VerdictMap.parse(spec)
 
 
-def import_run(db: str | Path, path: str | Path, *, payloads: str | Path | None = None, progress=None,
-               original_name: str | None = None, reclassifier: str | None = None, verdict_map: str | None = None,
-               pair_side_log: bool = True, require_proof: bool = False) -> ImportReport:
-    """Import (and score) a run file as ``litmus-review import`` does (``Workspace.import_run``):
-    without ``payloads``, ``RUN.payloads.jsonl`` beside it is joined (unless ``pair_side_log`` is
-    off) and the report says so; ``verdict_map``: as ``--inspect-verdict``; ``require_proof``: as
-    ``--require-proof``."""
-    how = "given" if payloads is not None else ""
-    if payloads is None and pair_side_log and not is_side_log(Path(path).name):
-        beside = Path(side_log_beside(str(path)))
-        if beside.is_file():
-            payloads, how = beside, "found beside it"
-    vmap = parse_verdict_map(verdict_map) if verdict_map and verdict_map.strip() else None
-    res: ImportResult = _ws(db).import_run(path, payloads=payloads, progress=progress, original_name=original_name,
-                                           reclassifier=reclassifier, verdict_map=vmap, require_proof=require_proof)
+def import_run(db: str | Path, path: str | Path, request: ScoringRequest | None = None, *, progress=None,
+               original_name: str | None = None, pair_side_log: bool = True,
+               **options: Unpack[ScoringOptions]) -> ImportReport:
+    """Import (and score) a run file as ``litmus-review import`` does (``Workspace.import_run``),
+    as ``request`` (or ``options``: a verdict map as ``--inspect-verdict`` reads it) asks: with
+    no side log given, ``RUN.payloads.jsonl`` beside it is joined (unless ``pair_side_log`` is
+    off) and the report says so."""
+    request = ScoringRequest.of(request, **options)
+    request, how = paired_side_log(request, str(path)) if pair_side_log else \
+        (request, "given" if request.payloads is not None else "")
+    res: ImportResult = _ws(db).import_run(path, request, progress=progress, original_name=original_name)
     return ImportReport(run=_named_run(db, res.run), already_present=res.already_present, rejected=res.rejected,
-                        rejected_count=res.rejected_count, side_log=None if payloads is None else str(payloads),
-                        side_log_how=how,
+                        rejected_count=res.rejected_count, side_log=request.payloads, side_log_how=how,
                         rescored_from=res.rescored.was if res.rescored is not None and res.rescored.done else None)
 
 
-def import_runs(db: str | Path, path: str | Path, *, progress=None, original_name: str | None = None,
-                reclassifier: str | None = None, require_proof: bool = False) -> list[ImportReport]:
+def import_runs(db: str | Path, path: str | Path, request: ScoringRequest | None = None, *, progress=None,
+                original_name: str | None = None, **options: Unpack[ScoringOptions]) -> list[ImportReport]:
     """Import every run a path holds (an AgentDojo run directory, or a zip of one, holds one
     per pipeline and attack); see ``Workspace.import_runs``."""
-    results = _ws(db).import_runs(path, progress=progress, original_name=original_name, reclassifier=reclassifier,
-                                  require_proof=require_proof)
+    results = _ws(db).import_runs(path, ScoringRequest.of(request, **options), progress=progress,
+                                  original_name=original_name)
     names = run_names(db)
     return [ImportReport(run=RunInfo._of(r.run, names.get(r.run_key)), already_present=r.already_present,
                          rejected=r.rejected, rejected_count=r.rejected_count) for r in results]
