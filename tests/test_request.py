@@ -10,10 +10,16 @@ from pathlib import Path
 from typing import get_type_hints
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scoring.cli import main
+from scoring.dask_engine import fleet
+from scoring.errors import EngineError
 from scoring.importers.inspect_log import PRESETS, VerdictMap
+from scoring.model import Run, RunHeader
+from scoring.report import evaluate_run
 from scoring.request import DEFAULT_REQUEST, ScoringOptions, ScoringRequest, SharedOptions, paired_side_log
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,10 +132,6 @@ def test_a_stored_runs_verdict_text_keys_it_as_stored_in_an_older_spelling_too()
 
 
 def test_an_empty_classifier_spec_is_kept_to_be_refused_never_taken_for_none(tmp_path):
-    from click.testing import CliRunner
-
-    from scoring.cli import main
-
     assert ScoringRequest.of(reclassifier="").reclassifier == ""
     for args in (["score", str(ROOT / "sample_runs" / "observed-m1.jsonl")],
                  ["import", str(ROOT / "sample_runs" / "observed-m1.jsonl"), "--db", str(tmp_path / "w.db")]):
@@ -138,11 +140,6 @@ def test_an_empty_classifier_spec_is_kept_to_be_refused_never_taken_for_none(tmp
 
 
 def test_a_fleets_request_carries_no_side_log_and_a_parsed_run_takes_no_verdict_map():
-    from scoring.dask_engine import fleet
-    from scoring.errors import EngineError
-    from scoring.model import Run, RunHeader
-    from scoring.report import evaluate_run
-
     with pytest.raises(EngineError, match="per run"):
         fleet.score_runs(["a.jsonl"], None, ScoringRequest.of(payloads="a.payloads.jsonl"))
     with pytest.raises(ValueError, match="mapped when it was parsed"):
