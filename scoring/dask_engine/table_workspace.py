@@ -13,30 +13,27 @@ from ..model import ReviewLabel, judge_unseen
 from ..proof import proof_path_of
 from ..request import ScoringRequest
 from ..workspace import ImportResult, Workspace
+from ..workspace.labels import StatusReader
 from .storage import absolute_location, error_message, file_system, protocol
 from .table_reader import TableRun, failed_read, find_row, options_of, source_of
 
 # --- labels -----------------------------------------------------------------------------------
 
 
-class _TableLabels(Workspace):
-    """The workspace, taking labels for a table's run: whether a trajectory takes a label is
-    read from the table (the run's rows are not in the workspace); the label events are the
-    workspace's own, keyed by run key and trajectory id."""
+def table_status(ws: Workspace, run: TableRun, storage_options: dict | None = None) -> StatusReader:
+    """Where a label on a table's run reads its trajectory's status (``Labels.add_label``'s
+    ``status_of``): the table's row (the run's rows are not in the workspace), or the
+    workspace's own once the run is imported."""
+    options = options_of(run, storage_options)
 
-    def __init__(self, ws: Workspace, run: TableRun, storage_options: dict | None) -> None:
-        super().__init__(ws.path, busy_timeout_s=ws.busy_timeout_s)
-        self._table, self._options = run, options_of(run, storage_options)
-
-    def _label_status(self, run_key: str, trajectory_id: str) -> tuple[str, str | None] | None:
-        """The (status, reason) the label rule reads (``labels.event_refusal``), from the table."""
-        if self.run(run_key) is not None:
+    def status(run_key: str, trajectory_id: str) -> tuple[str, str | None] | None:
+        if ws.run(run_key) is not None:
             # The run is imported: the workspace's own rows decide, never a table's word for them
             # (a table naming an imported run's key could otherwise call any trajectory Inconclusive).
-            return super()._label_status(run_key, trajectory_id)
-        row = find_row(self._table, trajectory_id, self._options)
+            return ws.label_status(run_key, trajectory_id)
+        row = find_row(run, trajectory_id, options)
         if row is None:
-            raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=self._table.location)
+            raise InputError(f"no trajectory {trajectory_id!r} in run {run_key[:12]}", source=run.location)
         if judge_unseen(row["status"], row.get("reason")):
             # A table's reviewed rate is built from its stored summary, which counts Inconclusive
             # labels only: a label here would count in the workspace's rate and not in the table's.
@@ -45,12 +42,15 @@ class _TableLabels(Workspace):
                              "count such labels)")
         return row["status"], row.get("reason")
 
+    return status
+
 
 def add_label(ws: Workspace, run: TableRun, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
               note: str = "", storage_options: dict | None = None) -> int:
     """A reviewer's label on a table's trajectory, stored in the workspace as an imported run's
     (``Workspace.add_label``); refused unless the table says it is Inconclusive."""
-    return _TableLabels(ws, run, storage_options).add_label(run.run_key, trajectory_id, reviewer, label, note)
+    return ws.add_label(run.run_key, trajectory_id, reviewer, label, note,
+                        status_of=table_status(ws, run, storage_options))
 
 
 # --- a table's run, brought into the workspace ----------------------------------------------

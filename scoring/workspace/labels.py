@@ -19,10 +19,10 @@ import time
 import unicodedata
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeAlias
 
 from ..agreement import agreement
 from ..errors import (
@@ -227,19 +227,27 @@ class _Planned:
     supersedes: int | None
 
 
+StatusReader: TypeAlias = Callable[[str, str], tuple[str, str | None] | None]
+"""(run key, trajectory id) → the trajectory's (status, reason), None where the run has none of
+that id: what a label's refusal reads (``Labels.label_status``, or a score table's rows)."""
+
+
 class Labels(Reads):
     # --- the app's door ---------------------------------------------------------------------
 
     def add_label(self, run_key: str, trajectory_id: str, reviewer: str, label: ReviewLabel | str,
-                  note: str = "", *, adjudicate: bool = False) -> int:
+                  note: str = "", *, adjudicate: bool = False, status_of: StatusReader | None = None) -> int:
         """Append a label event (an adjudication with ``adjudicate``); returns its id. Refused by
-        ``event_refusal``, as the same event in a labels file is."""
+        ``event_refusal``, as the same event in a labels file is. ``status_of``: where the
+        trajectory's status is read, for a run whose rows are elsewhere (a score table's:
+        ``dask_engine.table_workspace.table_status``); default ``label_status``, this workspace's."""
         reviewer = reviewer_identity(reviewer)
         note = _note_text(note)
         trajectory_id = _trajectory_text(trajectory_id)
         label = ReviewLabel(label)
         action = "adjudicate" if adjudicate else "label"
-        status = self._label_status(run_key, trajectory_id)  # before the write lock: a table's door reads its rows
+        # before the write lock: a table's door reads its rows
+        status = (status_of or self.label_status)(run_key, trajectory_id)
         adjudicators = self.adjudicators() if adjudicate else frozenset()
         with _one_act(), self.connect() as db, immediate(db):
             votes = _votes_on(db, run_key, trajectory_id) if adjudicate else {}
@@ -340,9 +348,9 @@ class Labels(Reads):
             return {tid: (status, reason) for tid, status, reason in db.execute(
                 "SELECT trajectory_id, status, reason FROM trajectories WHERE run_key = ?", [run_key]).fetchall()}
 
-    def _label_status(self, run_key: str, trajectory_id: str) -> tuple[str, str | None] | None:
+    def label_status(self, run_key: str, trajectory_id: str) -> tuple[str, str | None] | None:
         """The trajectory's stored (status, reason), None where the run has none of that id: what
-        ``event_refusal`` reads of it (a score table's door reads the table's row: ``dask_engine.table_workspace``)."""
+        ``event_refusal`` reads of it (a ``StatusReader``)."""
         rows = self.trajectory_rows(run_key, "trajectory_id = ?", [trajectory_id])
         return (rows[0]["status"], rows[0]["reason"]) if rows else None
 
