@@ -19,9 +19,9 @@ stages (``STAGES``):
   ``canonical.check_record`` (model objects);
 - *hash*: the file's SHA-256 as the import takes it beside the workers (``copies.sha256_of_file``
   on the source), each block's span digest (``ingest.score_bytes``' ``Block.span``), and the
-  argument surfaces' digests, sizes and limit (``strict_rules.plain_calls_proven`` without its
+  argument surfaces' digests, sizes and limit (``capture_rules.plain_calls_proven`` without its
   JSON check);
-- *capture rules*: the lean path's JSON check of each surface (``strict_rules.certainly_json``)
+- *capture rules*: the lean path's JSON check of each surface (``capture_rules.certainly_json``)
   and the typed path's ``score.assess_calls``;
 - *taxonomy rules*: the typed path's ``score.score_trajectory`` (the verdict decision, with the
   taxonomy rules where it runs them);
@@ -79,13 +79,13 @@ from results_file import replace_section  # noqa: E402
 
 from scoring import ingest, pipeline  # noqa: E402
 from scoring import rows as codec  # noqa: E402
+from scoring.capture_rules import certainly_json, plain_calls_proven  # noqa: E402
 from scoring.importers import canonical  # noqa: E402
 from scoring.importers._common import RecordError, decode_json_line  # noqa: E402
 from scoring.request import CANONICAL_REQUEST  # noqa: E402
-from scoring.rules import JOIN, compile_any, encode_text  # noqa: E402
 from scoring.score import HarnessVerdictClassifier, RuleClassifier, assess_calls, score_trajectory  # noqa: E402
 from scoring.settle import digest, settle  # noqa: E402
-from scoring.strict_rules import certainly_json, plain_calls_proven  # noqa: E402
+from scoring.taxonomy_rules import JOIN, compile_any, encode_text  # noqa: E402
 from scoring.workspace import Workspace, copies, importing  # noqa: E402
 from scoring.workspace.schema import immediate, utc_now  # noqa: E402
 
@@ -101,8 +101,8 @@ FLOORS = {
     "decode": "`msgspec.json.Decoder().decode_lines` of each block (untyped)",
     "hash": "`hashlib.sha256` once over the file and once over the surfaces, in memory",
     "capture rules": "msgspec's syntax check (`Decoder(msgspec.Raw)`) of each block's lean surfaces as one array",
-    "taxonomy rules": "one RE2 search of all the taxonomy's rules (`rules.compile_any`) over each typed record's "
-                      "surfaces joined",
+    "taxonomy rules": "one RE2 search of all the taxonomy's rules (`taxonomy_rules.compile_any`) over each typed "
+                      "record's surfaces joined",
     "row building": "`list(zip(*columns))`: the same rows built from their values in C",
     "SQLite writes": "`executemany` of the same rows into a bare table (no key, index or constraint), same pragmas, "
                      "one commit",

@@ -12,7 +12,7 @@ Two routes prove a surface:
    whose size and digest match the recorded raw size and digest (proven standard), or which
    shows none of the format's truncation signals (structural standard).
 
-The limit, digest and parse rules themselves live in ``strict_rules``, shared with the import's
+The limit, digest and parse rules themselves live in ``capture_rules``, shared with the import's
 lean path; a plain call (``is_plain``) is decided there in one pass.
 """
 
@@ -28,15 +28,15 @@ import urllib.parse
 import zlib
 from dataclasses import dataclass
 
-from .errors import BLOCKING_REASONS, AdapterDecodeError, ReasonCode
-from .model import EvidenceStandard, Gap, ToolCall
-from .strict_rules import (
+from .capture_rules import (
     digest_matches,
     json_error,
     near_capture_limit,
     over_capture_limit,
     plain_calls_proven,
 )
+from .errors import BLOCKING_REASONS, AdapterDecodeError, ReasonCode
+from .model import EvidenceStandard, Gap, ToolCall
 
 #: Decoded adapter output is never allowed past this many bytes: a compression bomb becomes an
 #: ``unverifiable_adapter`` gap instead of exhausting memory.

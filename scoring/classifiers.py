@@ -95,10 +95,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .capture_rules import MIN_BENIGN_CONFIDENCE
 from .errors import ClassifierError
 from .model import BENIGN, Trajectory
 from .score import BUILTIN_CLASSIFIERS, Classification
-from .strict_rules import MIN_BENIGN_CONFIDENCE
 
 PROTOCOL = 3
 """The protocol every request speaks (challenge and response; see the module docstring)."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import msgspec
 
 from . import rows as codec
+from .capture_rules import plain_calls_proven, verdict_abstention
 from .errors import InputError, StoreError
 from .importers import canonical
 from .importers._common import RecordError, decode_json_line
@@ -56,7 +57,6 @@ from .score import (
     vouched,
 )
 from .settle import REJECTIONS_LISTED
-from .strict_rules import plain_calls_proven, verdict_abstention
 
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 BLOCK_BYTES = 16 * 1024 * 1024

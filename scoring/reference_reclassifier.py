@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .rules import compile_rule, encode_text, quote_match
+from .taxonomy_rules import compile_rule, encode_text, quote_match
 
 PROTOCOL = 3
 NAME = "litmus-review reference re-classifier"

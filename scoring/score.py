@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .capture import Capture, assess
+from .capture_rules import MIN_BENIGN_CONFIDENCE, verdict_abstention
 from .errors import IncompleteCaptureError, ReasonCode
 from .model import (
     BENIGN,
@@ -31,9 +32,8 @@ from .model import (
     Truncation,
     grouping_category,
 )
-from .rules import JOIN, compile_any, compile_rule, encode_text, joinable, quote_match
-from .strict_rules import MIN_BENIGN_CONFIDENCE, verdict_abstention
 from .suggest import suggest
+from .taxonomy_rules import JOIN, compile_any, compile_rule, encode_text, joinable, quote_match
 
 SCORER_VERSION = "4.0"
 """Stamped on every export; bump when a rule change can move a trajectory's status."""
@@ -68,7 +68,7 @@ def verdict_evidence(label: str, confidence: float | None) -> str:
 
 class HarnessVerdictClassifier:
     """The verdict the harness recorded. It abstains when there is none, it is abnormal, or it
-    is benign below ``min_benign_confidence`` (``strict_rules.verdict_abstention``)."""
+    is benign below ``min_benign_confidence`` (``capture_rules.verdict_abstention``)."""
 
     name = "harness_verdict"
 

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from scoring.cli import main
 from scoring.model import Category
-from scoring.rules import compile_rule, encode_text
 from scoring.score import RuleClassifier
+from scoring.taxonomy_rules import compile_rule, encode_text
 
 from .helpers import sha
 

@@ -128,19 +128,19 @@ def test_checking_large_hostile_rules_keeps_no_large_memory():
 
     import re2
 
-    from scoring import rules
+    from scoring import taxonomy_rules
 
-    rules._CHECKED.clear()
+    taxonomy_rules._CHECKED.clear()
     tracemalloc.start()
     try:
         before, _peak = tracemalloc.get_traced_memory()
         for i in range(48):  # a few dozen runs' headers, each with one large rule of its own
-            rules.check_rule(f"(?i)run{i:04d}" + "x" * 400_000)
+            taxonomy_rules.check_rule(f"(?i)run{i:04d}" + "x" * 400_000)
         re2.purge()  # RE2's own cache of compiled patterns (its last 128, whoever compiled them) is not ours
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-        rules._CHECKED.clear()
+        taxonomy_rules._CHECKED.clear()
     assert held < 4_000_000, f"{held:,} bytes held after the rules were checked"
 
 

@@ -1,7 +1,7 @@
 """The lean import path gives exactly the rows of the typed path, record by record.
 
 Both paths are driven through ``ingest.score_bytes`` (``lean=False`` scores every record the
-typed way); the rules they share are tested on their own in test_strict_rules.py."""
+typed way); the rules they share are tested on their own in test_capture_rules.py."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring import ingest, rows
+from scoring.capture_rules import certainly_json, json_error
 from scoring.score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier
-from scoring.strict_rules import certainly_json, json_error
 
 from .conftest import SAMPLES
 

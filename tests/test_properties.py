@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring.capture import assess
+from scoring.capture_rules import certainly_json, json_error, plain_calls_proven
 from scoring.errors import ReasonCode
 from scoring.model import Adapter, EvidenceStandard, Redaction, Status, Termination, ToolCall, ToolResult
 from scoring.score import HarnessVerdictClassifier, RuleClassifier, score_trajectory
-from scoring.strict_rules import certainly_json, json_error, plain_calls_proven
 
 from .helpers import HEADER, TAXONOMY, proven, sha, traj
 

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring.model import Category
-from scoring.rules import compile_any, compile_rule, encode_text, joinable, quote_match
 from scoring.score import RuleClassifier
+from scoring.taxonomy_rules import compile_any, compile_rule, encode_text, joinable, quote_match
 
 
 def _classifier(*rules_per_category: tuple[str, ...]) -> RuleClassifier:

@@ -35,7 +35,7 @@ from ..model import (
     Trajectory,
     harness_category,
 )
-from ..rules import RuleError, check_rule
+from ..taxonomy_rules import RuleError, check_rule
 from ._common import (
     DuplicateRecordError,
     RecordError,

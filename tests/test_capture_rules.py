@@ -1,4 +1,4 @@
-"""The strict rules written once (``scoring.strict_rules``) and the common record shape
+"""The strict rules written once (``scoring.capture_rules``) and the common record shape
 (``canonical.CommonRecord``): the rules on their own, and the paths that share them held to the
 same answers through public entry points."""
 
@@ -18,12 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scoring.capture import assess
-from scoring.errors import ReasonCode
-from scoring.importers import canonical
-from scoring.importers._common import RecordError
-from scoring.model import BENIGN, HarnessVerdict, ToolCall
-from scoring.score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier
-from scoring.strict_rules import (
+from scoring.capture_rules import (
     AT_LIMIT_SLACK_BYTES,
     clear_of_capture_limit,
     digest_matches,
@@ -32,6 +27,11 @@ from scoring.strict_rules import (
     plain_calls_proven,
     verdict_abstention,
 )
+from scoring.errors import ReasonCode
+from scoring.importers import canonical
+from scoring.importers._common import RecordError
+from scoring.model import BENIGN, HarnessVerdict, ToolCall
+from scoring.score import MIN_BENIGN_CONFIDENCE, HarnessVerdictClassifier
 
 from .helpers import proven, traj
 
@@ -249,7 +249,7 @@ def test_the_fast_call_parser_takes_the_common_call_shape():
 
 
 def test_the_strict_constants_are_defined_in_one_module():
-    # A second assignment is a second copy of a rule: import the one in strict_rules instead.
+    # A second assignment is a second copy of a rule: import the one in capture_rules instead.
     names = {"AT_LIMIT_SLACK_BYTES", "MIN_BENIGN_CONFIDENCE"}
     homes = []
     for path in sorted((ROOT / "scoring").rglob("*.py")):
@@ -261,4 +261,5 @@ def test_the_strict_constants_are_defined_in_one_module():
             else:
                 continue
             homes += [(t.id, path.name) for t in targets if isinstance(t, ast.Name) and t.id in names]
-    assert sorted(homes) == [("AT_LIMIT_SLACK_BYTES", "strict_rules.py"), ("MIN_BENIGN_CONFIDENCE", "strict_rules.py")]
+    assert sorted(homes) == [("AT_LIMIT_SLACK_BYTES", "capture_rules.py"),
+                             ("MIN_BENIGN_CONFIDENCE", "capture_rules.py")]
