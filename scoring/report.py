@@ -1,6 +1,7 @@
-"""Run-level reports: one call that imports, recaptures, scores and summarises a run.
-
-The CLI, the app and the benchmarks all go through ``evaluate`` so they can never disagree.
+"""A run's ``Evaluation`` (what every door reports of it: ``score --json``'s shape) and the
+library's one-call doors over the one path (``pipeline``): ``evaluate`` (a run file),
+``evaluate_all`` (every run a path holds) and ``evaluate_run`` (a run already parsed). Its text
+form is ``summary_text``.
 """
 
 from __future__ import annotations
