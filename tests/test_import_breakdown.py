@@ -31,8 +31,10 @@ def test_the_breakdown_prints_every_stage_beside_its_floor_and_the_whole_import(
     total = re.search(rf"^\| \*\*all stages\*\* \| \*\*({NUMBER})\*\* \|", text, re.MULTILINE)
     assert total is not None and float(total[1]) > 0, text
     assert "built the same rows as the stages" in text
-    for whole in (r"\| wall \(import/pyarrow s: [^|]+\) \| \*\*" + NUMBER + r"×\*\*",
-                  r"\| CPU, all processes \(import/pyarrow s: [^|]+\) \| \*\*" + NUMBER + r"×\*\*",
+    for whole in (*(rf"\| {state}: wall \(import/pyarrow s: [^|]+\) \| \*\*" + NUMBER + r"×\*\*"
+                    for state in ("idle", "warm")),  # each memory state pairs its own processes
+                  *(rf"\| {state}: CPU, all processes \(import/pyarrow s: [^|]+\) \| \*\*" + NUMBER + r"×\*\*"
+                    for state in ("idle", "warm")),
                   r"peak RSS, main \+ workers \([\d,]+ MiB[^)]*\) ÷ the file \([\d,]+ MiB\) \| \*\*"
                   + NUMBER + r"×\*\*"):
         assert re.search(whole, text), f"no {whole!r}:\n{text}"

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scoring import ingest
 from scoring.agreement import agreement, cohen_kappa, krippendorff_alpha
 from scoring.errors import (
     DatabaseUnavailableError,
@@ -23,7 +24,7 @@ from scoring.errors import (
 )
 from scoring.model import ReviewLabel
 from scoring.score import SCORER_VERSION
-from scoring.workspace import MIGRATIONS, Workspace, evaluation
+from scoring.workspace import MIGRATIONS, Workspace, evaluation, importing
 
 from .conftest import ROOT, SAMPLES
 
@@ -287,11 +288,14 @@ def test_sigkill_during_import_leaves_no_partial_run_and_reimport_completes(tmp_
     assert ws.runs() == []
     with ws.connect() as conn:
         assert conn.execute("select count(*) from trajectories").fetchone()[0] == 0
-    # Its copy is left under the temporary name naming its process; or, if the kill fell in the
-    # instant between the copy taking its content name and the commit, under that name (it
-    # holds that content: a re-import reuses it).
-    (abandoned,) = [p.name for p in ws.files.iterdir()]
-    assert f".tmp-{socket.gethostname()}-{proc.pid}-" in abandoned or abandoned.endswith(".jsonl"), abandoned
+    # Its copy (and the staging file of its scored rows, once it has one) is left under the
+    # temporary name naming its process; or, if the kill fell in the instant between the copy
+    # taking its content name and the commit, under that name (it holds that content: a
+    # re-import reuses it).
+    abandoned = [p.name for p in ws.files.iterdir()]
+    assert 1 <= len(abandoned) <= 2, abandoned
+    for name in abandoned:
+        assert f".tmp-{socket.gethostname()}-{proc.pid}-" in name or name.endswith(".jsonl"), abandoned
     res = ws.import_run(big)
     assert not res.already_present and res.run["trajectories"] == 12000
     # The next import swept the killed one's copy: only the run's own file is left.
@@ -401,6 +405,46 @@ def test_parallel_import_equals_the_in_process_import(tmp_path, monkeypatch):
     assert strip(a) == strip(b)
     again = par.import_run(src)  # known only once the overlapped hash is done: still idempotent
     assert again.already_present and again.run_key == res.run_key and len(par.runs()) == 1
+
+
+def test_the_staged_rows_leave_no_file_whether_the_import_lands_or_fails(tmp_path, monkeypatch):
+    """The scored rows wait in a staging file beside the copies until the write copies them in:
+    it is gone after an import, and after one that failed between the scoring and the write."""
+    monkeypatch.setattr(importing, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "BLOCK_BYTES", 64 * 1024)
+    ws = Workspace(tmp_path / "s.db")
+    staged_names: list[str] = []
+    real = importing._scored_ahead
+
+    def watched(*args):
+        staged = real(*args)
+        staged_names.append(staged.path.name)
+        assert staged.path.is_file() and len(staged.blocks) > 1
+        return staged
+
+    monkeypatch.setattr(importing, "_scored_ahead", watched)
+
+    def settle_fails(*_args, **_kwargs):
+        raise StoreError("settle failed")
+
+    with monkeypatch.context() as mp_:
+        mp_.setattr(importing, "settle", settle_fails)
+        with pytest.raises(StoreError, match="settle failed"):
+            ws.import_run(OBSERVED)
+    assert staged_names and not [p for p in ws.files.iterdir() if p.name.startswith("scored.db")]
+    res = ws.import_run(OBSERVED)
+    assert len(staged_names) == 2 and [p.name for p in ws.files.iterdir()] == [Path(res.run["stored_path"]).name]
+    assert res.run["trajectories"] == len(ws.trajectory_rows(res.run_key)) > 0
+
+
+def test_a_staged_blocks_insert_takes_only_literals_it_checked():
+    key = "a" * 64
+    sql = importing._insert_sql(key, 7, 10, 3, frozenset({1}))
+    assert "rowid BETWEEN 11 AND 13 AND rowid NOT IN (12)" in sql and "[line] + 7" in sql
+    for bad in (("'; drop table runs; --" + "a" * 40, 0, 0, 1, frozenset()), (key, "1", 0, 1, frozenset()),
+                (key, 0, 0, 1, frozenset({"1"})), (key, 0, 0.5, 1, frozenset())):
+        with pytest.raises(ValueError):
+            importing._insert_sql(*bad)
 
 
 def test_agreement_per_run_and_category_through_the_store_and_cli(ws):

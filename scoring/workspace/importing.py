@@ -9,7 +9,6 @@ import functools
 import hashlib
 import itertools
 import json
-import marshal
 import os
 import sqlite3
 import tempfile
@@ -138,15 +137,15 @@ class Importing(Reads):
                 score_range(header_line, str(path), str(stored.read), off, n, pay=pay, reclassifier=plugin,
                             request=request)
                 for off, n in block_ranges(fh, header_end, stored.read.stat().st_size))
-            spooled = _scored_ahead(results, progress, self.files)
-            settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
-                             prior_rejections=stored.rejections, side_log=pay, request=request,
-                             format_metrics=stored.format_metrics, terminations=stored.terminations,
-                             proof_sha256=proof_sha)
-            with self._original(path, fmt, content, proof if proof_sha else None, proof_sha) as original:
-                return self._write_run(settled, spooled, stored, pay, path, before, original=original,
-                                       provenance={**_provenance(content, original_name, pay),
-                                                   "proof_sha256": proof_sha})
+            with _scored_ahead(results, progress, self.files) as staged:
+                settled = settle(header, staged.digests, file_sha256=content, first_line=first_line,
+                                 prior_rejections=stored.rejections, side_log=pay, request=request,
+                                 format_metrics=stored.format_metrics, terminations=stored.terminations,
+                                 proof_sha256=proof_sha)
+                with self._original(path, fmt, content, proof if proof_sha else None, proof_sha) as original:
+                    return self._write_run(settled, staged, stored, pay, path, before, original=original,
+                                           provenance={**_provenance(content, original_name, pay),
+                                                       "proof_sha256": proof_sha})
 
     def import_runs(self, path: str | Path, request: ScoringRequest | None = None, *,
                     progress: Callable[[int], None] | None = None, original_name: str | None = None,
@@ -221,14 +220,15 @@ class Importing(Reads):
                     if present is not None:
                         return present
                     copy.final = self.files / f"{run_key}.jsonl"
-                    blocks = _scored_ahead(itertools.chain([first] if first is not None else [], results),
+                    staged = _scored_ahead(itertools.chain([first] if first is not None else [], results),
                                            progress, self.files)
                 finally:
                     results.close()
-                same_content(path, run_key, rehashed.result())
-            settled = settle(header, blocks.digests, file_sha256=run_key, first_line=first_line)
-            return self._write_run(settled, blocks, copy, None, path, before,
-                                   provenance=_provenance(run_key, original_name, None))
+                with staged:
+                    same_content(path, run_key, rehashed.result())
+                    settled = settle(header, staged.digests, file_sha256=run_key, first_line=first_line)
+                    return self._write_run(settled, staged, copy, None, path, before,
+                                           provenance=_provenance(run_key, original_name, None))
 
     def _already_imported(self, run_key: str, path: Path,
                           as_imported: Callable[[StoredRun], StoredRun] | None = None,
@@ -488,42 +488,43 @@ class Importing(Reads):
                 stored.read.open("rb") as fh:
             header_line, header, first_line, header_end = read_header(fh, source, request)
             header = _proof_read(header, stored, proof_sha)
-            spooled = _scored_ahead(
+            with _scored_ahead(
                 (score_range(header_line, source, str(stored.read), off, n, pay=pay, reclassifier=plugin,
                              request=request)
-                 for off, n in block_ranges(fh, header_end, stored.read.stat().st_size)), None, self.files)
-            settled = settle(header, spooled.digests, file_sha256=content, first_line=first_line,
-                             prior_rejections=stored.rejections, side_log=pay, request=request,
-                             format_metrics=stored.format_metrics, terminations=stored.terminations,
-                             proof_sha256=proof_sha)
-            settled = dataclasses.replace(settled, run_key=s.run_key)  # a legacy key keeps its labels
-            with self._original(path, fmt, content, proof, proof_sha) as kept_original:
-                published: list[PendingCopy] = []
-                try:
-                    with self.connect() as db, immediate(db):
-                        now = db.execute("select scorer_version from runs where run_key = ?", [s.run_key]).fetchone()
-                        if now is None or now[0] == SCORER_VERSION:  # removed, or rescored by another process
-                            return Rescored(s.run_key, now is not None, s.scorer_version)
-                        db.execute("DELETE FROM trajectories WHERE run_key = ?", [s.run_key])
-                        db.execute("DELETE FROM run_columns WHERE run_key = ?", [s.run_key])
-                        _write_blocks(db, settled, spooled)
-                        set_aside = carry.fence_changed(db, s.run_key, shown, str(stored.read), stored.sha256,
-                                                        utc_now())
-                        columns = run_columns(settled)
-                        del columns["run_key"]
-                        db.table("runs").update(s.run_key, {
-                            **columns, "stored_path": self._relative(stored.final), "stored_sha256": stored.sha256,
-                            "original_path": self._relative(kept_original.final if kept_original else stored.final),
-                            "file_sha256": content, "proof_sha256": proof_sha})
-                        if file_state(path) != before:
-                            raise InputError("the file changed while it was being rescored", source=str(path))
-                        for copy in (kept_original, stored):
-                            if copy is not None and copy.pending:
-                                copy.publish()
-                                published.append(copy)
-                except BaseException:
-                    self._unpublish(published)
-                    raise
+                 for off, n in block_ranges(fh, header_end, stored.read.stat().st_size)), None, self.files) as staged:
+                settled = settle(header, staged.digests, file_sha256=content, first_line=first_line,
+                                 prior_rejections=stored.rejections, side_log=pay, request=request,
+                                 format_metrics=stored.format_metrics, terminations=stored.terminations,
+                                 proof_sha256=proof_sha)
+                settled = dataclasses.replace(settled, run_key=s.run_key)  # a legacy key keeps its labels
+                with self._original(path, fmt, content, proof, proof_sha) as kept_original:
+                    published: list[PendingCopy] = []
+                    try:
+                        with self.connect() as db, immediate(db):
+                            now = db.execute("select scorer_version from runs where run_key = ?",
+                                             [s.run_key]).fetchone()
+                            if now is None or now[0] == SCORER_VERSION:  # removed, or rescored by another process
+                                return Rescored(s.run_key, now is not None, s.scorer_version)
+                            db.execute("DELETE FROM trajectories WHERE run_key = ?", [s.run_key])
+                            db.execute("DELETE FROM run_columns WHERE run_key = ?", [s.run_key])
+                            _write_blocks(db, settled, staged)
+                            set_aside = carry.fence_changed(db, s.run_key, shown, str(stored.read), stored.sha256,
+                                                            utc_now())
+                            columns = run_columns(settled)
+                            del columns["run_key"]
+                            db.table("runs").update(s.run_key, {
+                                **columns, "stored_path": self._relative(stored.final), "stored_sha256": stored.sha256,
+                                "original_path": self._relative(kept_original.final if kept_original else stored.final),
+                                "file_sha256": content, "proof_sha256": proof_sha})
+                            if file_state(path) != before:
+                                raise InputError("the file changed while it was being rescored", source=str(path))
+                            for copy in (kept_original, stored):
+                                if copy is not None and copy.pending:
+                                    copy.publish()
+                                    published.append(copy)
+                    except BaseException:
+                        self._unpublish(published)
+                        raise
         return Rescored(s.run_key, True, s.scorer_version, labels_set_aside=tuple(set_aside))
 
     def _original(self, path: Path, fmt: str, content: str, proof: Path | None = None,
@@ -573,7 +574,7 @@ class Importing(Reads):
         return None, ("it was scored with a proof side log the workspace did not keep, and that proof is no longer "
                       "beside its log: import the log again with its proof beside it to rescore it")
 
-    def _write_run(self, settled: SettledRun, blocks: _Spooled, stored: PendingCopy, pay: PayloadJoin | None,
+    def _write_run(self, settled: SettledRun, blocks: _Staged, stored: PendingCopy, pay: PayloadJoin | None,
                    source: Path, source_state: FileState, *, provenance: dict | None = None,
                    original: PendingCopy | None = None) -> ImportResult:
         """Write a settled run (its blocks scored and spooled: no rule runs under the write lock)."""
@@ -599,7 +600,7 @@ class Importing(Reads):
                             rejected=() if raced else settled.rejected,
                             rejected_count=0 if raced else settled.rejected_count)
 
-    def _insert_rows(self, db, settled: SettledRun, blocks: Iterable[Block], stored: PendingCopy,
+    def _insert_rows(self, db, settled: SettledRun, blocks: _Staged, stored: PendingCopy,
                      kept: PendingCopy | None, source: Path, source_state: FileState, *,
                      provenance: dict | None = None, published: list | None = None,
                      original: PendingCopy | None = None) -> None:
@@ -807,80 +808,89 @@ def _provenance(file_sha256: str, original_name: str | None, pay) -> dict:
             "side_log_sha256": pay.content_sha256 if pay is not None else None}
 
 
-def _scored_ahead(results: Iterable[Block], progress, folder: Path) -> _Spooled:
-    """Consume ``results`` now (parsing and scoring every block) into an anonymous temporary
-    file in ``folder``, and return an iterator over the blocks read back from it: the caller
-    then writes them under the database's write lock without running any rule there.
-    Memory holds one block at a time. ``progress`` gets the rows scored so far."""
+def _scored_ahead(results: Iterable[Block], progress, folder: Path) -> _Staged:
+    """Consume ``results`` now (parsing and scoring every block) into a staging database in
+    ``folder`` (a temporary name the sweep removes if this process dies) and return it with the
+    blocks' digests (what ``settle`` reads). The caller then copies the rows it keeps into the
+    workspace under its write lock inside SQLite (``_write_blocks``), without running any rule
+    there and without building the rows in Python a second time. Memory holds one block at a
+    time. ``progress`` gets the rows scored so far. The result is a context manager: leaving it
+    removes the staging file."""
+    staged = _Staged(temporary_name(folder / "scored.db"))
     try:
-        spool = tempfile.TemporaryFile(dir=folder, prefix=".scored-")  # noqa: SIM115 - _Spooled closes it
-    except OSError as exc:
-        raise StoreError(f"cannot write in the workspace folder {folder}: {exc.strerror or exc}") from exc
-    blocks = rows = 0
-    digests: list[BlockDigest] = []
-    try:
-        for block in results:
-            digests.append(digest(block))
-            rejected = [(r.source, r.line, r.record_id, r.message, r.related_line) for r in block.rejected]
-            try:
-                marshal.dump((block.rows, rejected, block.seen, block.lines), spool)
-            except OSError as exc:
-                raise StoreError(f"cannot write in the workspace folder {folder}: {exc.strerror or exc}") from exc
-            blocks += 1
-            rows += len(block.rows)
-            if progress:
-                progress(rows)
-        spool.seek(0)
+        db = sqlite3.connect(staged.path, isolation_level=None)
+        try:
+            # A scratch file only this import reads, removed after it: no journal, no sync.
+            db.execute("PRAGMA journal_mode = OFF")
+            db.execute("PRAGMA synchronous = OFF")
+            db.execute(f"CREATE TABLE rows ({', '.join(f'[{c}]' for c in ROW_COLUMNS)})")
+            db.execute("BEGIN")
+            insert = f"INSERT INTO rows VALUES ({', '.join('?' * len(ROW_COLUMNS))})"
+            rows = 0
+            for block in results:
+                staged.digests.append(digest(block))
+                db.executemany(insert, block.rows)
+                staged.blocks.append((rows, len(block.rows)))
+                rows += len(block.rows)
+                if progress:
+                    progress(rows)
+            db.execute("COMMIT")
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        staged.close()
+        raise StoreError(f"cannot write in the workspace folder {folder}: {exc}") from exc
     except BaseException:
-        spool.close()
+        staged.close()
         raise
+    return staged
 
-    return _Spooled(spool, blocks, digests)
 
+@dataclass
+class _Staged:
+    """The rows ``_scored_ahead`` staged: the file holding them (table ``rows``, in file order,
+    so block ``b``'s rows are the rowids after ``blocks[b][0]``), each block's rows before it and
+    its count, and the blocks' digests."""
 
-class _Spooled:
-    """Blocks read back, one at a time, from the spool file ``_scored_ahead`` wrote, and
-    their digests (what ``settle`` reads)."""
+    path: Path
+    blocks: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    digests: list[BlockDigest] = dataclasses.field(default_factory=list)
 
-    def __init__(self, spool, blocks: int, digests: list[BlockDigest]) -> None:
-        self._spool, self._left, self.digests = spool, blocks, digests
+    def close(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
 
-    def __iter__(self) -> _Spooled:
+    def __enter__(self) -> _Staged:
         return self
 
-    def __next__(self) -> Block:
-        if self._left == 0:
-            self._spool.close()
-            raise StopIteration
-        self._left -= 1
-        rows, rejected, seen, lines = marshal.load(self._spool)
-        return Block(rows, [Rejection(source=a, line=b, record_id=c, message=d, related_line=e)
-                            for a, b, c, d, e in rejected], seen, lines)
-
-    def __del__(self) -> None:
-        self._spool.close()
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def _insert_sql(run_key: str, line_shift: int) -> str:
-    """The INSERT for one block's rows: the run key (64 hex digits) and the line shift (an
-    int) are literals, checked here, so SQLite fills them in rather than Python per row."""
-    if not canonical.HEX64.fullmatch(run_key) or line_shift.__class__ is not int:
-        raise ValueError(f"not a run key and line shift: {run_key!r}, {line_shift!r}")
+def _insert_sql(run_key: str, line_shift: int, before: int, count: int, drops: frozenset[int]) -> str:
+    """The INSERT ... SELECT of one staged block's rows (the ``count`` rowids after ``before``,
+    but its indices in ``drops``). The run key (64 hex digits), the line shift and the rowids
+    (ints) are literals, checked here, so SQLite fills them in rather than Python per row."""
+    if not canonical.HEX64.fullmatch(run_key) or not all(
+            n.__class__ is int for n in (line_shift, before, count, *drops)):
+        raise ValueError(f"not a run key, line shift and rows: {run_key!r}, {line_shift!r}, {before!r}, {count!r}")
     cols = ", ".join(f"[{c}]" for c in ROW_COLUMNS)
-    values = ", ".join(f"? + {line_shift}" if c == "line" else "?" for c in ROW_COLUMNS)
-    return f"INSERT INTO trajectories ([run_key], {cols}) VALUES ('{run_key}', {values})"
+    values = ", ".join(f"[{c}] + {line_shift}" if c == "line" else f"[{c}]" for c in ROW_COLUMNS)
+    skip = f" AND rowid NOT IN ({', '.join(str(before + 1 + i) for i in sorted(drops))})" if drops else ""
+    return (f"INSERT INTO trajectories ([run_key], {cols}) SELECT '{run_key}', {values} FROM scored.rows "
+            f"WHERE rowid BETWEEN {before + 1} AND {before + count}{skip}")
 
 
-def _write_blocks(db, settled: SettledRun, blocks: Iterable[Block]) -> None:
+def _write_blocks(db, settled: SettledRun, staged: _Staged) -> None:
     """Insert a settled run's stored rows and its score columns (in the caller's transaction):
-    each block's rows but the ones ``settle`` refused, their lines shifted as it placed them."""
+    each block's staged rows but the ones ``settle`` refused, their lines shifted as it placed
+    them. The rows go from the staging file into the workspace inside SQLite, one INSERT ...
+    SELECT a block, so Python never holds them again (the staging file stays attached until
+    the connection closes: it cannot be detached inside the transaction)."""
     key = settled.run_key
-    for b, block in enumerate(blocks):
-        rows = settled.stored(b, block.rows)
-        if rows:
-            # executemany on a prepared INSERT (sqlite-utils' insert_all re-derives types per
-            # value): the run key and the block's line shift are written by SQLite, so rows go
-            # from the worker to the database untouched.
-            db.conn.executemany(_insert_sql(key, settled.shifts[b]), rows)
+    db.conn.execute("ATTACH DATABASE ? AS scored", [str(staged.path)])
+    for b, (before, count) in enumerate(staged.blocks):
+        if count:
+            db.conn.execute(_insert_sql(key, settled.shifts[b], before, count, settled.drops[b]))
     db.conn.execute("INSERT INTO run_columns (run_key, format, data) VALUES (?, ?, ?)",
                     [key, COLUMNS_FORMAT, encode_columns(settled.fields)])
