@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from .importers import inspect_log
 from .importers.inspect_log import VerdictMap
 from .recapture import side_log_found
 
@@ -120,18 +121,34 @@ class ScoringRequest:
         return self.payloads is not None or self.verdict_map is not None or self.reclassifier is not None \
             or self.require_proof
 
+    @property
+    def keyed_verdict(self) -> str | None:
+        """The verdict map as it decides the run's scores, and so its key and its record:
+        ``verdict_text`` for an Inspect log (or a format not sniffed yet), None for every other
+        format, which never reads one (a canonical run's verdicts are in its lines; the other
+        importers have no scorer values to map)."""
+        return self.verdict_text if self.fmt in (inspect_log.NAME, AUTO_FORMAT) else None
+
     def run_key(self, file_sha256: str, *, side_log_sha256: str | None = None,
                 proof_sha256: str | None = None) -> str:
         """The run's key in a workspace and a score table: the file's SHA-256 when nothing but the
         file decided its scores, else SHA-256 of the parts that did, joined by ``:`` (the side
-        log's hash, the verdict map, the re-classifier, an Inspect log's proof side log's hash,
-        ``require_proof`` when it was asked: the same bytes scored with and without it are two
-        runs). The hashes are of bytes read, so the caller gives them: the request holds paths."""
-        verdict = self.verdict_text
-        parts = [file_sha256] + ([side_log_sha256] if side_log_sha256 else []) \
-            + ([verdict] if verdict else []) + ([f"classifier={self.reclassifier}"] if self.reclassifier else []) \
-            + ([f"proof={proof_sha256}"] if proof_sha256 else []) + (["require_proof"] if self.require_proof else [])
-        return file_sha256 if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
+        log's hash, the verdict map where the format reads one, the re-classifier, an Inspect
+        log's proof side log's hash, ``require_proof`` when it was asked: the same bytes scored
+        with and without it are two runs). The hashes are of bytes read, so the caller gives
+        them: the request holds paths."""
+        return _key(file_sha256, side_log_sha256, self.keyed_verdict, self.reclassifier, proof_sha256,
+                    self.require_proof)
+
+    def former_run_key(self, file_sha256: str, *, side_log_sha256: str | None = None,
+                       proof_sha256: str | None = None) -> str | None:
+        """The key a workspace gave this run before a verdict map its format never reads was
+        left out of keys (a canonical run imported with ``--inspect-verdict`` was keyed with
+        it), where that key differs from ``run_key``; None where it is the same."""
+        if self.keyed_verdict == self.verdict_text:
+            return None
+        return _key(file_sha256, side_log_sha256, self.verdict_text, self.reclassifier, proof_sha256,
+                    self.require_proof)
 
     def stored(self) -> dict[str, Any]:
         """The stored form of the fields that decide scores (a fleet's record of each run it
@@ -162,6 +179,14 @@ def paired_side_log(request: ScoringRequest, run: str) -> tuple[ScoringRequest, 
     found = side_log_found(run, os.path.isfile)
     return (request, "") if found is None else (dataclasses.replace(request, payloads=found), "found beside it")
 
+
+
+def _key(file_sha256: str, side_log_sha256: str | None, verdict: str | None, reclassifier: str | None,
+         proof_sha256: str | None, require_proof: bool) -> str:
+    parts = [file_sha256] + ([side_log_sha256] if side_log_sha256 else []) + ([verdict] if verdict else []) \
+        + ([f"classifier={reclassifier}"] if reclassifier else []) \
+        + ([f"proof={proof_sha256}"] if proof_sha256 else []) + (["require_proof"] if require_proof else [])
+    return file_sha256 if len(parts) == 1 else hashlib.sha256(":".join(parts).encode()).hexdigest()
 
 DEFAULT_REQUEST = ScoringRequest()
 """The request of a run given no option: its format sniffed, nothing joined, mapped or asked."""

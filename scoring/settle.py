@@ -43,7 +43,7 @@ from .aggregate import ScoreColumns
 from .importers._common import duplicate_message
 from .model import Rejection, RunHeader
 from .recapture import PayloadJoin, RecaptureReport
-from .request import DEFAULT_REQUEST, ScoringRequest
+from .request import AUTO_FORMAT, DEFAULT_REQUEST, ScoringRequest
 from .rows import COL, ROW_COLUMNS, SCORE_FIELDS, SCORE_INDEX
 from .score import SCORER_VERSION
 
@@ -162,6 +162,8 @@ def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: st
     block applied a share of it); ``request``: what the run was scored under (its key)."""
     if header.require_proof != request.require_proof:  # the blocks were scored under the header's
         raise ValueError("the header and the request disagree on require_proof")
+    if request.fmt == AUTO_FORMAT:  # the header names the format the run was read as
+        request = dataclasses.replace(request, fmt=header.format)
     shifts, shift = [], first_line
     for d in digests:
         shifts.append(shift)
@@ -203,7 +205,7 @@ def settle(header: RunHeader, digests: Sequence[BlockDigest], *, file_sha256: st
                                 proof_sha256=proof_sha256),
         trajectories=n_traj, tool_calls=n_calls, fields=fields, shifts=tuple(shifts),
         drops=tuple(frozenset(d) for d in drops), recapture=report, side_log=side,
-        reclassifier=request.reclassifier, verdict_map=request.verdict_text, format_metrics=format_metrics,
+        reclassifier=request.reclassifier, verdict_map=request.keyed_verdict, format_metrics=format_metrics,
         terminations=terminations)
 
 

@@ -7,6 +7,7 @@ and scorer version. Real logs are read from ../shared/real at test time."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -115,6 +116,23 @@ def test_every_door_gives_a_litmus_log_the_same_numbers_and_its_own_figures(clie
     d = assert_equal_key_for_key(doors(client, LITMUS, tmp_path))
     assert d["format"] == "litmus" and d["format_metrics"]["litmus"]["asr"] is not None
     assert d["harness_reported"] is not None
+
+
+@pytest.mark.parametrize("kind", ["canonical", "litmus"])
+def test_every_door_keys_a_run_whose_format_reads_no_verdict_map_without_the_map_it_was_given(client, tmp_path, kind):
+    # one run, one truth: a verdict map maps Inspect scorer values; a canonical run's verdicts are in
+    # its lines and a LITMUS log has none to map, so the map decides nothing and is in no door's key
+    if kind == "canonical":
+        path = tmp_path / "compare-m2.jsonl"  # alone: no side log beside it
+        shutil.copy(SAMPLES / "compare-m2.jsonl", path)
+    else:
+        path = LITMUS
+    (tmp_path / "with").mkdir()
+    given = assert_equal_key_for_key(doors(client, path, tmp_path / "with", "agentharm_refusal"))
+    (tmp_path / "without").mkdir()
+    plain = assert_equal_key_for_key(doors(client, path, tmp_path / "without"))
+    assert given.get("verdict_map") is None and given == plain
+    assert given["content_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_every_door_pairs_the_bundled_samples_side_log_and_gives_the_same_numbers(client, tmp_path):

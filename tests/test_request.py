@@ -21,6 +21,9 @@ from scoring.importers.inspect_log import PRESETS, VerdictMap
 from scoring.model import Run, RunHeader
 from scoring.report import evaluate_run
 from scoring.request import DEFAULT_REQUEST, ScoringOptions, ScoringRequest, SharedOptions, paired_side_log
+from scoring.workspace import Workspace
+
+from .conftest import SAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOSE = {"fmt", "payloads", "verdict_map", "reclassifier", "require_proof"}
@@ -144,3 +147,31 @@ def test_a_fleets_request_carries_no_side_log_and_a_parsed_run_takes_no_verdict_
         fleet.score_runs(["a.jsonl"], None, ScoringRequest.of(payloads="a.payloads.jsonl"))
     with pytest.raises(ValueError, match="mapped when it was parsed"):
         evaluate_run(Run(header=RunHeader(run_id="r", model="m"), trajectories=()), verdict_map="s:unsafe=1")
+
+
+def test_a_verdict_map_is_keyed_only_where_the_format_reads_one():
+    vmap = PRESETS["agentharm_refusal"]
+    file_sha = "f" * 64
+    inspect = ScoringRequest(fmt="inspect", verdict_map=vmap)
+    canonical = ScoringRequest(fmt="canonical", verdict_map=vmap)
+    assert inspect.keyed_verdict == str(vmap) and inspect.run_key(file_sha) != file_sha
+    assert inspect.former_run_key(file_sha) is None
+    assert canonical.keyed_verdict is None and canonical.run_key(file_sha) == file_sha
+    assert canonical.former_run_key(file_sha) == inspect.run_key(file_sha)  # how a workspace keyed it before
+    assert ScoringRequest(verdict_map=vmap).keyed_verdict == str(vmap)  # not sniffed yet: kept
+
+
+def test_a_canonical_run_imported_under_its_former_key_is_found_again(tmp_path, monkeypatch):
+    # before, a canonical run imported with a verdict map was keyed with it; the same import again
+    # finds that run (its labels with it) rather than importing the bytes a second time
+    run = tmp_path / "compare-m2.jsonl"
+    run.write_bytes((SAMPLES / "compare-m2.jsonl").read_bytes())
+    ws = Workspace(tmp_path / "w.db")
+    with monkeypatch.context() as m:
+        m.setattr(ScoringRequest, "keyed_verdict", property(lambda self: self.verdict_text))
+        before = ws.import_run(run, verdict_map="agentharm_refusal")
+    assert before.run_key != hashlib.sha256(run.read_bytes()).hexdigest()
+    again = ws.import_run(run, verdict_map="agentharm_refusal")
+    assert again.already_present and again.run_key == before.run_key and len(ws.runs()) == 1
+    fresh = Workspace(tmp_path / "fresh.db").import_run(run, verdict_map="agentharm_refusal")
+    assert fresh.run_key == hashlib.sha256(run.read_bytes()).hexdigest()

@@ -277,8 +277,8 @@ def finish_run(plan: RunPlan, content: str, reclassifier: str | None,
     header = canonical.parse_header(decode_header(plan.header_line, plan.source, plan.first_line), plan.source)
     header = dataclasses.replace(header, source=plan.source, format=canonical.NAME, require_proof=plan.require_proof,
                                  classifier_of_record_check=plan.rules_check)
-    # a canonical run's lines are scored as they are, a verdict map unread: its key here is without it
-    request = dataclasses.replace(plan.request_with(reclassifier), verdict_map=None)
+    # the engine scores canonical lines (a verdict map is never read: ``ScoringRequest.keyed_verdict``)
+    request = dataclasses.replace(plan.request_with(reclassifier), fmt=canonical.NAME)
     settled = settle(header, digests, file_sha256=content, first_line=plan.first_line, side_log=_join(plan),
                      request=request)
     res = _run_result(settled, aggregates)

@@ -124,6 +124,10 @@ class Importing(Reads):
                                                                   require_proof=request.require_proof))
 
         present = self._already_imported(key, path, as_imported, rescore=scorer is None)
+        former = request.former_run_key(content, side_log_sha256=pay.content_sha256 if pay else None,
+                                        proof_sha256=proof_sha)
+        if present is None and former is not None:  # imported before that key left out an unread verdict map
+            present = self._already_imported(former, path, as_imported, rescore=scorer is None)
         if present is not None:
             return present
         # with a scorer, its workers load the re-classifier
