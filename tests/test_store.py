@@ -440,7 +440,9 @@ def test_the_staged_rows_leave_no_file_whether_the_import_lands_or_fails(tmp_pat
 def test_a_staged_blocks_insert_takes_only_literals_it_checked():
     key = "a" * 64
     sql = importing._insert_sql(key, 7, 10, 3, frozenset({1}))
-    assert "rowid BETWEEN 11 AND 13 AND rowid NOT IN (12)" in sql and "[line] + 7" in sql
+    assert "rowid BETWEEN 11 AND 13 AND rowid NOT IN (12) ORDER BY rowid" in sql and "[line] + 7" in sql
+    # the staging table's rowids are its rows' places: no row column may stand for them
+    assert not {"rowid", "oid", "_rowid_"} & {c.lower() for c in importing.ROW_COLUMNS}
     for bad in (("'; drop table runs; --" + "a" * 40, 0, 0, 1, frozenset()), (key, "1", 0, 1, frozenset()),
                 (key, 0, 0, 1, frozenset({"1"})), (key, 0, 0.5, 1, frozenset())):
         with pytest.raises(ValueError):

@@ -217,18 +217,18 @@ class Importing(Reads):
                 # no block digests: the whole copy's hash is the check (score FILE's and Dask's read them)
                 results = pool_map(functools.partial(score_range, span=False), work, IMPORT_WORKERS,
                                    window=PARALLEL_WINDOW)
-                try:
-                    first = next(results, None)  # the workers are scoring while the key is hashed
-                    run_key = copy.sha256 = keyed.result()
-                    present = self._already_imported(run_key, path)
-                    if present is not None:
-                        return present
-                    copy.final = self.files / f"{run_key}.jsonl"
-                    staged = _scored_ahead(itertools.chain([first] if first is not None else [], results),
-                                           progress, self.files)
-                finally:
-                    results.close()
-                with staged:
+                with contextlib.ExitStack() as staging:
+                    try:
+                        first = next(results, None)  # the workers are scoring while the key is hashed
+                        run_key = copy.sha256 = keyed.result()
+                        present = self._already_imported(run_key, path)
+                        if present is not None:
+                            return present
+                        copy.final = self.files / f"{run_key}.jsonl"
+                        staged = staging.enter_context(_scored_ahead(
+                            itertools.chain([first] if first is not None else [], results), progress, self.files))
+                    finally:
+                        results.close()
                     same_content(path, run_key, rehashed.result())
                     settled = settle(header, staged.digests, file_sha256=run_key, first_line=first_line)
                     return self._write_run(settled, staged, copy, None, path, before,
@@ -841,7 +841,7 @@ def _scored_ahead(results: Iterable[Block], progress, folder: Path) -> _Staged:
             db.execute("COMMIT")
         finally:
             db.close()
-    except sqlite3.Error as exc:
+    except sqlite3.OperationalError as exc:  # the folder's fault (a full disk, no permission), not the rows'
         staged.close()
         raise StoreError(f"cannot write in the workspace folder {folder}: {exc}") from exc
     except BaseException:
@@ -861,7 +861,8 @@ class _Staged:
     digests: list[BlockDigest] = dataclasses.field(default_factory=list)
 
     def close(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        # A file left behind is the sweep's to remove; it never fails an import (or hides its error).
+        with contextlib.suppress(OSError):
             self.path.unlink()
 
     def __enter__(self) -> _Staged:
@@ -882,7 +883,7 @@ def _insert_sql(run_key: str, line_shift: int, before: int, count: int, drops: f
     values = ", ".join(f"[{c}] + {line_shift}" if c == "line" else f"[{c}]" for c in ROW_COLUMNS)
     skip = f" AND rowid NOT IN ({', '.join(str(before + 1 + i) for i in sorted(drops))})" if drops else ""
     return (f"INSERT INTO trajectories ([run_key], {cols}) SELECT '{run_key}', {values} FROM scored.rows "
-            f"WHERE rowid BETWEEN {before + 1} AND {before + count}{skip}")
+            f"WHERE rowid BETWEEN {before + 1} AND {before + count}{skip} ORDER BY rowid")
 
 
 def _write_blocks(db, settled: SettledRun, staged: _Staged) -> None:
