@@ -446,7 +446,7 @@ def fresh_process(kind: str, path: Path, workdir: Path, *extra: str) -> dict:
 MEMORY_STATES = ("idle", "warm")
 """How each measured process finds the machine's memory. On a virtual machine, memory freed a few
 seconds ago is handed back to the host, and a process that then touches fresh memory pays for the
-host's mapping it again as system time in its own CPU (pyarrow, which allocates about twice the
+host's mapping it again as system time in its own CPU (pyarrow, which allocates more than the
 file, most). *idle*: a pause of ``IDLE_PAUSE_S`` before the process, the state of a machine
 nobody has used for a while (what a researcher's first import meets); *warm*: right after a
 throwaway ``pyarrow`` read in a process of its own, whose freed memory is still mapped. Each
