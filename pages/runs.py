@@ -12,6 +12,7 @@ from pages._shared import loaders, router, state
 from pages._shared.errors import SHOWN, public_text, show_error
 from pages._shared.inert import md, reveal_id
 from pages._shared.runtext import middle_cut, stale_mark, status_badge
+from scoring.errors import SpecError
 from scoring.workspace import views
 
 router.require_router()
@@ -53,14 +54,21 @@ def require_proof() -> bool:
     return bool(st.session_state.get(state.REQUIRE_PROOF))
 
 
-def scoring_request(payloads: Path | None, *, with_verdict_map: bool = True) -> views.ScoringRequest:
+def scoring_request(payloads: Path | None, *, map_must_parse: bool = True) -> views.ScoringRequest:
     """The request this page's imports are scored under, built once from its form as the CLI
     builds it from its options (a verdict map that does not parse is a ``SpecError``).
-    ``with_verdict_map`` off: for runs whose verdicts are their own (an AgentDojo run directory),
-    which the map's field never blocks."""
-    return views.ScoringRequest.of(payloads=payloads, reclassifier=configured_reclassifier(),
-                                   verdict_map=verdict_map_spec() if with_verdict_map else None,
-                                   require_proof=require_proof())
+    ``map_must_parse`` off: for runs whose format reads no verdict map (an AgentDojo run
+    directory), which the map's field never blocks; a map that parses still goes with them, so a
+    run a workspace keyed with it before (``ScoringRequest.former_run_key``) is found again."""
+    def request(verdict_map: str | None) -> views.ScoringRequest:
+        return views.ScoringRequest.of(payloads=payloads, reclassifier=configured_reclassifier(),
+                                       verdict_map=verdict_map, require_proof=require_proof())
+    try:
+        return request(verdict_map_spec())
+    except SpecError:
+        if map_must_parse:
+            raise
+        return request(None)
 
 
 def shown_source(source: str, original_name: str | None) -> str:
@@ -89,7 +97,7 @@ def import_one(path: Path, payloads: Path | None, label: str, original_name: str
         if path.suffix == ".jsonl":
             total = max(1, views.count_lines(path) - 1)
         if payloads is None and loaders.holds_runs(path):  # an AgentDojo run directory (a folder or a zip)
-            reports = loaders.import_runs(path, scoring_request(None, with_verdict_map=False), progress=tick,
+            reports = loaders.import_runs(path, scoring_request(None, map_must_parse=False), progress=tick,
                                           original_name=original_name)
         else:
             reports = [loaders.import_run(path, scoring_request(payloads), progress=tick,

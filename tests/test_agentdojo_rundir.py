@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pages._shared import state
 from scoring.cli import main as cli_main
 from scoring.importers import load_run
 from scoring.importers.agentdojo_dir import read_run_directory, read_run_zip
 from scoring.model import Status
 from scoring.report import evaluate_all
+from scoring.request import ScoringRequest
+from scoring.workspace import Workspace
 
 REAL = "agentdojo_rundir/Meta-SecAlign-70B.zip"
 #: AgentDojo's own figures for the real run directory (load_suite_results, v1.2.1; SOURCES.md).
@@ -217,3 +220,34 @@ def test_the_app_imports_a_run_directory_from_a_path(app, tmp_path):
     shown = " ".join(plain(s.value) for s in app.success)
     assert "Imported 2 runs of the AgentDojo run directory" in shown
     assert "gpt-4o-2024-05-13 · banking, travel · important_instructions (5 trajectories)" in shown
+
+
+def test_the_app_finds_a_run_directorys_runs_a_workspace_keyed_with_a_verdict_map(app, tmp_path, monkeypatch):
+    # a verdict map decides nothing for an AgentDojo run: no door keys it now, but a workspace keyed
+    # such runs with it before; the page, given the map, finds them rather than importing them twice
+    tree = tmp_path / "logdir"
+    write_tree(tree, small_tree())
+    ws = Workspace(tmp_path / "app.db")  # the app fixture's workspace
+    with monkeypatch.context() as m:
+        m.setattr(ScoringRequest, "keyed_verdict", property(lambda self: self.verdict_text))
+        former = {r.run_key for r in ws.import_runs(tree, verdict_map="agentharm_refusal")}
+    held = len(ws.runs())
+    app.switch_page("pages/runs.py").run()
+    app.selectbox(key=state.VERDICT_MAP_CHOICE).select("agentharm_refusal").run()
+    app.text_input(key=state.IMPORT_PATH).input(str(tree)).run()
+    app.button[[b.label for b in app.button].index("Import path")].click().run()
+    assert not app.exception, app.exception
+    assert len(ws.runs()) == held and len(former) == 2
+    assert former <= set(app.session_state[state.SELECTED_RUNS])
+
+
+def test_a_verdict_map_that_does_not_parse_never_blocks_a_run_directory(app, tmp_path):
+    tree = tmp_path / "logdir"
+    write_tree(tree, small_tree())
+    app.switch_page("pages/runs.py").run()
+    app.selectbox(key=state.VERDICT_MAP_CHOICE).select("rules, as --inspect-verdict…").run()
+    app.text_input(key=state.VERDICT_MAP_TEXT).input("scorer:unsafe=").run()
+    app.text_input(key=state.IMPORT_PATH).input(str(tree)).run()
+    app.button[[b.label for b in app.button].index("Import path")].click().run()
+    assert not app.exception, app.exception
+    assert "Imported 2 runs of the AgentDojo run directory" in " ".join(s.value for s in app.success)
