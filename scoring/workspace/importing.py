@@ -581,7 +581,7 @@ class Importing(Reads):
     def _write_run(self, settled: SettledRun, blocks: _Staged, stored: PendingCopy, pay: PayloadJoin | None,
                    source: Path, source_state: FileState, *, provenance: dict | None = None,
                    original: PendingCopy | None = None) -> ImportResult:
-        """Write a settled run (its blocks scored and spooled: no rule runs under the write lock)."""
+        """Write a settled run (its blocks scored and staged: no rule runs under the write lock)."""
         keeping = self._keep(Path(pay.source), f"{pay.content_sha256}.payloads.jsonl", pay.content_sha256) \
             if pay else None
         key = settled.run_key
